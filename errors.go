@@ -1,0 +1,50 @@
+package delayq
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Stores, the engine and the Go SDK wrap these, so
+// errors.Is(err, delayq.ErrExists) means the same on both sides of the wire.
+var (
+	// ErrNotFound: no live job has that id or seq.
+	ErrNotFound = errors.New("delayq: job not found")
+	// ErrExists: a live job already has that id.
+	ErrExists = errors.New("delayq: job already exists")
+	// ErrNotReserved: the job is not reserved under the presented
+	// reservation (it expired and another consumer may hold it), or it is
+	// reserved and the call needs it not to be.
+	ErrNotReserved = errors.New("delayq: job not reserved by you")
+	// ErrState: the job's state does not allow the call (kicking a ready job).
+	ErrState = errors.New("delayq: job is not in a state that allows this")
+	// ErrDraining: the server is shutting down and takes no new work.
+	ErrDraining = errors.New("delayq: server is draining")
+	// ErrUnavailable: the store cannot be reached or has failed.
+	ErrUnavailable = errors.New("delayq: store unavailable")
+	// ErrInvalid: the request is malformed; a *ValidationError says how.
+	ErrInvalid = errors.New("delayq: invalid request")
+)
+
+// ValidationError names the field and the rule a request broke. Code is the
+// machine-readable name used on the wire ("bad_topic", "body_too_big", ...).
+type ValidationError struct {
+	Code   string
+	Field  string
+	Reason string
+}
+
+func (e *ValidationError) Error() string {
+	if e.Field == "" {
+		return "delayq: " + e.Reason
+	}
+	return fmt.Sprintf("delayq: %s: %s", e.Field, e.Reason)
+}
+
+// Unwrap makes every ValidationError match ErrInvalid.
+func (e *ValidationError) Unwrap() error { return ErrInvalid }
+
+// Invalid returns a *ValidationError.
+func Invalid(code, field, format string, args ...any) error {
+	return &ValidationError{Code: code, Field: field, Reason: fmt.Sprintf(format, args...)}
+}

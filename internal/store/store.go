@@ -1,0 +1,224 @@
+// Package store defines the contract between the engine and a backend: the
+// Store interface, its parameter and result types, and the optional
+// Notifier of stores shared by several instances. It holds no state.
+//
+// Every backend (memstore, diskstore, redisstore) must pass the shared
+// conformance suite in package storetest.
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/delayq/delayq"
+)
+
+// Store keeps jobs and makes every state transition atomic and, for the
+// durable backends, durable before the method returns.
+//
+// Contract shared by all methods:
+//
+//   - Every method is one atomic transition: it happens whole or not at all.
+//     On error nothing changed (except for ErrUnavailable after a partial
+//     I/O failure, after which the store refuses further calls).
+//   - Errors wrap the delayq sentinels: ErrNotFound (no live job with that
+//     ref), ErrExists, ErrNotReserved, ErrState, ErrUnavailable. Storage
+//     library errors never escape unwrapped into a sentinel's place.
+//   - Time is an argument (Now); a store never reads the clock to decide a
+//     transition. Times are kept with millisecond precision (truncated).
+//   - Jobs returned are copies the caller may keep and modify.
+//   - Methods are safe for concurrent use.
+//   - A Ref names a job by ID, or by Seq when ID is empty.
+//
+// Ordering: ready jobs are served by Priority (lower first), then Seq,
+// across all topics of a Reserve. Delayed jobs become ready in Due order.
+type Store interface {
+	// Put stores new jobs in one durable write. The caller fills every
+	// field but Seq, which Put assigns (increasing, never reused) and writes
+	// back into the jobs. State is StateReady or StateDelayed, as the
+	// caller decided from Due. If any job's ID is live (or repeated within
+	// jobs), Put stores none and returns an error wrapping ErrExists that
+	// names the id.
+	Put(ctx context.Context, jobs []*delayq.Job) error
+
+	// Reserve moves up to p.Max ready jobs of p.Topics (skipping topics
+	// paused at p.Now) to reserved, in priority-then-seq order, increments
+	// Attempts, sets Reservation to delayq.ReservationToken(seq, attempts)
+	// and Deadline to p.Now+TTR. Nothing ready: an empty slice, nil error.
+	Reserve(ctx context.Context, p ReserveParams) ([]*delayq.Job, error)
+
+	// Release hands a reserved job back: ready when p.Due <= p.Now,
+	// delayed otherwise, or buried when MaxAttempts > 0 and Attempts >=
+	// MaxAttempts. p.Ref.Reservation must match (ErrNotReserved otherwise).
+	Release(ctx context.Context, p ReleaseParams) (*delayq.Job, error)
+
+	// Touch sets a reserved job's deadline to p.Now+TTR. The reservation
+	// must match.
+	Touch(ctx context.Context, p TouchParams) (*delayq.Job, error)
+
+	// Bury moves a reserved job to buried (Due = p.Now). The reservation
+	// must match.
+	Bury(ctx context.Context, p BuryParams) (*delayq.Job, error)
+
+	// Kick moves up to p.Max jobs of p.Topic to ready: buried ones (oldest
+	// buried first) if the topic has any, else delayed ones (earliest due
+	// first). It returns how many moved.
+	Kick(ctx context.Context, p KickParams) (int, error)
+
+	// KickJob moves one buried or delayed job to ready. Any other state:
+	// ErrState.
+	KickJob(ctx context.Context, p KickJobParams) (*delayq.Job, error)
+
+	// Delete removes a job and returns it as it was. With p.Force it
+	// removes the job in any state. Otherwise, with a Reservation the job
+	// must be reserved under it, and without one it must not be reserved
+	// at all; either failure is ErrNotReserved.
+	Delete(ctx context.Context, p DeleteParams) (*delayq.Job, error)
+
+	// Update changes a job that is not reserved (ErrNotReserved if it is).
+	// Nil fields are kept. A new Due makes the job ready (Due <= Now) or
+	// delayed, whatever its state was, buried included.
+	Update(ctx context.Context, p UpdateParams) (*delayq.Job, error)
+
+	// Get returns the job.
+	Get(ctx context.Context, ref delayq.Ref) (*delayq.Job, error)
+
+	// List pages through a topic's jobs. With a State it lists that state
+	// in its serving order: ready by priority then seq, delayed by due then
+	// seq, reserved by deadline then seq, buried by due (the time it was
+	// buried) then seq. Without one it lists ready, delayed, reserved, then
+	// buried jobs, each in that order. Cursor is opaque: "" starts, and the
+	// result's Next continues ("" when there is no more).
+	List(ctx context.Context, p ListParams) (*ListResult, error)
+
+	// Topics returns the stats of every topic that has live jobs or is
+	// paused, sorted by name.
+	Topics(ctx context.Context) ([]delayq.TopicStats, error)
+
+	// Pause stops reserves from p.Topic until p.Until (beanstalkd
+	// pause-tube); a zero Until unpauses.
+	Pause(ctx context.Context, p PauseParams) error
+
+	// Tick makes due work ready, at most p.Max jobs per call: delayed jobs
+	// with Due <= p.Now, and reserved jobs whose Deadline <= p.Now (ready at
+	// once with Timeouts+1, or buried when their attempts are spent). It
+	// reports the topics that gained ready jobs, each promoted delayed job's
+	// lateness, and the earliest due time or deadline still pending (p.Now
+	// when more than Max were due; zero when nothing is pending).
+	Tick(ctx context.Context, p TickParams) (*TickResult, error)
+
+	// Close releases the store's resources. Calls after Close fail.
+	Close() error
+}
+
+// ReserveParams are the arguments of Store.Reserve.
+type ReserveParams struct {
+	Topics []string
+	Max    int
+	Now    time.Time
+}
+
+// ReleaseParams are the arguments of Store.Release.
+type ReleaseParams struct {
+	Ref      delayq.Ref
+	Priority *uint32 // nil keeps the job's priority
+	Due      time.Time
+	Delay    time.Duration // recorded as the job's Delay
+	Now      time.Time
+}
+
+// TouchParams are the arguments of Store.Touch.
+type TouchParams struct {
+	Ref delayq.Ref
+	Now time.Time
+}
+
+// BuryParams are the arguments of Store.Bury.
+type BuryParams struct {
+	Ref      delayq.Ref
+	Priority *uint32 // nil keeps the job's priority
+	Now      time.Time
+}
+
+// KickParams are the arguments of Store.Kick.
+type KickParams struct {
+	Topic string
+	Max   int
+	Now   time.Time
+}
+
+// KickJobParams are the arguments of Store.KickJob.
+type KickJobParams struct {
+	Ref delayq.Ref
+	Now time.Time
+}
+
+// DeleteParams are the arguments of Store.Delete.
+type DeleteParams struct {
+	Ref   delayq.Ref
+	Force bool // delete whatever the state and reservation (operator delete)
+}
+
+// UpdateParams are the arguments of Store.Update.
+type UpdateParams struct {
+	Ref      delayq.Ref
+	Due      *time.Time
+	Delay    time.Duration // recorded as the job's Delay when Due is set
+	Body     []byte        // nil keeps the body
+	Priority *uint32
+	Now      time.Time
+}
+
+// ListParams are the arguments of Store.List.
+type ListParams struct {
+	Topic  string
+	State  delayq.State // "" lists every state
+	Cursor string
+	Limit  int
+}
+
+// ListResult is a page of Store.List.
+type ListResult struct {
+	Jobs []*delayq.Job
+	Next string // cursor of the next page; "" when done
+}
+
+// PauseParams are the arguments of Store.Pause.
+type PauseParams struct {
+	Topic string
+	Until time.Time
+}
+
+// TickParams are the arguments of Store.Tick.
+type TickParams struct {
+	Now time.Time
+	Max int // most jobs moved per call; <= 0 means a store default
+}
+
+// TickResult is what Store.Tick did.
+type TickResult struct {
+	// Ready counts, per topic, the jobs made ready.
+	Ready map[string]int
+	// Lateness holds Now-Due of each delayed job made ready.
+	Lateness []time.Duration
+	// Buried counts jobs buried because their attempts were spent.
+	Buried int
+	// Next is the earliest Due or Deadline still pending; Now if more work
+	// is due already; zero if none.
+	Next time.Time
+}
+
+// Event tells an instance about a change made by another instance of a
+// shared store.
+type Event struct {
+	Topic string    // topic that gained ready jobs, if any
+	Due   time.Time // an earlier due time or deadline, if any
+}
+
+// Notifier is implemented by stores shared by several instances
+// (redisstore). The engine subscribes to learn of puts and releases made
+// elsewhere, so its waiters and timer react at once.
+type Notifier interface {
+	// Notify returns a channel of events that closes when ctx is done.
+	Notify(ctx context.Context) (<-chan Event, error)
+}

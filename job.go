@@ -1,0 +1,132 @@
+package delayq
+
+import (
+	"strconv"
+	"time"
+)
+
+// State is where a job is in its life. Every live job is in exactly one
+// state; deleted jobs are gone.
+type State string
+
+// The states of a job (see docs/states.md for the transitions).
+const (
+	StateDelayed  State = "delayed"  // waiting for its due time
+	StateReady    State = "ready"    // due, waiting for a consumer
+	StateReserved State = "reserved" // held by a consumer until its deadline
+	StateBuried   State = "buried"   // dead-lettered until kicked
+)
+
+// Valid reports whether s is one of the four states.
+func (s State) Valid() bool {
+	switch s {
+	case StateDelayed, StateReady, StateReserved, StateBuried:
+		return true
+	}
+	return false
+}
+
+// Defaults applied by the front ends when a producer leaves a field out.
+const (
+	DefaultPriority uint32        = 1024
+	DefaultTTR      time.Duration = 60 * time.Second
+	MinTTR          time.Duration = time.Second
+)
+
+// Job is the unit of work. Times have millisecond precision.
+type Job struct {
+	ID          string        // unique among live jobs
+	Seq         uint64        // assigned by the store, unique forever; the beanstalkd job id
+	Topic       string        // the queue it belongs to
+	Body        []byte        // opaque payload
+	Priority    uint32        // lower is served first among ready jobs of a topic
+	TTR         time.Duration // how long a consumer may hold it; at least MinTTR
+	MaxAttempts int           // reserves allowed before it is buried; 0 = unlimited
+	Attempts    int           // how many times it has been reserved
+	State       State
+
+	// Due is, for a delayed job, when it becomes ready; for a ready job,
+	// when it became ready; for a buried job, when it was buried; for a
+	// reserved job, when it was last due (kept for lateness figures).
+	Due     time.Time
+	Created time.Time
+	// Delay is the delay given by the last put, release or update
+	// (beanstalkd's stats-job "delay").
+	Delay time.Duration
+
+	// Reservation and Deadline are set only while the job is reserved.
+	Reservation string
+	Deadline    time.Time
+
+	// Counters reported by beanstalkd's stats-job.
+	Timeouts int // TTR expiries
+	Releases int
+	Buries   int
+	Kicks    int
+}
+
+// Clone returns a deep copy of j, so a store can hand out jobs without
+// sharing its own memory.
+func (j *Job) Clone() *Job {
+	c := *j
+	c.Body = append([]byte(nil), j.Body...)
+	return &c
+}
+
+// ReservationToken is the token every store gives the attempts-th
+// reservation of job seq. A stale consumer holds an older attempt's token,
+// so it cannot act on the job once another consumer has reserved it.
+func ReservationToken(seq uint64, attempts int) string {
+	return strconv.FormatUint(seq, 10) + "-" + strconv.Itoa(attempts)
+}
+
+// Ref names a job by ID, or by Seq when ID is empty (the beanstalkd
+// protocol knows only seq). Reservation is the token a consumer got from
+// reserve; consumer actions (finish, release, touch, bury) must present it.
+type Ref struct {
+	ID          string
+	Seq         uint64
+	Reservation string
+}
+
+// String names the job for error messages.
+func (r Ref) String() string {
+	if r.ID != "" {
+		return strconv.Quote(r.ID)
+	}
+	return "#" + strconv.FormatUint(r.Seq, 10)
+}
+
+// TopicStats counts a topic's jobs per state.
+type TopicStats struct {
+	Name     string
+	Delayed  int
+	Ready    int
+	Reserved int
+	Buried   int
+	// Urgent counts ready jobs with priority below DefaultPriority
+	// (beanstalkd's current-jobs-urgent).
+	Urgent int
+	// OldestReady is the Due of the topic's oldest ready job; zero when
+	// nothing is ready.
+	OldestReady time.Time
+	// PausedUntil is when a pause-tube ends; zero or past means not paused.
+	PausedUntil time.Time
+}
+
+// Total is the number of live jobs in the topic.
+func (t TopicStats) Total() int { return t.Delayed + t.Ready + t.Reserved + t.Buried }
+
+// TruncMilli drops everything below the millisecond, the precision every
+// store keeps.
+func TruncMilli(t time.Time) time.Time { return t.Truncate(time.Millisecond) }
+
+// CeilMilli rounds t up to the next millisecond, so a due time rounded to
+// store precision is never earlier than asked.
+func CeilMilli(t time.Time) time.Time {
+	r := t.Truncate(time.Millisecond)
+	if r.Before(t) {
+		r = r.Add(time.Millisecond)
+	}
+	return r
+}
