@@ -1,0 +1,233 @@
+// Package api holds the wire types of delayq's HTTP/JSON API, version 1, and
+// of the original {"command": ...} protocol, plus the table that maps error
+// codes to the delayq sentinels. The server (internal/httpapi) and the Go
+// SDK (package client) both use it, so the two cannot drift apart.
+//
+// It imports only the standard library and the root package delayq.
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// TimeLayout is how every time is written: RFC 3339 with milliseconds.
+const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// Duration is a duration on the wire: a Go duration string ("30s",
+// "1500ms") or a number of seconds (30, 1.5).
+type Duration time.Duration
+
+// UnmarshalJSON accepts a duration string or a number of seconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration (use \"30s\", \"1500ms\" or a number of seconds)", s)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	f, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		return fmt.Errorf("%s is not a duration (use \"30s\", \"1500ms\" or a number of seconds)", b)
+	}
+	// Past ±292 years time.Duration overflows; refuse rather than wrap.
+	if f > float64(1<<63-1)/1e9 || f < -float64(1<<63-1)/1e9 {
+		return fmt.Errorf("%s seconds is out of range", b)
+	}
+	*d = Duration(f * float64(time.Second))
+	return nil
+}
+
+// MarshalJSON writes the duration as a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// Time is a time on the wire: RFC 3339, written with milliseconds.
+type Time struct{ time.Time }
+
+// MarshalJSON writes RFC 3339 with milliseconds, in UTC.
+func (t Time) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + t.UTC().Format(TimeLayout) + `"`), nil
+}
+
+// UnmarshalJSON reads RFC 3339 (any sub-second precision).
+func (t *Time) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a time must be an RFC 3339 string")
+	}
+	v, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("%q is not an RFC 3339 time", s)
+	}
+	t.Time = v
+	return nil
+}
+
+// PutRequest is the body of POST /v1/topics/{topic}/jobs and one element of
+// a batch. Body or BodyBase64, Delay or At; absent fields take defaults
+// (delay 0, ttr 60 s, priority 1024, max_attempts 0 = unlimited).
+type PutRequest struct {
+	ID          string    `json:"id,omitempty"`
+	Body        *string   `json:"body,omitempty"`
+	BodyBase64  *string   `json:"body_base64,omitempty"`
+	Delay       *Duration `json:"delay,omitempty"`
+	At          *Time     `json:"at,omitempty"`
+	TTR         *Duration `json:"ttr,omitempty"`
+	Priority    *uint32   `json:"priority,omitempty"`
+	MaxAttempts *int      `json:"max_attempts,omitempty"`
+}
+
+// PutResponse answers a put (201).
+type PutResponse struct {
+	ID  string `json:"id"`
+	Seq uint64 `json:"seq"`
+}
+
+// BatchRequest is the body of POST /v1/topics/{topic}/jobs/batch.
+type BatchRequest struct {
+	Jobs []PutRequest `json:"jobs"`
+}
+
+// BatchResponse answers a batch put (201), in request order.
+type BatchResponse struct {
+	Jobs []PutResponse `json:"jobs"`
+}
+
+// ReserveRequest is the body of POST /v1/reserve.
+type ReserveRequest struct {
+	Topics []string  `json:"topics"`
+	N      int       `json:"n,omitempty"`    // default 1, at most 1000
+	Wait   *Duration `json:"wait,omitempty"` // default 0, at most the server's max wait
+}
+
+// JobsResponse answers reserve and list: {"jobs": [...]}. Next is the
+// cursor of the next page of a list ("" when done).
+type JobsResponse struct {
+	Jobs []Job  `json:"jobs"`
+	Next string `json:"next,omitempty"`
+}
+
+// Job is a job on the wire. Body is set when the body is valid UTF-8,
+// BodyBase64 otherwise. Reservation and Deadline are set on reserved jobs.
+type Job struct {
+	ID          string  `json:"id"`
+	Seq         uint64  `json:"seq"`
+	Topic       string  `json:"topic"`
+	State       string  `json:"state"`
+	Body        *string `json:"body,omitempty"`
+	BodyBase64  *string `json:"body_base64,omitempty"`
+	Priority    uint32  `json:"priority"`
+	TTR         float64 `json:"ttr"` // seconds
+	MaxAttempts int     `json:"max_attempts"`
+	Attempts    int     `json:"attempts"`
+	Due         Time    `json:"due"`
+	Created     Time    `json:"created"`
+	Reservation string  `json:"reservation,omitempty"`
+	Deadline    *Time   `json:"deadline,omitempty"`
+}
+
+// UpdateRequest is the body of PATCH /v1/jobs/{id}; absent fields are kept.
+type UpdateRequest struct {
+	Delay      *Duration `json:"delay,omitempty"`
+	At         *Time     `json:"at,omitempty"`
+	Body       *string   `json:"body,omitempty"`
+	BodyBase64 *string   `json:"body_base64,omitempty"`
+	Priority   *uint32   `json:"priority,omitempty"`
+}
+
+// ActionRequest is the body of finish, touch and bury.
+type ActionRequest struct {
+	Reservation string  `json:"reservation"`
+	Priority    *uint32 `json:"priority,omitempty"` // bury only
+}
+
+// ReleaseRequest is the body of POST /v1/jobs/{id}/release.
+type ReleaseRequest struct {
+	Reservation string    `json:"reservation"`
+	Delay       *Duration `json:"delay,omitempty"`
+	Priority    *uint32   `json:"priority,omitempty"`
+}
+
+// KickRequest is the body of POST /v1/topics/{topic}/kick.
+type KickRequest struct {
+	N int `json:"n"`
+}
+
+// KickResponse answers a topic kick.
+type KickResponse struct {
+	Kicked int `json:"kicked"`
+}
+
+// Topic is a topic's stats on the wire.
+type Topic struct {
+	Name           string  `json:"name"`
+	Delayed        int     `json:"delayed"`
+	Ready          int     `json:"ready"`
+	Reserved       int     `json:"reserved"`
+	Buried         int     `json:"buried"`
+	Paused         bool    `json:"paused"`
+	OldestReadyAge float64 `json:"oldest_ready_age"` // seconds; 0 when nothing is ready
+}
+
+// TopicsResponse answers GET /v1/topics.
+type TopicsResponse struct {
+	Topics []Topic `json:"topics"`
+}
+
+// Instance is one live delayq instance in GET /v1/cluster.
+type Instance struct {
+	URL       string   `json:"url"`
+	Protocols []string `json:"protocols,omitempty"`
+	Buckets   []int    `json:"buckets,omitempty"`
+	Since     *Time    `json:"since,omitempty"`
+}
+
+// ClusterResponse answers GET /v1/cluster.
+type ClusterResponse struct {
+	Instances []Instance `json:"instances"`
+}
+
+// ErrorBody is the inner object of every error answer.
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// ErrorResponse is every error answer: {"error":{"code","message"}}.
+type ErrorResponse struct {
+	Error ErrorBody `json:"error"`
+}
+
+// CommandRequest is a request of the original protocol (POST / and POST
+// /v1/command). Delay, TTR and Timeout are seconds; Body is any JSON value
+// (a non-string is stored as its JSON text).
+type CommandRequest struct {
+	Command string          `json:"command"`
+	Topic   string          `json:"topic,omitempty"`
+	ID      string          `json:"id,omitempty"`
+	Delay   *float64        `json:"delay,omitempty"`
+	TTR     *float64        `json:"TTR,omitempty"`
+	Body    json.RawMessage `json:"body,omitempty"`
+	Timeout *float64        `json:"timeout,omitempty"`
+}
+
+// CommandResponse is every answer of the original protocol.
+type CommandResponse struct {
+	Success bool   `json:"success"`
+	Error   string `json:"error"`
+	ID      string `json:"id"`
+	Value   string `json:"value"`
+}
