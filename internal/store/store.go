@@ -32,6 +32,31 @@ import (
 //
 // Ordering: ready jobs are served by Priority (lower first), then Seq,
 // across all topics of a Reserve. Delayed jobs become ready in Due order.
+//
+// Field effects, pinned by storetest so every backend returns the same jobs
+// (fields not named are unchanged; leaving reserved always clears
+// Reservation and Deadline):
+//
+//   - Durations (TTR, Delay) are kept with millisecond precision too, and
+//     every comparison with Now uses the truncated values.
+//   - Reserve: Attempts+1; Due unchanged.
+//   - Release: Releases+1, Delay = p.Delay; Due = p.Due when it goes ready
+//     or delayed; when buried instead, Buries+1 and Due = p.Now.
+//   - Bury: Buries+1, Due = p.Now.
+//   - Kick, KickJob: Kicks+1, Due = p.Now.
+//   - Update with a Due: Due = *p.Due, Delay = p.Delay. A non-nil empty Body
+//     replaces the body.
+//   - Tick, delayed → ready: Due unchanged (lateness = p.Now - Due).
+//   - Tick, TTR ran out: Timeouts+1 and Due = the expired Deadline, whether
+//     the job goes ready or (attempts spent, also Buries+1) buried.
+//   - A job is paused-skipped while p.Now < PausedUntil. A pause stays (and
+//     keeps its topic listed by Topics) until Pause with a zero Until;
+//     stores never drop it by themselves.
+//   - List and Topics of an unknown topic: empty, nil error. A Ref with
+//     neither ID nor Seq, or a Seq never assigned: ErrNotFound.
+//   - Consumer calls (Release, Touch, Bury, Delete with a Reservation) on a
+//     job that is not reserved, or with an empty or other Reservation:
+//     ErrNotReserved; ErrNotFound only when no live job matches the ref.
 type Store interface {
 	// Put stores new jobs in one durable write. The caller fills every
 	// field but Seq, which Put assigns (increasing, never reused) and writes
@@ -212,6 +237,7 @@ type TickResult struct {
 // shared store.
 type Event struct {
 	Topic string    // topic that gained ready jobs, if any
+	Count int       // how many jobs Topic gained (0 counts as 1)
 	Due   time.Time // an earlier due time or deadline, if any
 }
 

@@ -1,0 +1,131 @@
+// Package engine owns delayq's semantics that do not depend on storage:
+// validation and defaults, the timer loop that sleeps until the next due
+// time, long-poll waiters per topic, reservations handed back when a caller
+// goes away, metrics and draining on shutdown.
+//
+// It holds no job state: every transition is one call to a store.Store. Front
+// ends (HTTP, beanstalkd) translate their protocol to Engine calls and
+// nothing else.
+package engine
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/api"
+	"github.com/delayq/delayq/internal/metrics"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// Config tunes the engine. Zero values take the documented defaults.
+type Config struct {
+	// MaxBody is the largest job body in bytes. Default 65,535.
+	MaxBody int
+	// MaxWait is the longest a reserve may long-poll. Default 5 minutes.
+	MaxWait time.Duration
+	// MaxReserveTopics is the most topics one reserve may list. Default 1,000.
+	MaxReserveTopics int
+	// TickBatch is the most jobs one timer step moves. Default 1,000.
+	TickBatch int
+	// Logger receives the engine's log lines. Default slog.Default().
+	Logger *slog.Logger
+	// Metrics records the engine's figures. Default: a fresh set.
+	Metrics *metrics.Metrics
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxBody <= 0 {
+		c.MaxBody = delayq.MaxBodyDefault
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = delayq.MaxWaitDefault
+	}
+	if c.MaxReserveTopics <= 0 {
+		c.MaxReserveTopics = 1000
+	}
+	if c.TickBatch <= 0 {
+		c.TickBatch = 1000
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Engine is delayq's core. Its methods are safe for concurrent use.
+type Engine struct {
+	st      store.Store
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	waiters *waiters
+
+	// wake has capacity 1: sends never block and coalesce, so any number
+	// of puts between two timer steps cost one extra step.
+	wake chan struct{}
+
+	mu      sync.Mutex
+	next    time.Time // guarded by mu: when the timer will next step; zero = idle
+	ticking bool      // guarded by mu: a timer step is running
+
+	drainOnce sync.Once
+	draining  chan struct{} // closed by Drain
+}
+
+// New returns an engine over st. Call Run to start its timer.
+func New(st store.Store, cfg Config) *Engine {
+	cfg.setDefaults()
+	e := &Engine{
+		st:       st,
+		cfg:      cfg,
+		log:      cfg.Logger,
+		metrics:  cfg.Metrics,
+		waiters:  newWaiters(),
+		wake:     make(chan struct{}, 1),
+		draining: make(chan struct{}),
+	}
+	if e.metrics == nil {
+		e.metrics = metrics.New(st.Topics)
+	}
+	return e
+}
+
+// Config returns the engine's configuration with defaults applied.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Metrics returns the engine's metrics.
+func (e *Engine) Metrics() *metrics.Metrics { return e.metrics }
+
+// Drain puts the engine in shutdown mode: long-polls return at once with
+// what they have, and puts and reserves fail with ErrDraining. In-flight
+// transitions finish. It is safe to call more than once.
+func (e *Engine) Drain() {
+	e.drainOnce.Do(func() { close(e.draining) })
+}
+
+// Draining reports whether Drain was called.
+func (e *Engine) Draining() bool {
+	select {
+	case <-e.draining:
+		return true
+	default:
+		return false
+	}
+}
+
+// record counts op with the outcome of err and passes err through.
+func (e *Engine) record(op string, err error) error {
+	if err == nil {
+		e.metrics.Op(op, "ok")
+		return nil
+	}
+	code, _ := api.CodeOf(err)
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		code = "canceled"
+	}
+	e.metrics.Op(op, code)
+	return err
+}

@@ -1,0 +1,162 @@
+package engine
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/delayq/delayq"
+)
+
+// MaxTTR is the longest time-to-run: beanstalkd's TTR is a uint32 of
+// seconds, and nothing longer is meaningful.
+const MaxTTR = math.MaxUint32 * time.Second
+
+// maxDue bounds absolute due times so every store can hold them as
+// milliseconds; "no upper bound" in practice means year 9999.
+var maxDue = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+
+// PutRequest is one job to put. Front ends fill defaults (TTR
+// delayq.DefaultTTR, Priority delayq.DefaultPriority) before calling Put.
+type PutRequest struct {
+	ID          string // "" lets the server choose a UUIDv7
+	Topic       string
+	Body        []byte
+	Delay       time.Duration // from now; ignored when At is set
+	At          time.Time     // absolute due time; zero means use Delay
+	TTR         time.Duration
+	Priority    uint32
+	MaxAttempts int
+}
+
+// Put validates and stores jobs in one durable write: all of them or none.
+// The jobs come back with their ids and seqs, in request order.
+func (e *Engine) Put(ctx context.Context, reqs []PutRequest) ([]*delayq.Job, error) {
+	jobs, err := e.put(ctx, reqs)
+	return jobs, e.record("put", err)
+}
+
+func (e *Engine) put(ctx context.Context, reqs []PutRequest) ([]*delayq.Job, error) {
+	if e.Draining() {
+		return nil, delayq.ErrDraining
+	}
+	if len(reqs) == 0 {
+		return nil, delayq.Invalid("bad_batch", "jobs", "no jobs to put")
+	}
+	if len(reqs) > delayq.MaxBatch {
+		return nil, delayq.Invalid("batch_too_big", "jobs", "%d jobs in one batch, at most %d", len(reqs), delayq.MaxBatch)
+	}
+	now := delayq.TruncMilli(time.Now())
+	jobs := make([]*delayq.Job, len(reqs))
+	for i := range reqs {
+		j, err := e.newJob(&reqs[i], now)
+		if err != nil {
+			return nil, batchErr(err, i, len(reqs))
+		}
+		jobs[i] = j
+	}
+	if err := e.st.Put(ctx, jobs); err != nil {
+		return nil, err
+	}
+	e.announce(jobs...)
+	return jobs, nil
+}
+
+// newJob validates r and builds the job it asks for.
+func (e *Engine) newJob(r *PutRequest, now time.Time) (*delayq.Job, error) {
+	if err := delayq.CheckTopic(r.Topic); err != nil {
+		return nil, err
+	}
+	id := r.ID
+	if id == "" {
+		id = uuid.Must(uuid.NewV7()).String()
+	} else if err := delayq.CheckID(id); err != nil {
+		return nil, err
+	}
+	if len(r.Body) > e.cfg.MaxBody {
+		return nil, delayq.Invalid("body_too_big", "body", "%d bytes, at most %d", len(r.Body), e.cfg.MaxBody)
+	}
+	if err := checkTTR(r.TTR); err != nil {
+		return nil, err
+	}
+	if r.MaxAttempts < 0 {
+		return nil, delayq.Invalid("bad_max_attempts", "max_attempts", "%d is negative", r.MaxAttempts)
+	}
+	due, delay, err := dueTime(now, r.Delay, r.At)
+	if err != nil {
+		return nil, err
+	}
+	j := &delayq.Job{
+		ID: id, Topic: r.Topic, Body: r.Body, Priority: r.Priority, TTR: r.TTR,
+		MaxAttempts: r.MaxAttempts, State: delayq.StateDelayed, Due: due, Created: now, Delay: delay,
+	}
+	if !due.After(now) {
+		j.State = delayq.StateReady
+	}
+	return j, nil
+}
+
+// dueTime turns a delay or an absolute time into a due time in store
+// precision, rounded up so a job never fires early.
+func dueTime(now time.Time, delay time.Duration, at time.Time) (time.Time, time.Duration, error) {
+	if !at.IsZero() {
+		if at.After(maxDue) {
+			return time.Time{}, 0, delayq.Invalid("bad_at", "at", "%s is after year 9999", at.Format(time.RFC3339))
+		}
+		due := delayq.CeilMilli(at)
+		return due, max(due.Sub(now), 0), nil
+	}
+	if delay < 0 {
+		return time.Time{}, 0, delayq.Invalid("bad_delay", "delay", "%s is negative", delay)
+	}
+	due := delayq.CeilMilli(now.Add(delay))
+	if due.Before(now) { // overflow
+		return time.Time{}, 0, delayq.Invalid("bad_delay", "delay", "%s is too long", delay)
+	}
+	return due, delay, nil
+}
+
+func checkTTR(ttr time.Duration) error {
+	if ttr < delayq.MinTTR {
+		return delayq.Invalid("bad_ttr", "ttr", "%s is under the minimum of %s", ttr, delayq.MinTTR)
+	}
+	if ttr > MaxTTR {
+		return delayq.Invalid("bad_ttr", "ttr", "%s is over the maximum of %s", ttr, MaxTTR)
+	}
+	return nil
+}
+
+// batchErr names the failing job when a batch has more than one.
+func batchErr(err error, i, n int) error {
+	ve, ok := err.(*delayq.ValidationError)
+	if !ok || n == 1 {
+		return err
+	}
+	c := *ve
+	c.Field = "jobs[" + itoa(i) + "]." + c.Field
+	return &c
+}
+
+// announce wakes waiters for ready jobs and the timer for delayed ones.
+func (e *Engine) announce(jobs ...*delayq.Job) {
+	var earliest time.Time
+	for _, j := range jobs {
+		switch j.State {
+		case delayq.StateReady:
+			e.waiters.wake(j.Topic, 1)
+		case delayq.StateDelayed:
+			if earliest.IsZero() || j.Due.Before(earliest) {
+				earliest = j.Due
+			}
+		case delayq.StateReserved:
+			if earliest.IsZero() || j.Deadline.Before(earliest) {
+				earliest = j.Deadline
+			}
+		}
+	}
+	if !earliest.IsZero() {
+		e.notifyDue(earliest)
+	}
+}

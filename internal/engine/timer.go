@@ -1,0 +1,124 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/delayq/delayq/internal/store"
+)
+
+// tickRetry is how long the timer waits after a failed step before it
+// tries again, so a store outage does not become a busy loop.
+const tickRetry = 250 * time.Millisecond
+
+// Run drives the timer until ctx is done: it asks the store to make due work
+// ready, wakes the waiters of the topics that gained ready jobs, and sleeps
+// until the next due time or until a put, release or update makes an
+// earlier one (beanstalkd's prottick, without polling). If the store is a
+// store.Notifier, Run also relays its events to waiters and the timer.
+func (e *Engine) Run(ctx context.Context) error {
+	if n, ok := e.st.(store.Notifier); ok {
+		events, err := n.Notify(ctx)
+		if err != nil {
+			return err
+		}
+		go e.relay(ctx, events)
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		case <-e.wake:
+		}
+		next := e.step(ctx)
+		timer.Reset(max(time.Until(next), 0))
+	}
+}
+
+// step runs timer steps until nothing more is due now and returns when the
+// next one is due. With nothing pending it returns a time far ahead; a put
+// wakes the loop before then.
+func (e *Engine) step(ctx context.Context) time.Time {
+	e.mu.Lock()
+	e.ticking = true
+	e.mu.Unlock()
+	next := e.tickUntilIdle(ctx)
+	e.mu.Lock()
+	e.ticking = false
+	e.next = next
+	e.mu.Unlock()
+	if next.IsZero() {
+		return time.Now().Add(time.Hour)
+	}
+	return next
+}
+
+func (e *Engine) tickUntilIdle(ctx context.Context) time.Time {
+	for ctx.Err() == nil {
+		now := time.Now()
+		res, err := e.st.Tick(ctx, store.TickParams{Now: now, Max: e.cfg.TickBatch})
+		if err != nil {
+			if ctx.Err() == nil {
+				e.log.Error("timer step failed; retrying", "err", err, "retry_in", tickRetry)
+			}
+			return now.Add(tickRetry)
+		}
+		e.afterTick(res)
+		if res.Next.IsZero() || res.Next.After(now) {
+			return res.Next
+		}
+	}
+	return time.Time{}
+}
+
+// afterTick wakes waiters and records what a timer step did.
+func (e *Engine) afterTick(res *store.TickResult) {
+	for topic, n := range res.Ready {
+		e.waiters.wake(topic, n)
+	}
+	for _, d := range res.Lateness {
+		e.metrics.FireLateness(d)
+	}
+	e.metrics.Exhausted(res.Buried)
+}
+
+// notifyDue tells the timer that something is due at due. It wakes the
+// loop only when that is earlier than the step it sleeps towards, or when a
+// step is running (the step may already have read past due).
+func (e *Engine) notifyDue(due time.Time) {
+	e.mu.Lock()
+	send := e.ticking || e.next.IsZero() || due.Before(e.next)
+	if send && !e.ticking {
+		e.next = due
+	}
+	e.mu.Unlock()
+	if send {
+		select {
+		case e.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// relay turns a shared store's events into local wake-ups.
+func (e *Engine) relay(ctx context.Context, events <-chan store.Event) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			if ev.Topic != "" {
+				e.waiters.wake(ev.Topic, max(ev.Count, 1))
+			}
+			if !ev.Due.IsZero() {
+				e.notifyDue(ev.Due)
+			}
+		}
+	}
+}
