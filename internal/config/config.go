@@ -1,0 +1,193 @@
+// Package config holds the settings of a delayq server: the Config struct,
+// its documented defaults and units, and Validate, which reports every
+// problem at once. It does not parse flags or environment variables (package
+// cli does, with the defaults taken from Default) and starts nothing
+// (package server does).
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/delayq/delayq"
+)
+
+// Bounds enforced by Validate. They guard against typos (a MaxWait of 5h
+// meant as 5m would keep HTTP write timeouts open for hours), not against
+// deliberate choices within reason.
+const (
+	MaxBodyLimit    = 64 << 20 // bytes; a body larger than this belongs in blob storage
+	MaxWaitLimit    = time.Hour
+	MaxTopicsLimit  = 100_000
+	MaxShutdownWait = 10 * time.Minute
+)
+
+// Config is everything a delayq server needs to start. The zero value is not
+// usable: start from Default and override.
+type Config struct {
+	// HTTPAddr is the host:port the HTTP/JSON API listens on. Default
+	// "127.0.0.1:7480"; port 0 picks a free port.
+	HTTPAddr string
+	// DataDir is the directory of the embedded store; created if missing.
+	// Default "./delayq-data".
+	DataDir string
+	// MaxBody is the largest job body, in bytes. Default 65,535
+	// (beanstalkd's max-job-size); at most MaxBodyLimit.
+	MaxBody int
+	// MaxWait is the longest a reserve may long-poll. Default 5m; at most
+	// MaxWaitLimit.
+	MaxWait time.Duration
+	// MaxReserveTopics is the most topics one reserve may list. Default
+	// 1,000.
+	MaxReserveTopics int
+	// AdvertiseURL is the base URL other instances and clients use to reach
+	// this one (GET /v1/cluster). Default: derived from the HTTP listen
+	// address once it is bound (see AdvertiseURLFor).
+	AdvertiseURL string
+	// ShutdownTimeout bounds a graceful shutdown: in-flight requests that
+	// have not finished by then are cut off. Default 30s.
+	ShutdownTimeout time.Duration
+	// LogLevel is debug, info, warn or error. Default info.
+	LogLevel string
+	// LogFormat is text (logfmt-like, for people) or json (for log
+	// pipelines). Default text.
+	LogFormat string
+
+	// TODO(beanstalk): BeanstalkAddr string — the beanstalkd protocol
+	// listener (default "127.0.0.1:11300"; "" disables it). Add it here,
+	// in Default, in Validate (checkAddr) and as a serve flag
+	// (DELAYQ_BEANSTALK_ADDR) when internal/beanstalk lands.
+	//
+	// TODO(redis): Redis string — a Redis address or URL; when set the
+	// redis store replaces the embedded one and DataDir is ignored. Add it
+	// with its flag (DELAYQ_REDIS) when internal/store/redisstore lands.
+}
+
+// Default returns the configuration a plain `delayq serve` runs with.
+func Default() Config {
+	return Config{
+		HTTPAddr:         "127.0.0.1:7480",
+		DataDir:          "./delayq-data",
+		MaxBody:          delayq.MaxBodyDefault,
+		MaxWait:          delayq.MaxWaitDefault,
+		MaxReserveTopics: 1000,
+		ShutdownTimeout:  30 * time.Second,
+		LogLevel:         "info",
+		LogFormat:        "text",
+	}
+}
+
+// Validate reports every problem in c at once, joined, so an operator fixes
+// a bad deployment in one round instead of one flag per restart.
+func (c Config) Validate() error {
+	var errs []error
+	add := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{field}, args...)...))
+	}
+	if err := checkAddr(c.HTTPAddr); err != nil {
+		add("http-addr", "%v", err)
+	}
+	if strings.TrimSpace(c.DataDir) == "" {
+		add("data-dir", "must not be empty")
+	}
+	if c.MaxBody < 1 || c.MaxBody > MaxBodyLimit {
+		add("max-body", "%d is out of range (1 to %d bytes)", c.MaxBody, MaxBodyLimit)
+	}
+	if c.MaxWait <= 0 || c.MaxWait > MaxWaitLimit {
+		add("max-wait", "%v is out of range (more than 0, at most %v)", c.MaxWait, MaxWaitLimit)
+	}
+	if c.MaxReserveTopics < 1 || c.MaxReserveTopics > MaxTopicsLimit {
+		add("max-reserve-topics", "%d is out of range (1 to %d)", c.MaxReserveTopics, MaxTopicsLimit)
+	}
+	if c.AdvertiseURL != "" {
+		if err := checkURL(c.AdvertiseURL); err != nil {
+			add("advertise-url", "%v", err)
+		}
+	}
+	if c.ShutdownTimeout <= 0 || c.ShutdownTimeout > MaxShutdownWait {
+		add("shutdown-timeout", "%v is out of range (more than 0, at most %v)", c.ShutdownTimeout, MaxShutdownWait)
+	}
+	if _, err := ParseLevel(c.LogLevel); err != nil {
+		add("log-level", "%v", err)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		add("log-format", "%q is not text or json", c.LogFormat)
+	}
+	return errors.Join(errs...)
+}
+
+// checkAddr accepts host:port with a numeric port 0-65535 (port 0 picks a
+// free port). The host may be empty (all interfaces).
+func checkAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%q has no valid port (0-65535)", addr)
+	}
+	return nil
+}
+
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an http:// or https:// URL with a host", s)
+	}
+	return nil
+}
+
+// ParseLevel maps debug, info, warn and error to slog levels.
+func ParseLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(s) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info", "":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("%q is not debug, info, warn or error", s)
+}
+
+// AdvertiseURLFor returns c.AdvertiseURL, or, when it is empty, a base URL
+// built from bound, the address the HTTP listener actually got (so port 0
+// advertises the real port). A wildcard host (0.0.0.0, ::, empty) cannot be
+// dialled by anyone else, so the machine's hostname stands in for it.
+func (c Config) AdvertiseURLFor(bound net.Addr) string {
+	if c.AdvertiseURL != "" {
+		return strings.TrimRight(c.AdvertiseURL, "/")
+	}
+	host, port, err := net.SplitHostPort(bound.String())
+	if err != nil {
+		return "http://" + bound.String()
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "localhost"
+		if h, err := os.Hostname(); err == nil && h != "" {
+			host = h
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// NewLogger returns the logger c asks for, writing to w. Call it after
+// Validate; an unknown level falls back to info.
+func (c Config) NewLogger(w io.Writer) *slog.Logger {
+	level, _ := ParseLevel(c.LogLevel)
+	opts := &slog.HandlerOptions{Level: level}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
