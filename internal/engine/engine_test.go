@@ -1,0 +1,382 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store/memstore"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// harness runs an engine with its timer inside a synctest bubble, so
+// time.Now and timers are fake and tests need no sleeps.
+type harness struct {
+	t      *testing.T
+	e      *Engine
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func start(t *testing.T, cfg Config) *harness {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	h := &harness{t: t, e: New(memstore.New(), cfg), cancel: cancel, done: make(chan struct{})}
+	go func() { defer close(h.done); _ = h.e.Run(ctx) }()
+	t.Cleanup(h.stop)
+	return h
+}
+
+func (h *harness) stop() {
+	h.cancel()
+	<-h.done
+}
+
+func (h *harness) put(r PutRequest) *delayq.Job {
+	h.t.Helper()
+	if r.TTR == 0 {
+		r.TTR = delayq.DefaultTTR
+	}
+	if r.Topic == "" {
+		r.Topic = "t"
+	}
+	jobs, err := h.e.Put(context.Background(), []PutRequest{r})
+	if err != nil {
+		h.t.Fatalf("Put(%+v) = %v", r, err)
+	}
+	return jobs[0]
+}
+
+func (h *harness) reserve(wait time.Duration, topics ...string) []*delayq.Job {
+	h.t.Helper()
+	jobs, err := h.e.Reserve(context.Background(), ReserveRequest{Topics: topics, Wait: wait})
+	if err != nil {
+		h.t.Fatalf("Reserve(%v, wait %s) = %v", topics, wait, err)
+	}
+	return jobs
+}
+
+func TestTimerFiresExactlyAtDue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Config{})
+		begin := time.Now()
+		j := h.put(PutRequest{ID: "a", Delay: 10 * time.Second})
+		time.Sleep(10*time.Second - time.Millisecond)
+		if got := h.reserve(0, "t"); len(got) != 0 {
+			t.Fatalf("job handed out %s before its due time", time.Millisecond)
+		}
+		got := h.reserve(time.Minute, "t")
+		if len(got) != 1 || got[0].ID != j.ID {
+			t.Fatalf("Reserve = %v, want job a", got)
+		}
+		if waited := time.Since(begin); waited != 10*time.Second {
+			t.Errorf("job reserved after %s, want exactly 10s", waited)
+		}
+	})
+}
+
+func TestEarlierPutWakesSleepingTimer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Config{})
+		h.put(PutRequest{ID: "late", Delay: time.Hour})
+		synctest.Wait() // the timer now sleeps towards the 1h job
+		begin := time.Now()
+		h.put(PutRequest{ID: "early", Delay: 2 * time.Second})
+		got := h.reserve(time.Minute, "t")
+		if len(got) != 1 || got[0].ID != "early" {
+			t.Fatalf("Reserve = %v, want job early", got)
+		}
+		if waited := time.Since(begin); waited != 2*time.Second {
+			t.Errorf("early job reserved after %s, want 2s", waited)
+		}
+	})
+}
+
+func TestOneReadyJobWakesOneWaiter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Config{})
+		const n = 5
+		var mu sync.Mutex
+		got := 0
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				if jobs := h.reserve(time.Minute, "t"); len(jobs) == 1 {
+					mu.Lock()
+					got++
+					mu.Unlock()
+				}
+			})
+		}
+		synctest.Wait()
+		if w := h.e.Waiting("t"); w != n {
+			t.Fatalf("Waiting = %d, want %d", w, n)
+		}
+		h.put(PutRequest{})
+		synctest.Wait()
+		mu.Lock()
+		if got != 1 {
+			t.Errorf("after one put %d waiters got a job, want 1", got)
+		}
+		mu.Unlock()
+		if w := h.e.Waiting("t"); w != n-1 {
+			t.Errorf("Waiting = %d after one put, want %d (one job wakes one waiter)", w, n-1)
+		}
+		for range n - 1 {
+			h.put(PutRequest{})
+		}
+		wg.Wait()
+		if got != n {
+			t.Errorf("%d waiters got a job, want %d", got, n)
+		}
+	})
+}
+
+func TestWaiterOnSeveralTopics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Config{})
+		res := make(chan []*delayq.Job)
+		go func() { res <- h.reserve(time.Minute, "a", "b") }()
+		synctest.Wait()
+		h.put(PutRequest{Topic: "b", ID: "x"})
+		if got := <-res; len(got) != 1 || got[0].ID != "x" {
+			t.Fatalf("Reserve(a, b) = %v, want job x", got)
+		}
+		if h.e.Waiting("a") != 0 || h.e.Waiting("b") != 0 {
+			t.Errorf("a woken waiter is still parked: a=%d b=%d", h.e.Waiting("a"), h.e.Waiting("b"))
+		}
+	})
+}
+
+func TestWaitRunsOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Config{})
+		begin := time.Now()
+		if got := h.reserve(30*time.Second, "t"); len(got) != 0 {
+			t.Fatalf("Reserve on an empty topic = %v, want none", got)
+		}
+		if waited := time.Since(begin); waited != 30*time.Second {
+			t.Errorf("reserve returned after %s, want the full 30s wait", waited)
+		}
+	})
+}
+
+func TestTTRExpiryHandsJobOutAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Config{})
+		h.put(PutRequest{ID: "a", TTR: 5 * time.Second})
+		first := h.reserve(0, "t")[0]
+		begin := time.Now()
+		again := h.reserve(time.Minute, "t")
+		if len(again) != 1 || again[0].Attempts != 2 {
+			t.Fatalf("Reserve after TTR = %v, want job a on attempt 2", again)
+		}
+		if waited := time.Since(begin); waited != 5*time.Second {
+			t.Errorf("job handed out again after %s, want at its TTR of 5s", waited)
+		}
+		_, err := h.e.Finish(context.Background(), delayq.Ref{ID: "a", Reservation: first.Reservation})
+		if !errors.Is(err, delayq.ErrNotReserved) {
+			t.Errorf("Finish with the stale reservation = %v, want ErrNotReserved", err)
+		}
+		if _, err := h.e.Finish(context.Background(), delayq.Ref{ID: "a", Reservation: again[0].Reservation}); err != nil {
+			t.Errorf("Finish by the holder = %v", err)
+		}
+	})
+}
+
+func TestTouchExtendsTTR(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Config{})
+		h.put(PutRequest{ID: "a", TTR: 5 * time.Second})
+		j := h.reserve(0, "t")[0]
+		time.Sleep(4 * time.Second)
+		if _, err := h.e.Touch(context.Background(), delayq.Ref{ID: "a", Reservation: j.Reservation}); err != nil {
+			t.Fatalf("Touch = %v", err)
+		}
+		if got := h.reserve(4*time.Second+999*time.Millisecond, "t"); len(got) != 0 {
+			t.Fatalf("job handed out before its touched deadline")
+		}
+		if got := h.reserve(time.Second, "t"); len(got) != 1 {
+			t.Fatalf("job not handed out at its touched deadline")
+		}
+	})
+}
+
+func TestSpentAttemptsBury(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Config{})
+		h.put(PutRequest{ID: "a", TTR: time.Second, MaxAttempts: 2})
+		h.reserve(0, "t")
+		if got := h.reserve(time.Minute, "t"); len(got) != 1 {
+			t.Fatalf("second attempt not handed out")
+		}
+		if got := h.reserve(time.Minute, "t"); len(got) != 0 {
+			t.Fatalf("third attempt handed out, want the job buried after 2")
+		}
+		j, err := h.e.Get(context.Background(), delayq.Ref{ID: "a"})
+		if err != nil || j.State != delayq.StateBuried {
+			t.Fatalf("Get = %v, %v; want buried", j, err)
+		}
+	})
+}
+
+func TestReleaseWithDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Config{})
+		h.put(PutRequest{ID: "a"})
+		j := h.reserve(0, "t")[0]
+		got, err := h.e.Release(context.Background(), ReleaseRequest{Ref: delayq.Ref{ID: "a", Reservation: j.Reservation}, Delay: 3 * time.Second})
+		if err != nil || got.State != delayq.StateDelayed {
+			t.Fatalf("Release = %v, %v; want delayed", got, err)
+		}
+		begin := time.Now()
+		if r := h.reserve(time.Minute, "t"); len(r) != 1 {
+			t.Fatal("released job never came back")
+		}
+		if waited := time.Since(begin); waited != 3*time.Second {
+			t.Errorf("released job came back after %s, want 3s", waited)
+		}
+	})
+}
+
+func TestDrainEndsLongPolls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Config{})
+		res := make(chan int)
+		go func() { res <- len(h.reserve(time.Minute, "t")) }()
+		synctest.Wait()
+		begin := time.Now()
+		h.e.Drain()
+		if n := <-res; n != 0 {
+			t.Errorf("drained reserve got %d jobs", n)
+		}
+		if time.Since(begin) != 0 {
+			t.Errorf("drain took %s to end a long-poll", time.Since(begin))
+		}
+		if _, err := h.e.Put(context.Background(), []PutRequest{{Topic: "t", TTR: time.Second}}); !errors.Is(err, delayq.ErrDraining) {
+			t.Errorf("Put while draining = %v, want ErrDraining", err)
+		}
+	})
+}
+
+func TestCanceledReserveLosesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Config{})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() {
+			_, err := h.e.Reserve(ctx, ReserveRequest{Topics: []string{"t"}, Wait: time.Minute})
+			done <- err
+		}()
+		synctest.Wait()
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("canceled Reserve = %v, want context.Canceled", err)
+		}
+		h.put(PutRequest{ID: "a"})
+		if got := h.reserve(0, "t"); len(got) != 1 {
+			t.Errorf("job put after a canceled wait is not ready: %v", got)
+		}
+	})
+}
+
+func TestPausedTopicWakesWaitersWhenPauseEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Config{})
+		if err := h.e.Pause(context.Background(), "t", 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		h.put(PutRequest{ID: "a"})
+		begin := time.Now()
+		if got := h.reserve(time.Minute, "t"); len(got) != 1 {
+			t.Fatal("job never handed out after the pause")
+		}
+		if waited := time.Since(begin); waited != 5*time.Second {
+			t.Errorf("job handed out after %s, want when the 5s pause ends", waited)
+		}
+	})
+}
+
+func TestPutValidation(t *testing.T) {
+	e := New(memstore.New(), Config{MaxBody: 10})
+	ok := PutRequest{Topic: "t", TTR: time.Second}
+	tests := []struct {
+		name string
+		edit func(*PutRequest)
+		code string
+	}{
+		{"bad topic", func(r *PutRequest) { r.Topic = "-x" }, "bad_topic"},
+		{"empty topic", func(r *PutRequest) { r.Topic = "" }, "bad_topic"},
+		{"bad id", func(r *PutRequest) { r.ID = "a b" }, "bad_id"},
+		{"body too big", func(r *PutRequest) { r.Body = make([]byte, 11) }, "body_too_big"},
+		{"negative delay", func(r *PutRequest) { r.Delay = -time.Second }, "bad_delay"},
+		{"ttr zero", func(r *PutRequest) { r.TTR = 0 }, "bad_ttr"},
+		{"ttr too long", func(r *PutRequest) { r.TTR = MaxTTR + time.Second }, "bad_ttr"},
+		{"negative attempts", func(r *PutRequest) { r.MaxAttempts = -1 }, "bad_max_attempts"},
+		{"at after 9999", func(r *PutRequest) { r.At = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }, "bad_at"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := ok
+			tc.edit(&r)
+			_, err := e.Put(context.Background(), []PutRequest{r})
+			var ve *delayq.ValidationError
+			if !errors.As(err, &ve) || ve.Code != tc.code {
+				t.Fatalf("Put(%s) = %v, want code %s", tc.name, err, tc.code)
+			}
+		})
+	}
+	if ts, _ := e.Topics(context.Background()); len(ts) != 0 {
+		t.Errorf("refused puts changed the store: %v", ts)
+	}
+	big := make([]PutRequest, delayq.MaxBatch+1)
+	if _, err := e.Put(context.Background(), big); !errors.Is(err, delayq.ErrInvalid) {
+		t.Errorf("Put of %d jobs = %v, want ErrInvalid", len(big), err)
+	}
+}
+
+func TestPutGeneratesIDAndRoundsDueUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Config{})
+		time.Sleep(500 * time.Microsecond) // now is mid-millisecond
+		j := h.put(PutRequest{Delay: 1500 * time.Microsecond})
+		if !delayq.ValidID(j.ID) {
+			t.Errorf("generated id %q is not a valid id", j.ID)
+		}
+		if want := delayq.CeilMilli(time.Now().Add(1500 * time.Microsecond)); !j.Due.Equal(want) {
+			t.Errorf("Due = %s, want %s (rounded up to the ms)", j.Due, want)
+		}
+	})
+}
+
+func TestReserveValidation(t *testing.T) {
+	e := New(memstore.New(), Config{MaxWait: time.Minute, MaxReserveTopics: 2})
+	tests := []struct {
+		name string
+		r    ReserveRequest
+		code string
+	}{
+		{"no topics", ReserveRequest{}, "bad_topics"},
+		{"too many topics", ReserveRequest{Topics: []string{"a", "b", "c"}}, "too_many_topics"},
+		{"bad topic", ReserveRequest{Topics: []string{"a b"}}, "bad_topic"},
+		{"n too big", ReserveRequest{Topics: []string{"a"}, N: delayq.MaxReserveN + 1}, "bad_n"},
+		{"wait too long", ReserveRequest{Topics: []string{"a"}, Wait: 2 * time.Minute}, "wait_too_long"},
+		{"negative wait", ReserveRequest{Topics: []string{"a"}, Wait: -1}, "bad_wait"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := e.Reserve(context.Background(), tc.r)
+			var ve *delayq.ValidationError
+			if !errors.As(err, &ve) || ve.Code != tc.code {
+				t.Fatalf("Reserve(%+v) = %v, want code %s", tc.r, err, tc.code)
+			}
+		})
+	}
+}

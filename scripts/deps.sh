@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the servers and clients the test suite talks to, when missing:
+# redis-server (Redis backend tests), beanstalkd (byte-for-byte protocol
+# comparison) and php-cli + pheanstalk (a real beanstalkd client). Debian
+# packages only; needs root (or sudo) the first time.
+set -euo pipefail
+
+need=()
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v redis-cli >/dev/null || need+=(redis-tools)
+command -v beanstalkd >/dev/null || need+=(beanstalkd)
+command -v php >/dev/null || need+=(php-cli)
+[ -d /usr/share/php/Pheanstalk ] || dpkg -s php-pda-pheanstalk >/dev/null 2>&1 || need+=(php-pda-pheanstalk)
+
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "deps: installing ${need[*]}" >&2
+sudo=""
+[ "$(id -u)" = 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq "${need[@]}" >/dev/null

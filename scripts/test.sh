@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The whole test suite, as the README and CI run it:
+#   bash scripts/test.sh
+# It installs what the tests need (scripts/deps.sh), starts a standalone
+# Redis and a 3-master Redis Cluster on free loopback ports for the Redis
+# backend tests, checks formatting and vet, and runs every test with -race.
+# Extra arguments go to `go test` (for example -run TestX).
+# With CI=true nothing may be skipped for want of a server.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/deps.sh
+
+echo "== gofmt"
+bad=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$bad" ]; then
+  echo "gofmt would change:"; echo "$bad"; exit 1
+fi
+
+echo "== go vet"
+go vet ./...
+
+echo "== redis"
+# shellcheck disable=SC1090
+eval "$(bash scripts/redis-test-env.sh start)"
+trap 'bash scripts/redis-test-env.sh stop >/dev/null 2>&1 || true' EXIT
+echo "DELAYQ_TEST_REDIS=$DELAYQ_TEST_REDIS DELAYQ_TEST_REDIS_CLUSTER=$DELAYQ_TEST_REDIS_CLUSTER"
+
+export DELAYQ_TEST_BEANSTALKD="${DELAYQ_TEST_BEANSTALKD:-$(command -v beanstalkd || true)}"
+
+echo "== go test -race"
+go test -race -shuffle=on -timeout 15m "$@" ./...
