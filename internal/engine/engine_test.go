@@ -127,8 +127,13 @@ func TestOneReadyJobWakesOneWaiter(t *testing.T) {
 		}
 		mu.Unlock()
 		if w := h.e.Waiting("t"); w != n-1 {
-			t.Errorf("Waiting = %d after one put, want %d (one job wakes one waiter)", w, n-1)
+			t.Errorf("Waiting = %d after one put, want %d", w, n-1)
 		}
+		h.e.waiters.mu.Lock()
+		if woken := h.e.waiters.woken; woken != 1 {
+			t.Errorf("one put woke %d waiters, want 1 (no thundering herd)", woken)
+		}
+		h.e.waiters.mu.Unlock()
 		for range n - 1 {
 			h.put(PutRequest{})
 		}

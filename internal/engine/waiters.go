@@ -11,6 +11,7 @@ import (
 type waiters struct {
 	mu      sync.Mutex
 	byTopic map[string]*list.List // guarded by mu; elements are *waiter
+	woken   int                   // guarded by mu: signals sent, for tests of herd behaviour
 }
 
 // waiter is one parked reserve. ch has capacity 1 and receives at most one
@@ -51,6 +52,7 @@ func (ws *waiters) wake(topic string, n int) {
 		w := l.Front().Value.(*waiter)
 		ws.unlink(w)
 		w.signaled = topic
+		ws.woken++
 		w.ch <- struct{}{}
 	}
 }
