@@ -1,0 +1,65 @@
+package client
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+// Option configures a Client. Every Option is also a ConsumerOption, applied
+// to the Client a consumer builds for itself.
+type Option interface {
+	applyClient(*clientConfig)
+}
+
+// clientConfig collects a Client's options before it is built.
+type clientConfig struct {
+	hc          *http.Client
+	maxAttempts int
+	retryWait   time.Duration
+	timeout     time.Duration
+	discover    time.Duration
+	log         *slog.Logger
+}
+
+type clientOption func(*clientConfig)
+
+func (f clientOption) applyClient(c *clientConfig) { f(c) }
+
+// HTTPClient sets the *http.Client used for every call (TLS, proxies,
+// transport tuning). Default http.DefaultClient. Its Timeout, if set, must
+// exceed the consumer's long-poll wait.
+func HTTPClient(hc *http.Client) Option {
+	return clientOption(func(c *clientConfig) { c.hc = hc })
+}
+
+// CallAttempts bounds how many times one call is sent, across all addresses,
+// before its error is returned. Default 4; 1 disables retries.
+func CallAttempts(n int) Option {
+	return clientOption(func(c *clientConfig) { c.maxAttempts = n })
+}
+
+// RetryWait is the base pause before going round every address again; it
+// doubles per round, up to 2 s, with jitter. Default 50 ms.
+func RetryWait(d time.Duration) Option {
+	return clientOption(func(c *clientConfig) { c.retryWait = d })
+}
+
+// RequestTimeout bounds each attempt of a call; a reserve gets its wait on
+// top. Default 30 s.
+func RequestTimeout(d time.Duration) Option {
+	return clientOption(func(c *clientConfig) { c.timeout = d })
+}
+
+// Discovery sets how often the client asks a server for the cluster's live
+// members (GET /v1/cluster) and adds them to its addresses. Default one
+// minute; 0 turns discovery off so only the given addresses are used.
+func Discovery(every time.Duration) Option {
+	return clientOption(func(c *clientConfig) { c.discover = every })
+}
+
+// Logger sets where the client and consumer log (retries at debug level;
+// handler failures and give-ups at warn/error). Default: nothing is logged.
+func Logger(l *slog.Logger) Option {
+	return clientOption(func(c *clientConfig) { c.log = l })
+}
