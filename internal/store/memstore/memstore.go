@@ -1,0 +1,592 @@
+// Package memstore is a simple in-memory store.Store: one mutex, two maps,
+// and a sort of the matching jobs on every scan.
+//
+// It is the reference model of the conformance suite (package storetest)
+// and the store of the engine's tests. Clarity beats speed here: every
+// method is a direct reading of the contract in package store. It starts no
+// goroutines, never blocks except on its mutex and never reads the clock,
+// so it is safe inside testing/synctest bubbles. It keeps nothing across a
+// restart and is not meant for production.
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// defaultTickMax is how many jobs Tick moves when TickParams.Max <= 0.
+const defaultTickMax = 1000
+
+// Store is an in-memory store.Store. The zero value is not usable; call New.
+type Store struct {
+	mu     sync.Mutex
+	closed bool                   // guarded by mu
+	seq    uint64                 // last seq assigned; guarded by mu
+	jobs   map[uint64]*delayq.Job // live jobs by seq; guarded by mu
+	ids    map[string]uint64      // live job id -> seq; guarded by mu
+	pauses map[string]time.Time   // topic -> pause end; guarded by mu
+}
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{
+		jobs:   make(map[uint64]*delayq.Job),
+		ids:    make(map[string]uint64),
+		pauses: make(map[string]time.Time),
+	}
+}
+
+var errClosed = fmt.Errorf("memstore: closed: %w", delayq.ErrUnavailable)
+
+// lock takes the mutex and reports an error if the store is closed; on
+// error the mutex is released again.
+func (s *Store) lock() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return errClosed
+	}
+	return nil
+}
+
+// Close implements store.Store.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}
+
+// Put implements store.Store.
+func (s *Store) Put(_ context.Context, jobs []*delayq.Job) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	seen := make(map[string]bool, len(jobs))
+	for _, j := range jobs {
+		if _, live := s.ids[j.ID]; live || seen[j.ID] {
+			return fmt.Errorf("memstore: put %q: %w", j.ID, delayq.ErrExists)
+		}
+		seen[j.ID] = true
+	}
+	for _, j := range jobs {
+		s.seq++
+		j.Seq = s.seq
+		c := j.Clone()
+		truncate(c)
+		s.jobs[c.Seq] = c
+		s.ids[c.ID] = c.Seq
+	}
+	return nil
+}
+
+// truncate drops sub-millisecond precision from every time and duration.
+func truncate(j *delayq.Job) {
+	j.Due = delayq.TruncMilli(j.Due)
+	j.Created = delayq.TruncMilli(j.Created)
+	j.Deadline = delayq.TruncMilli(j.Deadline)
+	j.TTR = j.TTR.Truncate(time.Millisecond)
+	j.Delay = j.Delay.Truncate(time.Millisecond)
+}
+
+// find returns the live job ref names, or ErrNotFound.
+func (s *Store) find(ref delayq.Ref) (*delayq.Job, error) {
+	seq := ref.Seq
+	if ref.ID != "" {
+		var ok bool
+		if seq, ok = s.ids[ref.ID]; !ok {
+			return nil, fmt.Errorf("memstore: job %s: %w", ref, delayq.ErrNotFound)
+		}
+	}
+	j, ok := s.jobs[seq]
+	if !ok {
+		return nil, fmt.Errorf("memstore: job %s: %w", ref, delayq.ErrNotFound)
+	}
+	return j, nil
+}
+
+// findReserved returns the job ref names if it is reserved under
+// ref.Reservation.
+func (s *Store) findReserved(ref delayq.Ref) (*delayq.Job, error) {
+	j, err := s.find(ref)
+	if err != nil {
+		return nil, err
+	}
+	if j.State != delayq.StateReserved || ref.Reservation == "" || j.Reservation != ref.Reservation {
+		return nil, fmt.Errorf("memstore: job %s: %w", ref, delayq.ErrNotReserved)
+	}
+	return j, nil
+}
+
+// Get implements store.Store.
+func (s *Store) Get(_ context.Context, ref delayq.Ref) (*delayq.Job, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	j, err := s.find(ref)
+	if err != nil {
+		return nil, err
+	}
+	return j.Clone(), nil
+}
+
+// paused reports whether topic is paused at now.
+func (s *Store) paused(topic string, now time.Time) bool {
+	until, ok := s.pauses[topic]
+	return ok && now.Before(until)
+}
+
+// Reserve implements store.Store.
+func (s *Store) Reserve(_ context.Context, p store.ReserveParams) ([]*delayq.Job, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	now := delayq.TruncMilli(p.Now)
+	topics := make(map[string]bool, len(p.Topics))
+	for _, t := range p.Topics {
+		if !s.paused(t, now) {
+			topics[t] = true
+		}
+	}
+	ready := s.sorted(func(j *delayq.Job) bool {
+		return topics[j.Topic] && j.State == delayq.StateReady
+	})
+	out := []*delayq.Job{}
+	for _, j := range ready {
+		if len(out) >= p.Max {
+			break
+		}
+		j.State = delayq.StateReserved
+		j.Attempts++
+		j.Reservation = delayq.ReservationToken(j.Seq, j.Attempts)
+		j.Deadline = now.Add(j.TTR)
+		out = append(out, j.Clone())
+	}
+	return out, nil
+}
+
+// Release implements store.Store.
+func (s *Store) Release(_ context.Context, p store.ReleaseParams) (*delayq.Job, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	j, err := s.findReserved(p.Ref)
+	if err != nil {
+		return nil, err
+	}
+	now := delayq.TruncMilli(p.Now)
+	unreserve(j)
+	j.Releases++
+	j.Delay = p.Delay.Truncate(time.Millisecond)
+	if p.Priority != nil {
+		j.Priority = *p.Priority
+	}
+	switch due := delayq.TruncMilli(p.Due); {
+	case spent(j):
+		bury(j, now)
+	case due.After(now):
+		j.State, j.Due = delayq.StateDelayed, due
+	default:
+		j.State, j.Due = delayq.StateReady, due
+	}
+	return j.Clone(), nil
+}
+
+// spent reports whether j has used up its reserves.
+func spent(j *delayq.Job) bool { return j.MaxAttempts > 0 && j.Attempts >= j.MaxAttempts }
+
+// unreserve clears the reservation fields of a job leaving reserved.
+func unreserve(j *delayq.Job) {
+	j.Reservation = ""
+	j.Deadline = time.Time{}
+}
+
+// bury moves j to buried at time at.
+func bury(j *delayq.Job, at time.Time) {
+	j.State = delayq.StateBuried
+	j.Due = at
+	j.Buries++
+}
+
+// Touch implements store.Store.
+func (s *Store) Touch(_ context.Context, p store.TouchParams) (*delayq.Job, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	j, err := s.findReserved(p.Ref)
+	if err != nil {
+		return nil, err
+	}
+	j.Deadline = delayq.TruncMilli(p.Now).Add(j.TTR)
+	return j.Clone(), nil
+}
+
+// Bury implements store.Store.
+func (s *Store) Bury(_ context.Context, p store.BuryParams) (*delayq.Job, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	j, err := s.findReserved(p.Ref)
+	if err != nil {
+		return nil, err
+	}
+	unreserve(j)
+	if p.Priority != nil {
+		j.Priority = *p.Priority
+	}
+	bury(j, delayq.TruncMilli(p.Now))
+	return j.Clone(), nil
+}
+
+// Kick implements store.Store.
+func (s *Store) Kick(_ context.Context, p store.KickParams) (int, error) {
+	if err := s.lock(); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	in := func(st delayq.State) []*delayq.Job {
+		return s.sorted(func(j *delayq.Job) bool { return j.Topic == p.Topic && j.State == st })
+	}
+	jobs := in(delayq.StateBuried)
+	if len(jobs) == 0 {
+		jobs = in(delayq.StateDelayed)
+	}
+	n := 0
+	for _, j := range jobs {
+		if n >= p.Max {
+			break
+		}
+		kick(j, delayq.TruncMilli(p.Now))
+		n++
+	}
+	return n, nil
+}
+
+// kick moves a buried or delayed job to ready at time now.
+func kick(j *delayq.Job, now time.Time) {
+	j.State = delayq.StateReady
+	j.Due = now
+	j.Kicks++
+}
+
+// KickJob implements store.Store.
+func (s *Store) KickJob(_ context.Context, p store.KickJobParams) (*delayq.Job, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	j, err := s.find(p.Ref)
+	if err != nil {
+		return nil, err
+	}
+	if j.State != delayq.StateBuried && j.State != delayq.StateDelayed {
+		return nil, fmt.Errorf("memstore: kick %s job %s: %w", j.State, p.Ref, delayq.ErrState)
+	}
+	kick(j, delayq.TruncMilli(p.Now))
+	return j.Clone(), nil
+}
+
+// Delete implements store.Store.
+func (s *Store) Delete(_ context.Context, p store.DeleteParams) (*delayq.Job, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	j, err := s.find(p.Ref)
+	if err != nil {
+		return nil, err
+	}
+	if !p.Force {
+		if p.Ref.Reservation != "" {
+			if _, err := s.findReserved(p.Ref); err != nil {
+				return nil, err
+			}
+		} else if j.State == delayq.StateReserved {
+			return nil, fmt.Errorf("memstore: delete reserved job %s: %w", p.Ref, delayq.ErrNotReserved)
+		}
+	}
+	delete(s.jobs, j.Seq)
+	delete(s.ids, j.ID)
+	return j.Clone(), nil
+}
+
+// Update implements store.Store.
+func (s *Store) Update(_ context.Context, p store.UpdateParams) (*delayq.Job, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	j, err := s.find(p.Ref)
+	if err != nil {
+		return nil, err
+	}
+	if j.State == delayq.StateReserved {
+		return nil, fmt.Errorf("memstore: update reserved job %s: %w", p.Ref, delayq.ErrNotReserved)
+	}
+	if p.Body != nil {
+		j.Body = append([]byte{}, p.Body...)
+	}
+	if p.Priority != nil {
+		j.Priority = *p.Priority
+	}
+	if p.Due != nil {
+		j.Due = delayq.TruncMilli(*p.Due)
+		j.Delay = p.Delay.Truncate(time.Millisecond)
+		j.State = delayq.StateReady
+		if j.Due.After(delayq.TruncMilli(p.Now)) {
+			j.State = delayq.StateDelayed
+		}
+	}
+	return j.Clone(), nil
+}
+
+// Pause implements store.Store.
+func (s *Store) Pause(_ context.Context, p store.PauseParams) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if p.Until.IsZero() {
+		delete(s.pauses, p.Topic)
+	} else {
+		s.pauses[p.Topic] = delayq.TruncMilli(p.Until)
+	}
+	return nil
+}
+
+// Topics implements store.Store.
+func (s *Store) Topics(_ context.Context) ([]delayq.TopicStats, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	stats := make(map[string]*delayq.TopicStats)
+	get := func(name string) *delayq.TopicStats {
+		if stats[name] == nil {
+			stats[name] = &delayq.TopicStats{Name: name}
+		}
+		return stats[name]
+	}
+	for name, until := range s.pauses {
+		get(name).PausedUntil = until
+	}
+	for _, j := range s.jobs {
+		addStats(get(j.Topic), j)
+	}
+	out := make([]delayq.TopicStats, 0, len(stats))
+	for _, st := range stats {
+		out = append(out, *st)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })
+	return out, nil
+}
+
+// addStats counts j into st.
+func addStats(st *delayq.TopicStats, j *delayq.Job) {
+	switch j.State {
+	case delayq.StateDelayed:
+		st.Delayed++
+	case delayq.StateReserved:
+		st.Reserved++
+	case delayq.StateBuried:
+		st.Buried++
+	case delayq.StateReady:
+		st.Ready++
+		if j.Priority < delayq.DefaultPriority {
+			st.Urgent++
+		}
+		if st.OldestReady.IsZero() || j.Due.Before(st.OldestReady) {
+			st.OldestReady = j.Due
+		}
+	}
+}
+
+// Tick implements store.Store. Due work is handled in the order of its time
+// (Due of delayed jobs, Deadline of reserved jobs), then seq.
+func (s *Store) Tick(_ context.Context, p store.TickParams) (*store.TickResult, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	now := delayq.TruncMilli(p.Now)
+	limit := p.Max
+	if limit <= 0 {
+		limit = defaultTickMax
+	}
+	pending := s.pending()
+	res := &store.TickResult{Ready: map[string]int{}}
+	for len(pending) > 0 && !pendingAt(pending[0]).After(now) {
+		if limit == 0 {
+			res.Next = now
+			return res, nil
+		}
+		limit--
+		s.promote(pending[0], now, res)
+		pending = pending[1:]
+	}
+	if len(pending) > 0 {
+		res.Next = pendingAt(pending[0])
+	}
+	return res, nil
+}
+
+// pending returns the delayed and reserved jobs in the order Tick handles
+// them.
+func (s *Store) pending() []*delayq.Job {
+	var out []*delayq.Job
+	for _, j := range s.jobs {
+		if j.State == delayq.StateDelayed || j.State == delayq.StateReserved {
+			out = append(out, j)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool {
+		ta, tb := pendingAt(out[a]), pendingAt(out[b])
+		if !ta.Equal(tb) {
+			return ta.Before(tb)
+		}
+		return out[a].Seq < out[b].Seq
+	})
+	return out
+}
+
+// pendingAt is when Tick must act on a delayed or reserved job.
+func pendingAt(j *delayq.Job) time.Time {
+	if j.State == delayq.StateReserved {
+		return j.Deadline
+	}
+	return j.Due
+}
+
+// promote makes one due job ready (or buried when a TTR ran out on its
+// last attempt) and records it in res.
+func (s *Store) promote(j *delayq.Job, now time.Time, res *store.TickResult) {
+	if j.State == delayq.StateDelayed {
+		j.State = delayq.StateReady
+		res.Ready[j.Topic]++
+		res.Lateness = append(res.Lateness, now.Sub(j.Due))
+		return
+	}
+	deadline := j.Deadline
+	unreserve(j)
+	j.Timeouts++
+	if spent(j) {
+		bury(j, deadline)
+		res.Buried++
+		return
+	}
+	j.State = delayq.StateReady
+	j.Due = deadline
+	res.Ready[j.Topic]++
+}
+
+// sorted returns the jobs matching keep, in List order (see key).
+func (s *Store) sorted(keep func(*delayq.Job) bool) []*delayq.Job {
+	var out []*delayq.Job
+	for _, j := range s.jobs {
+		if keep(j) {
+			out = append(out, j)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return key(out[a]).less(key(out[b])) })
+	return out
+}
+
+// listKey orders jobs as List serves them: state rank, then the state's own
+// order, then seq. It is also the cursor, so a page resumes after the last
+// job shown even if that job has since moved.
+type listKey struct {
+	rank int
+	at   int64
+	seq  uint64
+}
+
+func (k listKey) less(o listKey) bool {
+	if k.rank != o.rank {
+		return k.rank < o.rank
+	}
+	if k.at != o.at {
+		return k.at < o.at
+	}
+	return k.seq < o.seq
+}
+
+func (k listKey) String() string {
+	return fmt.Sprintf("%d/%d/%d", k.rank, k.at, k.seq)
+}
+
+func parseKey(s string) (listKey, error) {
+	var k listKey
+	parts := strings.Split(s, "/")
+	if len(parts) != 3 {
+		return k, delayq.Invalid("bad_cursor", "cursor", "%q is not a cursor", s)
+	}
+	var errs [3]error
+	k.rank, errs[0] = strconv.Atoi(parts[0])
+	k.at, errs[1] = strconv.ParseInt(parts[1], 10, 64)
+	k.seq, errs[2] = strconv.ParseUint(parts[2], 10, 64)
+	for _, err := range errs {
+		if err != nil {
+			return k, delayq.Invalid("bad_cursor", "cursor", "%q is not a cursor", s)
+		}
+	}
+	return k, nil
+}
+
+// key is j's place in List order.
+func key(j *delayq.Job) listKey {
+	switch j.State {
+	case delayq.StateReady:
+		return listKey{0, int64(j.Priority), j.Seq}
+	case delayq.StateDelayed:
+		return listKey{1, j.Due.UnixMilli(), j.Seq}
+	case delayq.StateReserved:
+		return listKey{2, j.Deadline.UnixMilli(), j.Seq}
+	default:
+		return listKey{3, j.Due.UnixMilli(), j.Seq}
+	}
+}
+
+// List implements store.Store.
+func (s *Store) List(_ context.Context, p store.ListParams) (*store.ListResult, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var after *listKey
+	if p.Cursor != "" {
+		k, err := parseKey(p.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		after = &k
+	}
+	jobs := s.sorted(func(j *delayq.Job) bool {
+		return j.Topic == p.Topic && (p.State == "" || j.State == p.State) &&
+			(after == nil || after.less(key(j)))
+	})
+	res := &store.ListResult{Jobs: []*delayq.Job{}}
+	for _, j := range jobs {
+		if p.Limit > 0 && len(res.Jobs) == p.Limit {
+			res.Next = key(res.Jobs[len(res.Jobs)-1]).String()
+			break
+		}
+		res.Jobs = append(res.Jobs, j.Clone())
+	}
+	return res, nil
+}
