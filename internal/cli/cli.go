@@ -1,0 +1,115 @@
+// Package cli is the delayq command line: `delayq serve` runs a server, and
+// the other subcommands (put, reserve, finish, delete, get, kick, topics,
+// stats) are a person's view of a running server through the public HTTP
+// API (package client), never through the store. Every output goes to the
+// writers Main is given, so tests read it.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/alecthomas/kong"
+
+	"github.com/delayq/delayq/internal/config"
+)
+
+// Exit codes of Main.
+const (
+	exitOK    = 0
+	exitError = 1 // the command ran and failed
+	exitUsage = 2 // the command line was wrong
+)
+
+// root is the command tree. Kong builds flags, env vars and help from the
+// tags.
+type root struct {
+	Serve   serveCmd   `cmd:"" help:"Run a delayq server."`
+	Put     putCmd     `cmd:"" help:"Put a job into a topic."`
+	Reserve reserveCmd `cmd:"" help:"Reserve ready jobs from one or more topics."`
+	Finish  finishCmd  `cmd:"" help:"Finish (delete) a job you reserved."`
+	Delete  deleteCmd  `cmd:"" help:"Delete a job in any state (operator revoke)."`
+	Get     getCmd     `cmd:"" help:"Show a job."`
+	Kick    kickCmd    `cmd:"" help:"Kick buried (else delayed) jobs of a topic, or one job by id, to ready."`
+	Topics  topicsCmd  `cmd:"" help:"List topics with their job counts."`
+	Stats   statsCmd   `cmd:"" help:"Show the server's health and job counts over all topics."`
+}
+
+// env is what every subcommand's Run gets: the context (cancelled on
+// SIGINT/SIGTERM by main) and the output writers.
+type env struct {
+	ctx            context.Context
+	stdout, stderr io.Writer
+}
+
+// exitPanic carries kong's exit code (after --help or a usage error) out
+// of kong.Parse, so Main returns it instead of kong calling os.Exit.
+type exitPanic int
+
+// Main runs the delayq command line with args (without the program name)
+// and returns the process exit code: 0 on success, 1 when the command
+// failed, 2 when the command line was wrong.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			e, ok := r.(exitPanic)
+			if !ok {
+				panic(r)
+			}
+			code = int(e)
+		}
+	}()
+	var cli root
+	parser, err := kong.New(&cli,
+		kong.Name("delayq"),
+		kong.Description("delayq is a durable delay queue server. Run `delayq serve`, then put and reserve jobs over HTTP, beanstalkd or these commands."),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(c int) { panic(exitPanic(c)) }),
+		kong.Vars(defaultVars()),
+		kong.UsageOnError(),
+	)
+	if err != nil {
+		panic(err) // the command tree is wrong: a programming error
+	}
+	kctx, err := parser.Parse(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "delayq: %v\n", err)
+		return exitUsage
+	}
+	if err := kctx.Run(&env{ctx: ctx, stdout: stdout, stderr: stderr}); err != nil {
+		fmt.Fprintf(stderr, "delayq %s: %v\n", strings.Fields(kctx.Command())[0], err)
+		var u usageError
+		if errors.As(err, &u) {
+			return exitUsage
+		}
+		return exitError
+	}
+	return exitOK
+}
+
+// usageError is a command line that kong accepted but a command refuses
+// (two flags that exclude each other).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// defaultVars feeds config.Default into the flags' default tags, so the
+// defaults are written once, in package config.
+func defaultVars() kong.Vars {
+	d := config.Default()
+	return kong.Vars{
+		"http_addr":          d.HTTPAddr,
+		"data_dir":           d.DataDir,
+		"max_body":           strconv.Itoa(d.MaxBody),
+		"max_wait":           d.MaxWait.String(),
+		"max_reserve_topics": strconv.Itoa(d.MaxReserveTopics),
+		"shutdown_timeout":   d.ShutdownTimeout.String(),
+		"log_level":          d.LogLevel,
+		"log_format":         d.LogFormat,
+		"server":             defaultServer,
+	}
+}

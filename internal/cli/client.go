@@ -1,0 +1,56 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/delayq/delayq/client"
+)
+
+// defaultServer is where the client subcommands look for a server unless
+// told otherwise: the default listen address of `delayq serve`.
+const defaultServer = "http://127.0.0.1:7480"
+
+// clientFlags are shared by every subcommand that talks to a server.
+type clientFlags struct {
+	Server string `env:"DELAYQ_SERVER" default:"${server}" help:"Base URL (or host:port) of the delayq server."`
+}
+
+// outputFlags select machine-readable output for commands that print data.
+type outputFlags struct {
+	JSON bool `help:"Print JSON instead of text."`
+}
+
+// client returns a low-level client for --server. Discovery is off: a
+// person at a terminal means the one server they named.
+func (f *clientFlags) client() (*client.Client, error) {
+	return client.NewClient([]string{f.Server}, client.Discovery(0), client.RequestTimeout(30*time.Second))
+}
+
+// printJSON writes v as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// ago describes t relative to now for people: "in 29m59s" or "3s ago".
+func ago(t, now time.Time) string {
+	d := t.Sub(now).Round(time.Millisecond)
+	switch {
+	case d > 0:
+		return "in " + d.String()
+	case d < 0:
+		return (-d).String() + " ago"
+	}
+	return "now"
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

@@ -1,0 +1,238 @@
+package cli
+
+import (
+	"encoding/base64"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/api"
+	"github.com/delayq/delayq/client"
+)
+
+// putCmd is `delayq put TOPIC BODY`.
+type putCmd struct {
+	clientFlags
+	outputFlags
+	Topic       string        `arg:"" help:"Topic to put the job into."`
+	Body        string        `arg:"" help:"Job body."`
+	ID          string        `help:"Job id (default: chosen by the server). Advice: topic plus business id."`
+	Delay       time.Duration `xor:"when" help:"Make the job ready after this long (e.g. 30m)."`
+	At          time.Time     `xor:"when" help:"Make the job ready at this RFC 3339 time."`
+	TTR         time.Duration `name:"ttr" help:"Time a consumer may hold the job (server default 60s)."`
+	Priority    *uint32       `help:"Priority, lower first (server default 1024)."`
+	MaxAttempts int           `help:"Reserves allowed before the job is buried (0 = unlimited)."`
+}
+
+// Run puts the job and prints its id and seq.
+func (c *putCmd) Run(e *env) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	res, err := cl.Put(e.ctx, c.Topic, client.PutRequest{
+		ID: c.ID, Body: []byte(c.Body), Delay: c.Delay, At: c.At,
+		TTR: c.TTR, Priority: c.Priority, MaxAttempts: c.MaxAttempts,
+	})
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return printJSON(e.stdout, res)
+	}
+	fmt.Fprintf(e.stdout, "put job %s (seq %d) into topic %s\n", res.ID, res.Seq, c.Topic)
+	return nil
+}
+
+// reserveCmd is `delayq reserve TOPIC...`.
+type reserveCmd struct {
+	clientFlags
+	outputFlags
+	Topics []string      `arg:"" name:"topic" help:"Topics to reserve from."`
+	N      int           `name:"n" default:"1" help:"Most jobs to reserve."`
+	Wait   time.Duration `help:"How long to wait for a job to become ready (0: do not wait)."`
+}
+
+// Run reserves and prints each job with its reservation, which finish
+// needs.
+func (c *reserveCmd) Run(e *env) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	jobs, err := cl.Reserve(e.ctx, c.Topics, c.N, c.Wait)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return printJSON(e.stdout, api.JobsResponse{Jobs: wireJobs(jobs)})
+	}
+	if len(jobs) == 0 {
+		fmt.Fprintln(e.stdout, "no job ready")
+		return nil
+	}
+	now := time.Now()
+	for i, j := range jobs {
+		if i > 0 {
+			fmt.Fprintln(e.stdout)
+		}
+		printJob(e.stdout, j, now)
+	}
+	return nil
+}
+
+// finishCmd is `delayq finish ID --reservation R`.
+type finishCmd struct {
+	clientFlags
+	ID          string `arg:"" help:"Job id."`
+	Reservation string `required:"" help:"Reservation token printed by reserve."`
+}
+
+// Run finishes the job.
+func (c *finishCmd) Run(e *env) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	if err := cl.Finish(e.ctx, c.ID, c.Reservation); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "finished job %s\n", c.ID)
+	return nil
+}
+
+// deleteCmd is `delayq delete ID`.
+type deleteCmd struct {
+	clientFlags
+	ID string `arg:"" help:"Job id."`
+}
+
+// Run deletes the job whatever its state.
+func (c *deleteCmd) Run(e *env) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	if err := cl.Delete(e.ctx, c.ID); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "deleted job %s\n", c.ID)
+	return nil
+}
+
+// getCmd is `delayq get ID`.
+type getCmd struct {
+	clientFlags
+	outputFlags
+	ID string `arg:"" help:"Job id."`
+}
+
+// Run prints the job.
+func (c *getCmd) Run(e *env) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	j, err := cl.Get(e.ctx, c.ID)
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		return printJSON(e.stdout, wireJob(j))
+	}
+	printJob(e.stdout, j, time.Now())
+	return nil
+}
+
+// kickCmd is `delayq kick TOPIC [--n N]` or `delayq kick --id ID`.
+type kickCmd struct {
+	clientFlags
+	Topic string `arg:"" optional:"" help:"Topic whose buried (else delayed) jobs to kick."`
+	N     int    `name:"n" default:"1" help:"Most jobs to kick from the topic."`
+	ID    string `help:"Kick this one buried or delayed job instead of a topic."`
+}
+
+// Run kicks the topic's jobs or the one job.
+func (c *kickCmd) Run(e *env) error {
+	if (c.Topic == "") == (c.ID == "") {
+		return usageError{msg: "give either a TOPIC or --id ID"}
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	if c.ID != "" {
+		if _, err := cl.KickJob(e.ctx, c.ID); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "kicked job %s\n", c.ID)
+		return nil
+	}
+	n, err := cl.Kick(e.ctx, c.Topic, c.N)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "kicked %s in topic %s\n", plural(n, "job", "jobs"), c.Topic)
+	return nil
+}
+
+// printJob writes one job as aligned "field  value" lines.
+func printJob(w io.Writer, j *delayq.Job, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("id", j.ID)
+	row("seq", strconv.FormatUint(j.Seq, 10))
+	row("topic", j.Topic)
+	row("state", string(j.State))
+	row("priority", strconv.FormatUint(uint64(j.Priority), 10))
+	row("ttr", j.TTR.String())
+	attempts := strconv.Itoa(j.Attempts)
+	if j.MaxAttempts > 0 {
+		attempts += " of " + strconv.Itoa(j.MaxAttempts)
+	}
+	row("attempts", attempts)
+	row("due", j.Due.UTC().Format(api.TimeLayout)+" ("+ago(j.Due, now)+")")
+	row("created", j.Created.UTC().Format(api.TimeLayout))
+	if j.Reservation != "" {
+		row("reservation", j.Reservation)
+		row("deadline", j.Deadline.UTC().Format(api.TimeLayout)+" ("+ago(j.Deadline, now)+")")
+	}
+	if utf8.Valid(j.Body) {
+		row("body", strconv.Quote(string(j.Body)))
+	} else {
+		row("body", fmt.Sprintf("%d bytes, not UTF-8", len(j.Body)))
+	}
+	tw.Flush()
+}
+
+// wireJob is j as the HTTP API writes it, for --json.
+func wireJob(j *delayq.Job) api.Job {
+	w := api.Job{
+		ID: j.ID, Seq: j.Seq, Topic: j.Topic, State: string(j.State), Priority: j.Priority,
+		TTR: j.TTR.Seconds(), MaxAttempts: j.MaxAttempts, Attempts: j.Attempts,
+		Due: api.Time{Time: j.Due}, Created: api.Time{Time: j.Created}, Reservation: j.Reservation,
+	}
+	if !j.Deadline.IsZero() {
+		w.Deadline = &api.Time{Time: j.Deadline}
+	}
+	body := string(j.Body)
+	if utf8.ValidString(body) {
+		w.Body = &body
+	} else {
+		b64 := base64.StdEncoding.EncodeToString(j.Body)
+		w.BodyBase64 = &b64
+	}
+	return w
+}
+
+func wireJobs(jobs []*delayq.Job) []api.Job {
+	out := make([]api.Job, 0, len(jobs))
+	for _, j := range jobs {
+		out = append(out, wireJob(j))
+	}
+	return out
+}

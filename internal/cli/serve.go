@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"time"
+
+	"github.com/delayq/delayq/internal/config"
+	"github.com/delayq/delayq/internal/server"
+)
+
+// serveCmd is `delayq serve`. Every flag can also be set by the
+// environment variable named in its env tag; a flag given on the command
+// line wins.
+type serveCmd struct {
+	HTTPAddr         string        `name:"http-addr" env:"DELAYQ_HTTP_ADDR" default:"${http_addr}" help:"host:port of the HTTP API (port 0 picks a free port)."`
+	DataDir          string        `name:"data-dir" env:"DELAYQ_DATA_DIR" default:"${data_dir}" type:"path" help:"Directory of the embedded store (created if missing)."`
+	MaxBody          int           `name:"max-body" env:"DELAYQ_MAX_BODY" default:"${max_body}" help:"Largest job body, in bytes."`
+	MaxWait          time.Duration `name:"max-wait" env:"DELAYQ_MAX_WAIT" default:"${max_wait}" help:"Longest a reserve may long-poll."`
+	MaxReserveTopics int           `name:"max-reserve-topics" env:"DELAYQ_MAX_RESERVE_TOPICS" default:"${max_reserve_topics}" help:"Most topics one reserve may list."`
+	AdvertiseURL     string        `name:"advertise-url" env:"DELAYQ_ADVERTISE_URL" help:"Base URL clients use to reach this instance (default: from the listen address)."`
+	ShutdownTimeout  time.Duration `name:"shutdown-timeout" env:"DELAYQ_SHUTDOWN_TIMEOUT" default:"${shutdown_timeout}" help:"How long a graceful shutdown may wait for in-flight requests."`
+	LogLevel         string        `name:"log-level" env:"DELAYQ_LOG_LEVEL" default:"${log_level}" enum:"debug,info,warn,error" help:"debug, info, warn or error."`
+	LogFormat        string        `name:"log-format" env:"DELAYQ_LOG_FORMAT" default:"${log_format}" enum:"text,json" help:"text or json."`
+
+	// TODO(beanstalk): BeanstalkAddr `name:"beanstalk-addr" env:"DELAYQ_BEANSTALK_ADDR"`
+	// once internal/beanstalk exists (see config.Config).
+	// TODO(redis): Redis `name:"redis" env:"DELAYQ_REDIS"` once
+	// internal/store/redisstore exists.
+}
+
+// config turns the flags into a server configuration.
+func (c *serveCmd) config() config.Config {
+	return config.Config{
+		HTTPAddr:         c.HTTPAddr,
+		DataDir:          c.DataDir,
+		MaxBody:          c.MaxBody,
+		MaxWait:          c.MaxWait,
+		MaxReserveTopics: c.MaxReserveTopics,
+		AdvertiseURL:     c.AdvertiseURL,
+		ShutdownTimeout:  c.ShutdownTimeout,
+		LogLevel:         c.LogLevel,
+		LogFormat:        c.LogFormat,
+	}
+}
+
+// Run serves until the context ends (SIGINT or SIGTERM), then shuts down
+// gracefully. Logs go to stderr.
+func (c *serveCmd) Run(e *env) error {
+	cfg := c.config()
+	if err := cfg.Validate(); err != nil {
+		return usageError{msg: "invalid configuration:\n" + err.Error()}
+	}
+	return server.Run(e.ctx, cfg, cfg.NewLogger(e.stderr))
+}

@@ -1,0 +1,254 @@
+// Package server wires a delayq server together: config → store → engine →
+// front ends, with their listeners, and takes it apart again in order on
+// shutdown. It owns no queue semantics (package engine does) and parses no
+// flags (package cli does).
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/delayq/delayq/internal/config"
+	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/httpapi"
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/store/diskstore"
+)
+
+// HTTP server timeouts. A reserve long-polls for up to MaxWait before it
+// writes a byte, so the write timeout is MaxWait plus writeSlack; the read
+// side is short because a request is read before any waiting starts.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = time.Minute
+	idleTimeout       = 2 * time.Minute
+	writeSlack        = 30 * time.Second
+	maxHeaderBytes    = 64 << 10
+)
+
+// Server is one running delayq instance. Create it with New, then Start;
+// stop it with Shutdown. Run does all three for a process.
+type Server struct {
+	cfg config.Config
+	log *slog.Logger
+
+	st        store.Store
+	eng       *engine.Engine
+	httpLn    net.Listener
+	http      *http.Server
+	advertise string
+
+	group      *errgroup.Group
+	failed     context.Context    // done when a part stopped on its own with an error
+	stopEngine context.CancelFunc // ends engine.Run
+	drained    chan struct{}      // closed once the engine drains (on http shutdown)
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// New returns a server for cfg that logs to logger. It starts nothing.
+func New(cfg config.Config, logger *slog.Logger) *Server {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: cfg, log: logger}
+}
+
+// Run starts a server and serves until ctx is done (the process got SIGINT
+// or SIGTERM) or a part of it fails, then shuts it down within
+// cfg.ShutdownTimeout. It returns the failure, if any, joined with any
+// shutdown error (see Shutdown).
+func Run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	s := New(cfg, logger)
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		s.log.Info("shutdown requested", "cause", context.Cause(ctx))
+	case <-s.failed.Done():
+		s.log.Error("server part failed; shutting down", "err", context.Cause(s.failed))
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
+	defer cancel()
+	return s.Shutdown(sctx)
+}
+
+// Start validates the configuration, opens the store, binds the listeners
+// and starts serving. On error everything it opened is closed again. ctx
+// bounds only the start itself.
+func (s *Server) Start(ctx context.Context) error {
+	if err := s.cfg.Validate(); err != nil {
+		return fmt.Errorf("server: invalid configuration:\n%w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	st, err := s.openStore()
+	if err != nil {
+		return err
+	}
+	s.st = st
+	s.eng = engine.New(st, engine.Config{
+		MaxBody:          s.cfg.MaxBody,
+		MaxWait:          s.cfg.MaxWait,
+		MaxReserveTopics: s.cfg.MaxReserveTopics,
+		Logger:           s.log.With("component", "engine"),
+	})
+	if err := s.listen(); err != nil {
+		return errors.Join(err, s.closeStore())
+	}
+	s.serve()
+	s.log.Info("delayq serving", "http", s.httpLn.Addr().String(), "advertise_url", s.advertise,
+		"data_dir", s.cfg.DataDir, "max_wait", s.cfg.MaxWait, "max_body", s.cfg.MaxBody)
+	return nil
+}
+
+// openStore opens the backend the configuration names.
+//
+// TODO(redis): when internal/store/redisstore lands, choose it here when
+// s.cfg.Redis is set (DataDir is then ignored), e.g.
+//
+//	if s.cfg.Redis != "" { return redisstore.New(ctx, redisstore.Options{...}) }
+//
+// and hand its live-instance list to httpapi.Options.Cluster in listen.
+func (s *Server) openStore() (store.Store, error) {
+	start := time.Now()
+	st, err := diskstore.Open(s.cfg.DataDir, diskstore.Options{Logger: s.log.With("component", "diskstore")})
+	if err != nil {
+		return nil, fmt.Errorf("server: open store in %s: %w", s.cfg.DataDir, err)
+	}
+	s.log.Info("store opened", "store", "disk", "data_dir", s.cfg.DataDir, "took", time.Since(start).Round(time.Microsecond))
+	return st, nil
+}
+
+// listen binds the front ends' listeners, so Addr is known as soon as
+// Start returns (port 0 picks a free port).
+//
+// TODO(beanstalk): when internal/beanstalk lands, bind s.cfg.BeanstalkAddr
+// here too (unless empty), keep the listener beside httpLn, and close both
+// on error.
+func (s *Server) listen() error {
+	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("server: listen http: %w", err)
+	}
+	s.httpLn = ln
+	s.advertise = s.cfg.AdvertiseURLFor(ln.Addr())
+	s.http = &http.Server{
+		Handler: httpapi.NewHandler(s.eng, httpapi.Options{
+			Logger:       s.log.With("component", "http"),
+			AdvertiseURL: s.advertise,
+		}),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      s.cfg.MaxWait + writeSlack,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.With("component", "http").Handler(), slog.LevelWarn),
+	}
+	// http.Server.Shutdown closes the listeners first, then calls this and
+	// waits for in-flight requests: draining the engine now makes every
+	// long-poll return, so the wait is short.
+	s.drained = make(chan struct{})
+	s.http.RegisterOnShutdown(func() {
+		s.eng.Drain()
+		close(s.drained)
+	})
+	return nil
+}
+
+// serve starts the engine loop and the front ends, each owned by the
+// errgroup. The first to fail cancels s.failed, which Run watches.
+func (s *Server) serve() {
+	g, gctx := errgroup.WithContext(context.Background())
+	engCtx, stop := context.WithCancel(context.Background())
+	s.group, s.failed, s.stopEngine = g, gctx, stop
+	g.Go(func() error {
+		if err := s.eng.Run(engCtx); err != nil {
+			return fmt.Errorf("engine: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := s.http.Serve(s.httpLn); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http: %w", err)
+		}
+		return nil
+	})
+	// TODO(beanstalk): start the beanstalkd front end here:
+	//
+	//	s.beanstalk = &beanstalk.Server{Engine: s.eng, Logger: s.log.With("component", "beanstalk")}
+	//	g.Go(func() error { return s.beanstalk.Serve(s.beanstalkLn) })
+	//
+	// and stop it in Shutdown beside s.http.Shutdown.
+}
+
+// Addr is the address the HTTP API listens on. Valid after Start.
+func (s *Server) Addr() net.Addr { return s.httpLn.Addr() }
+
+// URL is the base URL of the HTTP API, as advertised to clients.
+func (s *Server) URL() string { return s.advertise }
+
+// Engine is the server's engine, for tests and embedding.
+func (s *Server) Engine() *engine.Engine { return s.eng }
+
+// Shutdown stops the server in order, logging each step: stop accepting
+// connections, drain the engine so long-polls return, wait for in-flight
+// requests (until ctx is done, then cut them off), stop the engine loop,
+// close the store. It returns the error of any part that had failed on its
+// own, joined with the shutdown's own errors. Calls after the first return
+// the first's result; a server never started has nothing to stop.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.group == nil {
+		return nil
+	}
+	s.shutdownOnce.Do(func() { s.shutdownErr = s.shutdown(ctx) })
+	return s.shutdownErr
+}
+
+func (s *Server) shutdown(ctx context.Context) error {
+	start := time.Now()
+	s.log.Info("shutdown: closing listeners and draining the engine")
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- s.http.Shutdown(ctx) }()
+	var errs []error
+	select {
+	case <-s.drained:
+		s.log.Info("shutdown: engine draining; long-polls returning")
+	case <-ctx.Done():
+	}
+	if err := <-httpDone; err != nil {
+		s.log.Warn("shutdown: in-flight requests cut off", "err", err)
+		errs = append(errs, fmt.Errorf("server: http shutdown: %w", err), s.http.Close())
+	} else {
+		s.log.Info("shutdown: in-flight requests finished")
+	}
+	s.eng.Drain() // in case the timeout came before the hook ran
+	s.stopEngine()
+	if err := s.group.Wait(); err != nil {
+		errs = append(errs, err) // a part that failed on its own
+	}
+	s.log.Info("shutdown: engine stopped")
+	errs = append(errs, s.closeStore())
+	s.log.Info("shutdown complete", "took", time.Since(start).Round(time.Millisecond))
+	return errors.Join(errs...)
+}
+
+func (s *Server) closeStore() error {
+	if err := s.st.Close(); err != nil {
+		s.log.Error("shutdown: closing the store failed", "err", err)
+		return fmt.Errorf("server: close store: %w", err)
+	}
+	s.log.Info("shutdown: store closed")
+	return nil
+}
