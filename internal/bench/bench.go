@@ -1,0 +1,146 @@
+// Package bench measures a delay queue server from the outside: put
+// throughput, reserve+delete throughput and firing lateness, over delayq's
+// HTTP API or the beanstalkd protocol, so delayq and beanstalkd are measured
+// by the same client in the same run. It backs `delayq bench`.
+//
+// Every run is bounded in jobs and in time (Options.Timeout) and talks only
+// to the address it is given.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Modes of a run.
+const (
+	ModePut     = "put"     // put N jobs from C connections
+	ModeReserve = "reserve" // preload N ready jobs, then reserve+delete them from C connections
+	ModeBurst   = "burst"   // N jobs due at one instant; consumers long-poll; lateness
+	ModeSpread  = "spread"  // Rate jobs/s due uniformly over Duration; lateness
+)
+
+// Options describe one run.
+type Options struct {
+	// Target is "http://host:port" (delayq's HTTP API) or
+	// "beanstalk://host:port" (any beanstalkd-protocol server).
+	Target   string
+	Mode     string
+	N        int           // jobs (put, reserve, burst)
+	C        int           // concurrent connections
+	BodySize int           // bytes per body (at least 16 for lateness modes)
+	Batch    int           // jobs per HTTP batch put (1 = single puts)
+	Rate     int           // jobs/s due (spread)
+	Duration time.Duration // span of due times (spread)
+	Lead     time.Duration // time from the start of the run to the first due time (burst, spread)
+	Timeout  time.Duration // hard bound on the whole run
+	PID      int           // when > 0, sample this process's RSS
+	Topic    string        // default: a fresh bench-<time> topic
+}
+
+func (o *Options) defaults() error {
+	if o.N <= 0 {
+		o.N = 10000
+	}
+	if o.C <= 0 {
+		o.C = 1
+	}
+	if o.Batch <= 0 {
+		o.Batch = 1
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 2 * time.Minute
+	}
+	if o.Lead <= 0 {
+		o.Lead = 3 * time.Second
+	}
+	if o.Topic == "" {
+		o.Topic = fmt.Sprintf("bench-%d", time.Now().UnixNano())
+	}
+	if o.Mode == ModeBurst || o.Mode == ModeSpread {
+		o.BodySize = max(o.BodySize, stampSize)
+	}
+	if o.Mode == ModeSpread {
+		if o.Rate <= 0 || o.Duration <= 0 {
+			return errors.New("bench: spread needs --rate and --duration")
+		}
+		o.N = int(float64(o.Rate) * o.Duration.Seconds())
+	}
+	switch o.Mode {
+	case ModePut, ModeReserve, ModeBurst, ModeSpread:
+	default:
+		return fmt.Errorf("bench: unknown mode %q (put, reserve, burst, spread)", o.Mode)
+	}
+	return nil
+}
+
+// Result is what a run measured.
+type Result struct {
+	Options  Options
+	Protocol string
+	Jobs     int           // jobs completed
+	Elapsed  time.Duration // of the measured phase
+	PerSec   float64
+	// Latency of each call (put, reserve+delete) or lateness of each job
+	// (burst, spread): now at receipt minus the due time asked for.
+	P50, P99, P999, Max time.Duration
+	Early               int           // jobs received before their due time (must be 0)
+	Drain               time.Duration // burst: from the due instant to the last job received
+	RSS                 int64         // bytes, max sampled (0 if no PID)
+}
+
+// Run performs one run.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	dial, proto, err := dialer(o.Target)
+	if err != nil {
+		return nil, err
+	}
+	rss := startRSS(ctx, o.PID)
+	r := &runner{o: o, dial: dial}
+	res, err := r.run(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res.Options, res.Protocol, res.RSS = o, proto, rss()
+	return res, nil
+}
+
+func dialer(target string) (func() (driver, error), string, error) {
+	u, err := url.Parse(target)
+	if err != nil || u.Host == "" {
+		return nil, "", fmt.Errorf("bench: target %q is not http://host:port or beanstalk://host:port", target)
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https":
+		hd := newHTTPDriver(strings.TrimRight(target, "/"))
+		return func() (driver, error) { return hd, nil }, "http", nil
+	case "beanstalk", "beanstalkd", "tcp":
+		return func() (driver, error) { return dialBeanstalk(u.Host) }, "beanstalk", nil
+	}
+	return nil, "", fmt.Errorf("bench: unknown scheme %q (http or beanstalk)", u.Scheme)
+}
+
+// driver is one connection's view of a server.
+type driver interface {
+	// put stores len(dues) jobs (one call; several only over HTTP batch).
+	put(ctx context.Context, topic string, body []byte, dues []time.Time) error
+	// reserve waits up to wait for one job; ok false when none came.
+	reserve(ctx context.Context, topic string, wait time.Duration) (j job, ok bool, err error)
+	finish(ctx context.Context, j job) error
+	close() error
+}
+
+// job is a reserved job as a driver hands it out.
+type job struct {
+	id   string
+	body []byte
+}

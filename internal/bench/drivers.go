@@ -1,0 +1,151 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"time"
+
+	beanstalk "github.com/beanstalkd/go-beanstalk"
+
+	"github.com/delayq/delayq/api"
+)
+
+// httpDriver speaks delayq's HTTP v1 API; one shared client with enough
+// idle connections for every worker.
+type httpDriver struct {
+	base string
+	hc   *http.Client
+}
+
+func newHTTPDriver(base string) *httpDriver {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 1024, 1024
+	return &httpDriver{base: base, hc: &http.Client{Transport: tr}}
+}
+
+func (d *httpDriver) call(ctx context.Context, path string, in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.base+path, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := d.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("bench: %s: %s: %s", path, resp.Status, bytes.TrimSpace(body))
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(body, out)
+}
+
+func (d *httpDriver) put(ctx context.Context, topic string, body []byte, dues []time.Time) error {
+	reqs := make([]api.PutRequest, len(dues))
+	for i, due := range dues {
+		s := string(stamp(body, due))
+		reqs[i] = api.PutRequest{Body: &s, At: &api.Time{Time: due}}
+	}
+	path := "/v1/topics/" + url.PathEscape(topic) + "/jobs"
+	if len(reqs) == 1 {
+		return d.call(ctx, path, reqs[0], nil)
+	}
+	return d.call(ctx, path+"/batch", api.BatchRequest{Jobs: reqs}, nil)
+}
+
+func (d *httpDriver) reserve(ctx context.Context, topic string, wait time.Duration) (job, bool, error) {
+	w := api.Duration(wait)
+	var out api.JobsResponse
+	if err := d.call(ctx, "/v1/reserve", api.ReserveRequest{Topics: []string{topic}, N: 1, Wait: &w}, &out); err != nil {
+		return job{}, false, err
+	}
+	if len(out.Jobs) == 0 {
+		return job{}, false, nil
+	}
+	j := out.Jobs[0]
+	if j.Body == nil {
+		return job{}, false, errors.New("bench: job body is not text")
+	}
+	return job{id: j.ID + "\x00" + j.Reservation, body: []byte(*j.Body)}, true, nil
+}
+
+func (d *httpDriver) finish(ctx context.Context, j job) error {
+	id, res, _ := bytes.Cut([]byte(j.id), []byte{0})
+	return d.call(ctx, "/v1/jobs/"+url.PathEscape(string(id))+"/finish", api.ActionRequest{Reservation: string(res)}, nil)
+}
+
+func (d *httpDriver) close() error { return nil }
+
+// beanstalkDriver speaks the beanstalkd protocol on its own connection,
+// through the go-beanstalk client every Go user of beanstalkd has.
+type beanstalkDriver struct {
+	c    *beanstalk.Conn
+	tube *beanstalk.Tube
+	set  *beanstalk.TubeSet
+}
+
+func dialBeanstalk(addr string) (driver, error) {
+	c, err := beanstalk.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	return &beanstalkDriver{c: c}, nil
+}
+
+func (d *beanstalkDriver) put(_ context.Context, topic string, body []byte, dues []time.Time) error {
+	if d.tube == nil {
+		d.tube = beanstalk.NewTube(d.c, topic)
+	}
+	for _, due := range dues {
+		// beanstalkd's delay is whole seconds: round up so no job is asked
+		// to fire early; lateness is measured against the time asked for.
+		delay := time.Duration(math.Ceil(time.Until(due).Seconds())) * time.Second
+		if _, err := d.tube.Put(stamp(body, due), 1024, max(delay, 0), 60*time.Second); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *beanstalkDriver) reserve(_ context.Context, topic string, wait time.Duration) (job, bool, error) {
+	if d.set == nil {
+		d.set = beanstalk.NewTubeSet(d.c, topic)
+	}
+	id, body, err := d.set.Reserve(wait)
+	var ce beanstalk.ConnError
+	if errors.As(err, &ce) && (ce.Err == beanstalk.ErrTimeout || ce.Err == beanstalk.ErrDeadline) {
+		return job{}, false, nil
+	}
+	if err != nil {
+		return job{}, false, err
+	}
+	return job{id: fmt.Sprint(id), body: body}, true, nil
+}
+
+func (d *beanstalkDriver) finish(_ context.Context, j job) error {
+	var id uint64
+	if _, err := fmt.Sscan(j.id, &id); err != nil {
+		return err
+	}
+	return d.c.Delete(id)
+}
+
+func (d *beanstalkDriver) close() error { return d.c.Close() }

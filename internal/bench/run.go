@@ -1,0 +1,231 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// stampSize is the prefix of every lateness body: the due time asked for,
+// as 20 decimal digits of Unix nanoseconds (ASCII, so HTTP carries it as a
+// plain string).
+const stampSize = 20
+
+type runner struct {
+	o    Options
+	dial func() (driver, error)
+}
+
+func (r *runner) run(ctx context.Context) (*Result, error) {
+	switch r.o.Mode {
+	case ModePut:
+		return r.runPut(ctx)
+	case ModeReserve:
+		return r.runReserve(ctx)
+	default:
+		return r.runLateness(ctx)
+	}
+}
+
+// workers runs fn on C connections and returns the first error.
+func (r *runner) workers(ctx context.Context, fn func(ctx context.Context, d driver) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, r.o.C)
+	var wg sync.WaitGroup
+	for range r.o.C {
+		d, err := r.dial()
+		if err != nil {
+			return fmt.Errorf("bench: connect: %w", err)
+		}
+		wg.Go(func() {
+			defer d.close()
+			if err := fn(ctx, d); err != nil {
+				errs <- err
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// putAll puts n jobs with the given due times from C connections in
+// batches, recording each call's latency when lat is not nil.
+func (r *runner) putAll(ctx context.Context, dues func(i int) time.Time, batch int, lat *samples) error {
+	body := make([]byte, r.o.BodySize)
+	for i := range body {
+		body[i] = 'x'
+	}
+	var next atomic.Int64
+	return r.workers(ctx, func(ctx context.Context, d driver) error {
+		for {
+			start := int(next.Add(int64(batch))) - batch
+			if start >= r.o.N {
+				return nil
+			}
+			ds := make([]time.Time, 0, batch)
+			for i := start; i < min(start+batch, r.o.N); i++ {
+				ds = append(ds, dues(i))
+			}
+			t0 := time.Now()
+			if err := d.put(ctx, r.o.Topic, body, ds); err != nil {
+				return err
+			}
+			lat.add(time.Since(t0))
+		}
+	})
+}
+
+func (r *runner) runPut(ctx context.Context) (*Result, error) {
+	lat := newSamples(r.o.N)
+	now := time.Now()
+	start := time.Now()
+	if err := r.putAll(ctx, func(int) time.Time { return now }, r.o.Batch, lat); err != nil {
+		return nil, err
+	}
+	return lat.result(r.o.N, time.Since(start)), nil
+}
+
+func (r *runner) runReserve(ctx context.Context) (*Result, error) {
+	now := time.Now()
+	if err := r.putAll(ctx, func(int) time.Time { return now }, r.o.Batch, nil); err != nil {
+		return nil, fmt.Errorf("bench: preload: %w", err)
+	}
+	lat := newSamples(r.o.N)
+	var done atomic.Int64
+	start := time.Now()
+	err := r.workers(ctx, func(ctx context.Context, d driver) error {
+		for done.Load() < int64(r.o.N) {
+			t0 := time.Now()
+			j, ok, err := d.reserve(ctx, r.o.Topic, time.Second)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			if err := d.finish(ctx, j); err != nil {
+				return err
+			}
+			lat.add(time.Since(t0))
+			done.Add(1)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return lat.result(r.o.N, time.Since(start)), nil
+}
+
+// runLateness puts every job first, due from Lead after the start, then
+// consumes them and measures how late each arrives after its due time.
+func (r *runner) runLateness(ctx context.Context) (*Result, error) {
+	first := time.Now().Add(r.o.Lead)
+	dues := func(int) time.Time { return first }
+	if r.o.Mode == ModeSpread {
+		step := time.Second / time.Duration(r.o.Rate)
+		dues = func(i int) time.Time { return first.Add(time.Duration(i) * step) }
+	}
+	if err := r.putAll(ctx, dues, r.o.Batch, nil); err != nil {
+		return nil, fmt.Errorf("bench: put: %w", err)
+	}
+	if late := time.Since(first); late > 0 {
+		return nil, fmt.Errorf("bench: putting %d jobs took %s past the first due time; raise --lead or --batch", r.o.N, late)
+	}
+	lat := newSamples(r.o.N)
+	var done, early atomic.Int64
+	var last atomic.Int64
+	err := r.workers(ctx, func(ctx context.Context, d driver) error {
+		for done.Load() < int64(r.o.N) {
+			j, ok, err := d.reserve(ctx, r.o.Topic, time.Second)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			now := time.Now()
+			late := now.Sub(stampTime(j.body))
+			if late < 0 {
+				early.Add(1)
+			}
+			lat.add(late)
+			last.Store(now.UnixNano())
+			if err := d.finish(ctx, j); err != nil {
+				return err
+			}
+			done.Add(1)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	res := lat.result(r.o.N, time.Unix(0, last.Load()).Sub(first))
+	res.Early = int(early.Load())
+	res.Drain = time.Unix(0, last.Load()).Sub(dues(r.o.N - 1))
+	return res, nil
+}
+
+// stamp writes due into the start of body.
+func stamp(body []byte, due time.Time) []byte {
+	b := append([]byte(nil), body...)
+	s := fmt.Sprintf("%0*d", stampSize, due.UnixNano())
+	copy(b, s)
+	return b
+}
+
+func stampTime(body []byte) time.Time {
+	if len(body) < stampSize {
+		return time.Time{}
+	}
+	n, err := strconv.ParseInt(string(body[:stampSize]), 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// samples collects durations from many goroutines.
+type samples struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func newSamples(n int) *samples { return &samples{d: make([]time.Duration, 0, n)} }
+
+func (s *samples) add(d time.Duration) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.d = append(s.d, d)
+	s.mu.Unlock()
+}
+
+func (s *samples) result(jobs int, elapsed time.Duration) *Result {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	slices.Sort(s.d)
+	res := &Result{Jobs: jobs, Elapsed: elapsed}
+	if elapsed > 0 {
+		res.PerSec = float64(jobs) / elapsed.Seconds()
+	}
+	if len(s.d) > 0 {
+		res.P50, res.P99, res.P999 = pct(s.d, 0.50), pct(s.d, 0.99), pct(s.d, 0.999)
+		res.Max = s.d[len(s.d)-1]
+	}
+	return res
+}
+
+func pct(sorted []time.Duration, p float64) time.Duration {
+	i := int(float64(len(sorted))*p+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
