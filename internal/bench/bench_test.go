@@ -1,0 +1,102 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startBeanstalkd runs a real beanstalkd on a free loopback port. It skips
+// when the binary is missing, except under CI where that is a failure.
+func startBeanstalkd(t *testing.T) string {
+	t.Helper()
+	bin, err := exec.LookPath("beanstalkd")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("beanstalkd is not installed (scripts/deps.sh installs it)")
+		}
+		t.Skip("beanstalkd not installed; run scripts/deps.sh")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	cmd := exec.Command(bin, "-l", "127.0.0.1", "-p", fmt.Sprint(port))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	for i := 0; i < 100; i++ {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return addr
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("beanstalkd did not listen on %s", addr)
+	return ""
+}
+
+func TestRunAgainstBeanstalkd(t *testing.T) {
+	addr := startBeanstalkd(t)
+	target := "beanstalk://" + addr
+	for _, mode := range []string{ModePut, ModeReserve} {
+		t.Run(mode, func(t *testing.T) {
+			res, err := Run(t.Context(), Options{Target: target, Mode: mode, N: 300, C: 4, BodySize: 8, Timeout: 30 * time.Second})
+			if err != nil {
+				t.Fatalf("Run(%s) = %v", mode, err)
+			}
+			if res.Jobs != 300 || res.PerSec <= 0 || res.P50 <= 0 {
+				t.Errorf("Run(%s) = %+v, want 300 jobs with a rate and latencies", mode, res)
+			}
+			if !strings.Contains(res.Line(), "mode="+mode) {
+				t.Errorf("Line() = %q", res.Line())
+			}
+		})
+	}
+	t.Run("burst", func(t *testing.T) {
+		res, err := Run(t.Context(), Options{Target: target, Mode: ModeBurst, N: 200, C: 4, Lead: 1500 * time.Millisecond, Timeout: 30 * time.Second, PID: os.Getpid()})
+		if err != nil {
+			t.Fatalf("Run(burst) = %v", err)
+		}
+		if res.Early != 0 {
+			t.Errorf("%d jobs arrived before the time asked for", res.Early)
+		}
+		if res.Jobs != 200 || res.RSS <= 0 {
+			t.Errorf("Run(burst) = %+v, want 200 jobs and an RSS sample", res)
+		}
+	})
+}
+
+func TestOptionsRefused(t *testing.T) {
+	tests := []Options{
+		{Target: "http://127.0.0.1:1", Mode: "nope"},
+		{Target: "ftp://127.0.0.1:1", Mode: ModePut},
+		{Target: "127.0.0.1", Mode: ModePut},
+		{Target: "http://127.0.0.1:1", Mode: ModeSpread},
+	}
+	for _, o := range tests {
+		if _, err := Run(context.Background(), o); err == nil {
+			t.Errorf("Run(%+v) = nil error, want a refusal", o)
+		}
+	}
+}
+
+func TestStampRoundTrip(t *testing.T) {
+	due := time.Unix(1700000000, 123456789)
+	b := stamp(make([]byte, 32), due)
+	if got := stampTime(b); !got.Equal(due) {
+		t.Errorf("stampTime(stamp(%v)) = %v", due, got)
+	}
+	if got := stampTime([]byte("short")); !got.IsZero() {
+		t.Errorf("stampTime(short) = %v, want zero", got)
+	}
+}
