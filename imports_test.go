@@ -1,0 +1,63 @@
+package delayq_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestImportRules keeps the layout honest (as Pebble's
+// TestForbiddenImports): the vocabulary and wire types stay stdlib-only,
+// the engine never learns which store it runs on, and front ends never
+// reach past the engine.
+func TestImportRules(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}:{{join .Imports " "}}`, "./...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	const mod = "github.com/delayq/delayq"
+	concrete := []string{mod + "/internal/store/diskstore", mod + "/internal/store/redisstore", mod + "/internal/store/memstore"}
+	frontends := []string{mod + "/internal/httpapi", mod + "/internal/beanstalk"}
+	rules := map[string]func(imp string) bool{ // package → is this import allowed?
+		mod:          stdlibOr(),
+		mod + "/api": stdlibOr(mod),
+		mod + "/client": stdlibOr(mod, mod+"/api", "github.com/google/uuid"),
+		mod + "/internal/engine": func(imp string) bool {
+			return !hasAny(imp, append(concrete, frontends...))
+		},
+		mod + "/internal/httpapi":   func(imp string) bool { return !hasAny(imp, concrete) },
+		mod + "/internal/beanstalk": func(imp string) bool { return !hasAny(imp, concrete) },
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, imps, _ := strings.Cut(line, ":")
+		allowed, ok := rules[pkg]
+		if !ok {
+			continue
+		}
+		for _, imp := range strings.Fields(imps) {
+			if !allowed(imp) {
+				t.Errorf("%s imports %s, which the layout forbids (see docs/architecture.md)", pkg, imp)
+			}
+		}
+	}
+}
+
+// stdlibOr allows the standard library and the listed packages.
+func stdlibOr(extra ...string) func(string) bool {
+	return func(imp string) bool {
+		first, _, _ := strings.Cut(imp, "/")
+		if !strings.Contains(first, ".") {
+			return true
+		}
+		return hasAny(imp, extra)
+	}
+}
+
+func hasAny(imp string, list []string) bool {
+	for _, p := range list {
+		if imp == p {
+			return true
+		}
+	}
+	return false
+}
