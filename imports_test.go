@@ -19,8 +19,8 @@ func TestImportRules(t *testing.T) {
 	concrete := []string{mod + "/internal/store/diskstore", mod + "/internal/store/redisstore", mod + "/internal/store/memstore"}
 	frontends := []string{mod + "/internal/httpapi", mod + "/internal/beanstalk"}
 	rules := map[string]func(imp string) bool{ // package → is this import allowed?
-		mod:          stdlibOr(),
-		mod + "/api": stdlibOr(mod),
+		mod:             stdlibOr(),
+		mod + "/api":    stdlibOr(mod),
 		mod + "/client": stdlibOr(mod, mod+"/api", "github.com/google/uuid"),
 		mod + "/internal/engine": func(imp string) bool {
 			return !hasAny(imp, append(concrete, frontends...))
