@@ -1,0 +1,160 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/api"
+	"github.com/delayq/delayq/internal/engine"
+)
+
+// command serves the original protocol on POST / and POST /v1/command:
+// {"command":"add"|"pop"|"finish"|"delete", ...} answered by
+// {"success","error","id","value"}. Every request it understood answers
+// 200 (success false on failure); a body that is not JSON answers 400.
+func (h *handler) command(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.oneJobBytes))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		writeJSON(w, http.StatusRequestEntityTooLarge, failed(err))
+		return
+	case err != nil:
+		return // the client's connection broke mid-request
+	case !json.Valid(body):
+		writeJSON(w, http.StatusBadRequest, api.CommandResponse{Error: "the request body is not JSON"})
+		return
+	}
+	writeJSON(w, http.StatusOK, h.runCommand(r, body))
+}
+
+// commands maps each command of the original protocol to its method.
+var commands = map[string]func(*handler, *http.Request, *api.CommandRequest) (api.CommandResponse, error){
+	"add":    (*handler).cmdAdd,
+	"pop":    (*handler).cmdPop,
+	"finish": (*handler).cmdDelete,
+	"delete": (*handler).cmdDelete,
+}
+
+// runCommand decodes and runs one valid-JSON command.
+func (h *handler) runCommand(r *http.Request, body []byte) api.CommandResponse {
+	var req api.CommandRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return failed(jsonError(err))
+	}
+	run, ok := commands[strings.ToLower(req.Command)]
+	if !ok {
+		return api.CommandResponse{Error: "unknown command " + quote(req.Command) + " (use add, pop, finish or delete)"}
+	}
+	resp, err := run(h, r, &req)
+	if err != nil {
+		if code, _ := api.CodeOf(err); code == api.CodeInternal && r.Context().Err() == nil {
+			h.log.Error("original-protocol command failed", "command", req.Command, "err", err)
+		}
+		return failed(err)
+	}
+	resp.Success = true
+	return resp
+}
+
+// cmdAdd: {"command":"add","topic","id","delay","TTR","body"}; delay and
+// TTR in seconds, TTR 60 when absent; a non-string body is kept as its
+// JSON text.
+func (h *handler) cmdAdd(r *http.Request, req *api.CommandRequest) (api.CommandResponse, error) {
+	p := engine.PutRequest{ID: req.ID, Topic: req.Topic, TTR: delayq.DefaultTTR, Priority: delayq.DefaultPriority}
+	var err error
+	if p.Body, err = commandBody(req.Body); err != nil {
+		return api.CommandResponse{}, err
+	}
+	if p.Delay, err = seconds("delay", req.Delay, 0); err != nil {
+		return api.CommandResponse{}, err
+	}
+	if p.TTR, err = seconds("TTR", req.TTR, delayq.DefaultTTR); err != nil {
+		return api.CommandResponse{}, err
+	}
+	jobs, err := h.e.Put(r.Context(), []engine.PutRequest{p})
+	if err != nil {
+		return api.CommandResponse{}, err
+	}
+	return api.CommandResponse{ID: jobs[0].ID}, nil
+}
+
+// cmdPop: {"command":"pop","topic","timeout"?}. Nothing ready answers
+// success with an empty id and value.
+func (h *handler) cmdPop(r *http.Request, req *api.CommandRequest) (api.CommandResponse, error) {
+	wait, err := seconds("timeout", req.Timeout, 0)
+	if err != nil {
+		return api.CommandResponse{}, err
+	}
+	jobs, err := h.e.Reserve(r.Context(), engine.ReserveRequest{Topics: []string{req.Topic}, N: 1, Wait: wait})
+	if err != nil || len(jobs) == 0 {
+		return api.CommandResponse{}, err
+	}
+	return api.CommandResponse{ID: jobs[0].ID, Value: string(jobs[0].Body)}, nil
+}
+
+// cmdDelete serves finish and delete: by id alone, whoever holds the job
+// (the original protocol has no reservations; v1 is stricter).
+func (h *handler) cmdDelete(r *http.Request, req *api.CommandRequest) (api.CommandResponse, error) {
+	if err := delayq.CheckID(req.ID); err != nil {
+		return api.CommandResponse{}, err
+	}
+	j, err := h.e.Delete(r.Context(), delayq.Ref{ID: req.ID}, true)
+	if err != nil {
+		return api.CommandResponse{}, err
+	}
+	return api.CommandResponse{ID: j.ID}, nil
+}
+
+// commandBody is the stored body: a JSON string's text, any other JSON
+// value compacted; absent or null is empty.
+func commandBody(raw json.RawMessage) ([]byte, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return []byte{}, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, delayq.Invalid("bad_body", "body", "not a JSON string: %v", err)
+		}
+		return []byte(s), nil
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return nil, delayq.Invalid("bad_body", "body", "not JSON: %v", err)
+	}
+	return b.Bytes(), nil
+}
+
+// seconds turns a number of seconds into a duration (def when absent),
+// refusing what a duration cannot hold.
+func seconds(field string, v *float64, def time.Duration) (time.Duration, error) {
+	if v == nil {
+		return def, nil
+	}
+	if math.IsNaN(*v) || math.Abs(*v) > float64(math.MaxInt64)/float64(time.Second) {
+		return 0, delayq.Invalid("bad_"+strings.ToLower(field), field, "%v seconds is out of range", *v)
+	}
+	return time.Duration(*v * float64(time.Second)), nil
+}
+
+// failed is the answer to a command that failed with err.
+func failed(err error) api.CommandResponse {
+	if errors.As(err, new(*http.MaxBytesError)) {
+		return api.CommandResponse{Error: "request body is too large"}
+	}
+	return api.CommandResponse{Error: strings.TrimPrefix(err.Error(), "delayq: ")}
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

@@ -1,0 +1,14 @@
+// Package httpapi is delayq's HTTP/JSON front end: the v1 API
+// (/v1/topics, /v1/jobs, /v1/reserve, ...), the original {"command": ...}
+// protocol on POST / and POST /v1/command, health, metrics and the
+// dashboard mount.
+//
+// It translates requests to engine calls and engine results to the wire
+// types of package api, and nothing else: it owns no queue state and
+// implements no queue semantics. Every error answer goes through one
+// function, writeError, which maps errors with api.CodeOf.
+//
+// Answers not pinned by DESIGN.md: finish, delete, release, touch, bury,
+// kick of one job and PATCH answer 200 with the job object (finish and
+// delete: the job as it was); a topic kick answers {"kicked": n}.
+package httpapi

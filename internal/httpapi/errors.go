@@ -1,0 +1,115 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/api"
+)
+
+// httpError is an error that is about HTTP itself (no such route, wrong
+// method), not about a job, so it carries its own status and code.
+type httpError struct {
+	status  int
+	code    string
+	message string
+}
+
+func (e *httpError) Error() string { return e.message }
+
+// writeError answers err as {"error":{"code","message"}}. It is the only
+// place that maps errors to statuses: request-level errors first, then
+// api.CodeOf for the engine's errors. Unknown errors answer 500 "internal"
+// and are logged once, here.
+func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code, status := api.CodeOf(err)
+	var he *httpError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &he):
+		code, status = he.code, he.status
+	case errors.As(err, &mbe):
+		code, status = api.CodeTooLarge, http.StatusRequestEntityTooLarge
+		err = fmt.Errorf("request body is over the limit of %d bytes", mbe.Limit)
+	}
+	msg := strings.TrimPrefix(err.Error(), "delayq: ")
+	if status >= http.StatusInternalServerError && code != api.CodeDraining {
+		if r.Context().Err() != nil {
+			return // the client left; nobody reads the answer
+		}
+		h.log.Error("http request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
+		if code == api.CodeInternal {
+			msg = "internal error; see the server log"
+		}
+	}
+	writeJSON(w, status, api.ErrorResponse{Error: api.ErrorBody{Code: code, Message: msg}})
+}
+
+// writeJSON answers v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil { // only our own wire types get here; they always marshal
+		panic("httpapi: marshal answer: " + err.Error())
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// decode reads exactly one JSON value of r's body, at most limit bytes,
+// into v, refusing unknown fields.
+func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return fmt.Errorf("reading the request body: %w", errors.Join(err, context.Cause(r.Context())))
+	}
+	return decodeBytes(body, v)
+}
+
+// decodeBytes is decode's parser, apart so fuzz tests can reach it.
+func decodeBytes(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return delayq.Invalid("bad_json", "", "the request body is empty; send a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return delayq.Invalid("bad_json", "", "the request body holds more than one JSON value")
+	}
+	return nil
+}
+
+// jsonError names what was wrong with a JSON body.
+func jsonError(err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return delayq.Invalid("bad_json", "", "invalid JSON at byte %d: %s", se.Offset, se.Error())
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return delayq.Invalid("bad_json", "", "the JSON body ends too early")
+	case errors.As(err, &te) && te.Field != "":
+		return delayq.Invalid("bad_json", te.Field, "a JSON %s cannot be a %s", te.Value, te.Type)
+	case errors.As(err, &te):
+		return delayq.Invalid("bad_json", "", "the body must be a JSON object, not a %s", te.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return delayq.Invalid("unknown_field", "", "%s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return delayq.Invalid("bad_json", "", "%s", strings.TrimPrefix(err.Error(), "json: "))
+}

@@ -1,0 +1,204 @@
+package httpapi
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/api"
+	"github.com/delayq/delayq/internal/engine"
+)
+
+// putJob: POST /v1/topics/{topic}/jobs → 201 {"id","seq"}.
+func (h *handler) putJob(w http.ResponseWriter, r *http.Request) {
+	topic, err := pathTopic(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	var req api.PutRequest
+	if err := decode(w, r, h.oneJobBytes, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	p, err := toPut(topic, &req)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	jobs, err := h.e.Put(r.Context(), []engine.PutRequest{p})
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, api.PutResponse{ID: jobs[0].ID, Seq: jobs[0].Seq})
+}
+
+// putBatch: POST /v1/topics/{topic}/jobs/batch → 201 {"jobs":[{"id","seq"}]},
+// all or nothing.
+func (h *handler) putBatch(w http.ResponseWriter, r *http.Request) {
+	topic, err := pathTopic(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	var req api.BatchRequest
+	if err := decode(w, r, h.opts.MaxRequestBytes, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if len(req.Jobs) > delayq.MaxBatch {
+		h.writeError(w, r, delayq.Invalid("batch_too_big", "jobs", "%d jobs in one batch, at most %d", len(req.Jobs), delayq.MaxBatch))
+		return
+	}
+	puts := make([]engine.PutRequest, len(req.Jobs))
+	for i := range req.Jobs {
+		if puts[i], err = toPut(topic, &req.Jobs[i]); err != nil {
+			h.writeError(w, r, inJob(err, i))
+			return
+		}
+	}
+	jobs, err := h.e.Put(r.Context(), puts)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	resp := api.BatchResponse{Jobs: make([]api.PutResponse, len(jobs))}
+	for i, j := range jobs {
+		resp.Jobs[i] = api.PutResponse{ID: j.ID, Seq: j.Seq}
+	}
+	writeJSON(w, http.StatusCreated, resp)
+}
+
+// inJob names the batch element a validation error is about.
+func inJob(err error, i int) error {
+	ve, ok := err.(*delayq.ValidationError)
+	if !ok {
+		return err
+	}
+	c := *ve
+	c.Field = "jobs[" + itoa(i) + "]." + c.Field
+	return &c
+}
+
+// getJob: GET /v1/jobs/{id}.
+func (h *handler) getJob(w http.ResponseWriter, r *http.Request) {
+	h.jobCall(w, r, func(ref delayq.Ref) (*delayq.Job, error) { return h.e.Get(r.Context(), ref) })
+}
+
+// deleteJob: DELETE /v1/jobs/{id}, in any state (an operator's revoke).
+func (h *handler) deleteJob(w http.ResponseWriter, r *http.Request) {
+	h.jobCall(w, r, func(ref delayq.Ref) (*delayq.Job, error) { return h.e.Delete(r.Context(), ref, true) })
+}
+
+// kickJob: POST /v1/jobs/{id}/kick; any request body is ignored.
+func (h *handler) kickJob(w http.ResponseWriter, r *http.Request) {
+	h.jobCall(w, r, func(ref delayq.Ref) (*delayq.Job, error) { return h.e.KickJob(r.Context(), ref) })
+}
+
+// updateJob: PATCH /v1/jobs/{id}.
+func (h *handler) updateJob(w http.ResponseWriter, r *http.Request) {
+	var req api.UpdateRequest
+	h.jobCallWith(w, r, h.oneJobBytes, &req, func(ref delayq.Ref) (*delayq.Job, error) {
+		body, err := bodyOf(req.Body, req.BodyBase64)
+		if err != nil {
+			return nil, err
+		}
+		u := engine.UpdateRequest{Ref: ref, Body: body, Priority: req.Priority}
+		if req.Delay != nil {
+			d := time.Duration(*req.Delay)
+			u.Delay = &d
+		}
+		if req.At != nil {
+			u.At = &req.At.Time
+		}
+		return h.e.Update(r.Context(), u)
+	})
+}
+
+// finishJob: POST /v1/jobs/{id}/finish {"reservation"}.
+func (h *handler) finishJob(w http.ResponseWriter, r *http.Request) {
+	var req api.ActionRequest
+	h.jobCallWith(w, r, smallRequest, &req, func(ref delayq.Ref) (*delayq.Job, error) {
+		ref.Reservation = req.Reservation
+		return h.e.Finish(r.Context(), ref)
+	})
+}
+
+// touchJob: POST /v1/jobs/{id}/touch {"reservation"}.
+func (h *handler) touchJob(w http.ResponseWriter, r *http.Request) {
+	var req api.ActionRequest
+	h.jobCallWith(w, r, smallRequest, &req, func(ref delayq.Ref) (*delayq.Job, error) {
+		if ref.Reservation = req.Reservation; ref.Reservation == "" {
+			return nil, errNoReservation("touch")
+		}
+		return h.e.Touch(r.Context(), ref)
+	})
+}
+
+// buryJob: POST /v1/jobs/{id}/bury {"reservation","priority"?}.
+func (h *handler) buryJob(w http.ResponseWriter, r *http.Request) {
+	var req api.ActionRequest
+	h.jobCallWith(w, r, smallRequest, &req, func(ref delayq.Ref) (*delayq.Job, error) {
+		if ref.Reservation = req.Reservation; ref.Reservation == "" {
+			return nil, errNoReservation("bury")
+		}
+		return h.e.Bury(r.Context(), ref, req.Priority)
+	})
+}
+
+// releaseJob: POST /v1/jobs/{id}/release {"reservation","delay"?,"priority"?}.
+func (h *handler) releaseJob(w http.ResponseWriter, r *http.Request) {
+	var req api.ReleaseRequest
+	h.jobCallWith(w, r, smallRequest, &req, func(ref delayq.Ref) (*delayq.Job, error) {
+		if ref.Reservation = req.Reservation; ref.Reservation == "" {
+			return nil, errNoReservation("release")
+		}
+		rel := engine.ReleaseRequest{Ref: ref, Priority: req.Priority}
+		if req.Delay != nil {
+			rel.Delay = time.Duration(*req.Delay)
+		}
+		return h.e.Release(r.Context(), rel)
+	})
+}
+
+// smallRequest bounds the bodies that hold no job body (actions, reserve,
+// kick): a reserve naming 1,000 topics of 200 bytes fits.
+const smallRequest = 1 << 20
+
+func errNoReservation(op string) error {
+	return delayq.Invalid("bad_reservation", "reservation", "%s needs the reservation that reserve handed out", op)
+}
+
+// jobCall runs call on the job named by the path's {id} and answers the
+// job it returns.
+func (h *handler) jobCall(w http.ResponseWriter, r *http.Request, call func(delayq.Ref) (*delayq.Job, error)) {
+	id := r.PathValue("id")
+	if err := delayq.CheckID(id); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	j, err := call(delayq.Ref{ID: id})
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toJob(j))
+}
+
+// jobCallWith is jobCall for calls with a JSON request body, decoded into
+// req (at most limit bytes) before call runs.
+func (h *handler) jobCallWith(w http.ResponseWriter, r *http.Request, limit int64, req any, call func(delayq.Ref) (*delayq.Job, error)) {
+	h.jobCall(w, r, func(ref delayq.Ref) (*delayq.Job, error) {
+		if err := decode(w, r, limit, req); err != nil {
+			return nil, err
+		}
+		return call(ref)
+	})
+}
+
+// pathTopic returns the path's {topic}, decoded and checked.
+func pathTopic(r *http.Request) (string, error) {
+	t := r.PathValue("topic")
+	return t, delayq.CheckTopic(t)
+}

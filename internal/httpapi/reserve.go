@@ -1,0 +1,34 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/delayq/delayq/api"
+	"github.com/delayq/delayq/internal/engine"
+)
+
+// reserve: POST /v1/reserve {"topics","n"?,"wait"?} → 200 {"jobs":[...]}.
+// The wait ends with the request's context, so a client that hangs up
+// stops waiting; the engine hands back any job reserved for it meanwhile.
+func (h *handler) reserve(w http.ResponseWriter, r *http.Request) {
+	var req api.ReserveRequest
+	if err := decode(w, r, smallRequest, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	er := engine.ReserveRequest{Topics: req.Topics, N: req.N}
+	if req.Wait != nil {
+		er.Wait = time.Duration(*req.Wait)
+	}
+	jobs, err := h.e.Reserve(r.Context(), er)
+	if err != nil {
+		if r.Context().Err() != nil && errors.Is(err, r.Context().Err()) {
+			return // the client left; there is no one to answer
+		}
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.JobsResponse{Jobs: toJobs(jobs)})
+}

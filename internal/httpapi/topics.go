@@ -1,0 +1,128 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/api"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// maxKick bounds the n of a topic kick, like a batch put.
+const maxKick = 1000
+
+// defaultListLimit is the page size of GET /v1/topics/{topic}/jobs.
+const defaultListLimit = 100
+
+// getTopics: GET /v1/topics → {"topics":[...]}.
+func (h *handler) getTopics(w http.ResponseWriter, r *http.Request) {
+	all, err := h.e.Topics(r.Context())
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	now := time.Now()
+	resp := api.TopicsResponse{Topics: make([]api.Topic, 0, len(all))}
+	for _, t := range all {
+		resp.Topics = append(resp.Topics, toTopic(t, now))
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// getTopic: GET /v1/topics/{topic}; a topic without jobs has zero counts.
+func (h *handler) getTopic(w http.ResponseWriter, r *http.Request) {
+	topic, err := pathTopic(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	t, err := h.e.Topic(r.Context(), topic)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, toTopic(t, time.Now()))
+}
+
+// listJobs: GET /v1/topics/{topic}/jobs?state=&cursor=&limit=.
+func (h *handler) listJobs(w http.ResponseWriter, r *http.Request) {
+	topic, err := pathTopic(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	q := r.URL.Query()
+	p := store.ListParams{Topic: topic, State: delayq.State(q.Get("state")), Cursor: q.Get("cursor"), Limit: defaultListLimit}
+	if s := q.Get("limit"); s != "" {
+		if p.Limit, err = strconv.Atoi(s); err != nil {
+			h.writeError(w, r, delayq.Invalid("bad_limit", "limit", "%q is not a whole number", s))
+			return
+		}
+	}
+	res, err := h.e.List(r.Context(), p)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.JobsResponse{Jobs: toJobs(res.Jobs), Next: res.Next})
+}
+
+// kickTopic: POST /v1/topics/{topic}/kick {"n"} → {"kicked"}.
+func (h *handler) kickTopic(w http.ResponseWriter, r *http.Request) {
+	topic, err := pathTopic(r)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	var req api.KickRequest
+	if err := decode(w, r, smallRequest, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	if req.N < 1 || req.N > maxKick {
+		h.writeError(w, r, delayq.Invalid("bad_n", "n", "%d is not between 1 and %d", req.N, maxKick))
+		return
+	}
+	n, err := h.e.Kick(r.Context(), topic, req.N)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.KickResponse{Kicked: n})
+}
+
+// cluster: GET /v1/cluster → {"instances":[...]}.
+func (h *handler) cluster(w http.ResponseWriter, r *http.Request) {
+	var instances []api.Instance
+	if h.opts.Cluster != nil {
+		var err error
+		if instances, err = h.opts.Cluster(r.Context()); err != nil {
+			h.writeError(w, r, err)
+			return
+		}
+	} else {
+		u := h.opts.AdvertiseURL
+		if u == "" {
+			u = "http://" + r.Host
+		}
+		instances = []api.Instance{{URL: u}}
+	}
+	if instances == nil {
+		instances = []api.Instance{}
+	}
+	writeJSON(w, http.StatusOK, api.ClusterResponse{Instances: instances})
+}
+
+// healthz: GET /healthz → 200 {"status":"ok"}; 503 draining while the
+// server shuts down, so load balancers stop sending work.
+func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
+	if h.e.Draining() {
+		h.writeError(w, r, delayq.ErrDraining)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
