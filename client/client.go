@@ -251,3 +251,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// Close closes the client's idle connections. The client stays usable; Close
+// only stops connections from lingering after the caller is done.
+func (c *Client) Close() { c.hc.CloseIdleConnections() }

@@ -10,6 +10,7 @@ import (
 // to the Client a consumer builds for itself.
 type Option interface {
 	applyClient(*clientConfig)
+	applyConsumer(*consumerConfig)
 }
 
 // clientConfig collects a Client's options before it is built.
@@ -25,6 +26,10 @@ type clientConfig struct {
 type clientOption func(*clientConfig)
 
 func (f clientOption) applyClient(c *clientConfig) { f(c) }
+
+func (f clientOption) applyConsumer(c *consumerConfig) {
+	c.clientOpts = append(c.clientOpts, f)
+}
 
 // HTTPClient sets the *http.Client used for every call (TLS, proxies,
 // transport tuning). Default http.DefaultClient. Its Timeout, if set, must
@@ -58,8 +63,20 @@ func Discovery(every time.Duration) Option {
 	return clientOption(func(c *clientConfig) { c.discover = every })
 }
 
-// Logger sets where the client and consumer log (retries at debug level;
-// handler failures and give-ups at warn/error). Default: nothing is logged.
+// loggerOption sets the logger of a client and of a consumer.
+type loggerOption struct{ l *slog.Logger }
+
+func (o loggerOption) applyClient(c *clientConfig) { c.log = o.l }
+func (o loggerOption) applyConsumer(c *consumerConfig) {
+	c.log = o.l
+	c.clientOpts = append(c.clientOpts, o)
+}
+
+// Logger sets where the client and consumer log: retries at debug level,
+// handler failures at warn, give-ups at error. Default: nothing is logged.
 func Logger(l *slog.Logger) Option {
-	return clientOption(func(c *clientConfig) { c.log = l })
+	if l == nil {
+		l = slog.New(slog.DiscardHandler)
+	}
+	return loggerOption{l}
 }
