@@ -165,3 +165,9 @@ func TestReserveLongPollsUntilPut(t *testing.T) {
 		t.Errorf("Reserve took %v, want it to return at the put (~200ms)", took)
 	}
 }
+
+// delayqtestServer starts an in-process server for t.
+func delayqtestServer(t *testing.T) *delayqtest.Server {
+	t.Helper()
+	return delayqtest.NewServer(t)
+}

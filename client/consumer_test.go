@@ -1,0 +1,424 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/google/go-cmp/cmp"
+)
+
+// consume runs cs.Consume in the background and returns a stop function
+// that cancels it and waits for it to return.
+func consume(t *testing.T, cs *Consumer, h Handler) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- cs.Consume(ctx, h) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			err = <-done
+		})
+		return err
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}
+
+// waitFor polls cond every 10 ms until it holds or 10 s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// topicCounts returns a topic's ready, reserved, delayed and buried counts.
+func topicCounts(t *testing.T, c *Client, topic string) [4]int {
+	t.Helper()
+	top, err := c.Topic(t.Context(), topic)
+	if errors.Is(err, delayq.ErrNotFound) {
+		return [4]int{}
+	}
+	if err != nil {
+		t.Fatalf("Topic(%q) = %v", topic, err)
+	}
+	return [4]int{top.Ready, top.Reserved, top.Delayed, top.Buried}
+}
+
+// putN puts n ready jobs named topic-0 ... into topic.
+func putN(t *testing.T, p *Producer, topic string, n int, opts ...PutOption) {
+	t.Helper()
+	for i := range n {
+		o := append([]PutOption{ID(fmt.Sprintf("%s-%d", topic, i))}, opts...)
+		if _, err := p.Delay(t.Context(), topic, []byte(fmt.Sprint(i)), 0, o...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestConsumerRunsEveryJobOnce(t *testing.T) {
+	t.Parallel()
+	srv, c := newTestClient(t)
+	putN(t, c.Producer(), "a", 20)
+	putN(t, c.Producer(), "b", 5)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	cs := NewConsumer([]string{srv.URL}, "a", Topics("b"), Concurrency(4), UseClient(c))
+	stop := consume(t, cs, func(ctx context.Context, j *Job) error {
+		mu.Lock()
+		seen[j.ID]++
+		mu.Unlock()
+		return nil
+	})
+	waitFor(t, "every job finished", func() bool {
+		return topicCounts(t, c, "a") == [4]int{} && topicCounts(t, c, "b") == [4]int{}
+	})
+	if err := stop(); err != nil {
+		t.Errorf("Consume = %v, want nil after cancel", err)
+	}
+	if len(seen) != 25 {
+		t.Errorf("handled %d distinct jobs, want 25", len(seen))
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("job %s handled %d times, want 1", id, n)
+		}
+	}
+}
+
+func TestConsumerHoldsNoMoreJobsThanWorkers(t *testing.T) {
+	t.Parallel()
+	srv, c := newTestClient(t)
+	putN(t, c.Producer(), "busy", 10)
+	release := make(chan struct{})
+	var running atomic.Int32
+	cs := NewConsumer([]string{srv.URL}, "busy", Concurrency(3), UseClient(c))
+	stop := consume(t, cs, func(ctx context.Context, j *Job) error {
+		running.Add(1)
+		<-release
+		return nil
+	})
+	waitFor(t, "3 handlers running", func() bool { return running.Load() == 3 })
+	time.Sleep(100 * time.Millisecond) // a greedy consumer would reserve more now
+	if got := topicCounts(t, c, "busy"); got != [4]int{7, 3, 0, 0} {
+		t.Errorf("counts while 3 workers busy = %v, want 7 ready 3 reserved", got)
+	}
+	close(release)
+	waitFor(t, "all done", func() bool { return topicCounts(t, c, "busy") == [4]int{} })
+	stop()
+}
+
+func TestConsumerIdleLongPolls(t *testing.T) {
+	t.Parallel()
+	srv := delayqtestServer(t)
+	var reserves atomic.Int32
+	c := New([]string{srv.URL})
+	defer c.Close()
+	cs := NewConsumer(nil, "idle", UseClient(c), Wait(time.Second),
+		WithHooks(Hooks{Start: func(*Job) { reserves.Add(1) }}))
+	stop := consume(t, cs, func(context.Context, *Job) error { return nil })
+	waitFor(t, "the consumer waiting on the server", func() bool { return srv.Engine().Waiting("idle") == 1 })
+	put := time.Now()
+	if _, err := c.Producer().Delay(t.Context(), "idle", nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the job to start", func() bool { return reserves.Load() == 1 })
+	if d := time.Since(put); d > 500*time.Millisecond {
+		t.Errorf("job started %v after its put, want at once (long-poll)", d)
+	}
+	stop()
+}
+
+func TestConsumerRetriesWithBackoff(t *testing.T) {
+	t.Parallel()
+	srv, c := newTestClient(t)
+	putN(t, c.Producer(), "flaky", 1)
+	var runs []time.Time
+	var attempts []int
+	var mu sync.Mutex
+	cs := NewConsumer([]string{srv.URL}, "flaky", UseClient(c),
+		RetryBackoff(func(n int) time.Duration { return time.Duration(n) * 300 * time.Millisecond }))
+	stop := consume(t, cs, func(ctx context.Context, j *Job) error {
+		mu.Lock()
+		defer mu.Unlock()
+		runs = append(runs, time.Now())
+		attempts = append(attempts, j.Attempts)
+		if len(runs) < 3 {
+			return errors.New("try later")
+		}
+		return nil
+	})
+	waitFor(t, "the job to succeed", func() bool { return topicCounts(t, c, "flaky") == [4]int{} })
+	stop()
+	if diff := cmp.Diff([]int{1, 2, 3}, attempts); diff != "" {
+		t.Errorf("attempts (-want +got):\n%s", diff)
+	}
+	for i, want := range []time.Duration{300 * time.Millisecond, 600 * time.Millisecond} {
+		if got := runs[i+1].Sub(runs[i]); got < want {
+			t.Errorf("run %d came %v after run %d, want at least the backoff %v", i+2, got, i+1, want)
+		}
+	}
+}
+
+func TestConsumerBuriesPermanentErrors(t *testing.T) {
+	t.Parallel()
+	srv, c := newTestClient(t)
+	putN(t, c.Producer(), "perm", 1)
+	var failures atomic.Int32
+	var next atomic.Value
+	cs := NewConsumer([]string{srv.URL}, "perm", UseClient(c), WithHooks(Hooks{
+		Failure: func(j *Job, took time.Duration, err error, n string, d time.Duration) {
+			next.Store(n)
+			failures.Add(1)
+		},
+	}))
+	stop := consume(t, cs, func(ctx context.Context, j *Job) error {
+		return Permanent(errors.New("malformed order"))
+	})
+	waitFor(t, "the job buried", func() bool { return topicCounts(t, c, "perm") == [4]int{0, 0, 0, 1} })
+	stop()
+	if failures.Load() != 1 || next.Load() != "bury" {
+		t.Errorf("failure hook: %d calls, next %v; want 1, bury", failures.Load(), next.Load())
+	}
+}
+
+func TestConsumerRecoversPanics(t *testing.T) {
+	t.Parallel()
+	srv, c := newTestClient(t)
+	putN(t, c.Producer(), "panic", 1)
+	var calls atomic.Int32
+	var herr atomic.Value
+	cs := NewConsumer([]string{srv.URL}, "panic", UseClient(c),
+		RetryBackoff(func(int) time.Duration { return 0 }),
+		WithHooks(Hooks{Failure: func(j *Job, _ time.Duration, err error, _ string, _ time.Duration) { herr.Store(err) }}))
+	stop := consume(t, cs, func(ctx context.Context, j *Job) error {
+		if calls.Add(1) == 1 {
+			panic("boom")
+		}
+		return nil
+	})
+	waitFor(t, "the job to succeed after the panic", func() bool { return topicCounts(t, c, "panic") == [4]int{} })
+	stop()
+	if err, _ := herr.Load().(error); err == nil || calls.Load() != 2 {
+		t.Errorf("after a panic: %d calls, failure %v; want 2 calls and the panic as an error", calls.Load(), err)
+	}
+}
+
+func TestConsumerMaxAttemptsBuries(t *testing.T) {
+	t.Parallel()
+	srv, c := newTestClient(t)
+	putN(t, c.Producer(), "max", 1, MaxAttempts(2))
+	var calls atomic.Int32
+	cs := NewConsumer([]string{srv.URL}, "max", UseClient(c), RetryBackoff(func(int) time.Duration { return 0 }))
+	stop := consume(t, cs, func(ctx context.Context, j *Job) error {
+		calls.Add(1)
+		return errors.New("always")
+	})
+	waitFor(t, "the job buried", func() bool { return topicCounts(t, c, "max") == [4]int{0, 0, 0, 1} })
+	stop()
+	if calls.Load() != 2 {
+		t.Errorf("handler ran %d times, want MaxAttempts = 2", calls.Load())
+	}
+}
+
+func TestConsumerHandlerContextEndsBeforeTTR(t *testing.T) {
+	t.Parallel()
+	srv, c := newTestClient(t)
+	putN(t, c.Producer(), "slow", 1, TTR(time.Second))
+	type run struct {
+		attempt  int
+		cause    error
+		ctxEnd   time.Time
+		deadline time.Time
+	}
+	runs := make(chan run, 4)
+	cs := NewConsumer([]string{srv.URL}, "slow", UseClient(c), SafetyMargin(200*time.Millisecond),
+		RetryBackoff(func(int) time.Duration { return 0 }))
+	stop := consume(t, cs, func(ctx context.Context, j *Job) error {
+		if j.Attempts > 1 {
+			runs <- run{attempt: j.Attempts}
+			return nil
+		}
+		<-ctx.Done()
+		runs <- run{j.Attempts, context.Cause(ctx), time.Now(), j.Deadline}
+		return ctx.Err()
+	})
+	first := <-runs
+	if !errors.Is(first.cause, ErrTTR) {
+		t.Errorf("handler context cause = %v, want ErrTTR", first.cause)
+	}
+	if early := first.deadline.Sub(first.ctxEnd); early < 100*time.Millisecond {
+		t.Errorf("handler context ended %v before the TTR deadline, want about the 200ms margin", early)
+	}
+	if second := <-runs; second.attempt != 2 {
+		t.Errorf("second run attempt = %d, want 2", second.attempt)
+	}
+	waitFor(t, "the job done", func() bool { return topicCounts(t, c, "slow") == [4]int{} })
+	stop()
+}
+
+func TestConsumerTouchExtends(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		opts   []ConsumerOption
+		manual bool
+	}{
+		{name: "j.Touch", manual: true},
+		{name: "AutoTouch", opts: []ConsumerOption{AutoTouch(0)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			srv, c := newTestClient(t)
+			putN(t, c.Producer(), "long", 1, TTR(time.Second))
+			var attempts []int
+			var mu sync.Mutex
+			cs := NewConsumer([]string{srv.URL}, "long", append(tt.opts, UseClient(c))...)
+			stop := consume(t, cs, func(ctx context.Context, j *Job) error {
+				mu.Lock()
+				attempts = append(attempts, j.Attempts)
+				mu.Unlock()
+				for range 5 { // 2.5 s: more than twice the TTR
+					select {
+					case <-ctx.Done():
+						return context.Cause(ctx)
+					case <-time.After(500 * time.Millisecond):
+					}
+					if tt.manual {
+						if err := j.Touch(ctx); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
+			})
+			waitFor(t, "the job done", func() bool { return topicCounts(t, c, "long") == [4]int{} })
+			stop()
+			if diff := cmp.Diff([]int{1}, attempts); diff != "" {
+				t.Errorf("attempts (-want +got), want one run outliving its TTR:\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestConsumerShutdownLetsHandlersFinish(t *testing.T) {
+	t.Parallel()
+	srv, c := newTestClient(t)
+	putN(t, c.Producer(), "drain", 3)
+	var started, finished atomic.Int32
+	cs := NewConsumer([]string{srv.URL}, "drain", UseClient(c), Concurrency(3), Grace(10*time.Second))
+	stop := consume(t, cs, func(ctx context.Context, j *Job) error {
+		started.Add(1)
+		time.Sleep(300 * time.Millisecond)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		finished.Add(1)
+		return nil
+	})
+	waitFor(t, "3 handlers running", func() bool { return started.Load() == 3 })
+	if err := stop(); err != nil {
+		t.Errorf("Consume = %v, want nil", err)
+	}
+	if finished.Load() != 3 {
+		t.Errorf("%d handlers finished, want all 3 within the grace period", finished.Load())
+	}
+	if got := topicCounts(t, c, "drain"); got != [4]int{} {
+		t.Errorf("counts after drain = %v, want every job finished", got)
+	}
+}
+
+func TestConsumerShutdownReleasesAfterGrace(t *testing.T) {
+	t.Parallel()
+	srv, c := newTestClient(t)
+	putN(t, c.Producer(), "stuck", 4)
+	var mu sync.Mutex
+	done := map[string]int{}
+	var started atomic.Int32
+	cs := NewConsumer([]string{srv.URL}, "stuck", UseClient(c), Concurrency(2), Grace(100*time.Millisecond))
+	stop := consume(t, cs, func(ctx context.Context, j *Job) error {
+		started.Add(1)
+		<-ctx.Done() // never finishes on its own
+		if !errors.Is(context.Cause(ctx), ErrShutdown) {
+			t.Errorf("cause = %v, want ErrShutdown", context.Cause(ctx))
+		}
+		return ctx.Err()
+	})
+	waitFor(t, "2 handlers running", func() bool { return started.Load() == 2 })
+	if err := stop(); err != nil {
+		t.Errorf("Consume = %v", err)
+	}
+	if got := topicCounts(t, c, "stuck"); got != [4]int{4, 0, 0, 0} {
+		t.Fatalf("counts after shutdown = %v, want all 4 ready again (none lost, none held)", got)
+	}
+	// A second consumer gets every job exactly once.
+	cs2 := NewConsumer([]string{srv.URL}, "stuck", UseClient(c), Concurrency(2))
+	stop2 := consume(t, cs2, func(ctx context.Context, j *Job) error {
+		mu.Lock()
+		done[j.ID]++
+		mu.Unlock()
+		return nil
+	})
+	waitFor(t, "the rest done", func() bool { return topicCounts(t, c, "stuck") == [4]int{} })
+	stop2()
+	want := map[string]int{"stuck-0": 1, "stuck-1": 1, "stuck-2": 1, "stuck-3": 1}
+	if diff := cmp.Diff(want, done); diff != "" {
+		t.Errorf("jobs finished by the second consumer (-want +got):\n%s", diff)
+	}
+}
+
+func TestConsumerHooks(t *testing.T) {
+	t.Parallel()
+	srv, c := newTestClient(t)
+	putN(t, c.Producer(), "hooks", 2)
+	var mu sync.Mutex
+	var events []string
+	cs := NewConsumer([]string{srv.URL}, "hooks", UseClient(c), WithHooks(Hooks{
+		Start: func(j *Job) { mu.Lock(); events = append(events, "start "+j.ID); mu.Unlock() },
+		Finish: func(j *Job, took time.Duration, err error) {
+			mu.Lock()
+			events = append(events, fmt.Sprintf("finish %s %v", j.ID, err))
+			mu.Unlock()
+		},
+		Failure: func(j *Job, took time.Duration, err error, next string, d time.Duration) {
+			mu.Lock()
+			events = append(events, fmt.Sprintf("failure %s %s", j.ID, next))
+			mu.Unlock()
+		},
+	}))
+	stop := consume(t, cs, func(ctx context.Context, j *Job) error {
+		if j.ID == "hooks-1" {
+			return Permanent(errors.New("no"))
+		}
+		return nil
+	})
+	waitFor(t, "both handled", func() bool { return topicCounts(t, c, "hooks") == [4]int{0, 0, 0, 1} })
+	stop()
+	want := []string{"start hooks-0", "finish hooks-0 <nil>", "start hooks-1", "failure hooks-1 bury"}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff(want, events); diff != "" {
+		t.Errorf("hook calls (-want +got):\n%s", diff)
+	}
+}
+
+func TestConsumerRejectsBadTopic(t *testing.T) {
+	t.Parallel()
+	cs := NewConsumer([]string{"127.0.0.1:1"}, "-bad")
+	if err := cs.Consume(t.Context(), func(context.Context, *Job) error { return nil }); !errors.Is(err, delayq.ErrInvalid) {
+		t.Errorf("Consume(-bad) = %v, want ErrInvalid", err)
+	}
+}
