@@ -52,8 +52,9 @@ import (
 //   - A job is paused-skipped while p.Now < PausedUntil. A pause stays (and
 //     keeps its topic listed by Topics) until Pause with a zero Until;
 //     stores never drop it by themselves.
-//   - List and Topics of an unknown topic: empty, nil error. A Ref with
-//     neither ID nor Seq, or a Seq never assigned: ErrNotFound.
+//   - List of an unknown topic: an empty page, nil error. A Ref with
+//     neither ID nor Seq, or a Seq never assigned: ErrNotFound. Get,
+//     Update and KickJob ignore Ref.Reservation; Put writes back only Seq.
 //   - Consumer calls (Release, Touch, Bury, Delete with a Reservation) on a
 //     job that is not reserved, or with an empty or other Reservation:
 //     ErrNotReserved; ErrNotFound only when no live job matches the ref.
@@ -247,4 +248,21 @@ type Event struct {
 type Notifier interface {
 	// Notify returns a channel of events that closes when ctx is done.
 	Notify(ctx context.Context) (<-chan Event, error)
+}
+
+// JobReserver is implemented by stores that can reserve one chosen job
+// (beanstalkd's reserve-job). It is optional so that existing backends
+// keep compiling; the engine answers ErrState for stores without it.
+type JobReserver interface {
+	// ReserveJob moves the job p.Ref names from ready, delayed or buried
+	// to reserved, whatever its topic's pause, with the field effects of
+	// Reserve (Attempts+1, Reservation, Deadline = p.Now+TTR; Due
+	// unchanged). A reserved job: ErrState. No live job: ErrNotFound.
+	ReserveJob(ctx context.Context, p ReserveJobParams) (*delayq.Job, error)
+}
+
+// ReserveJobParams are the arguments of JobReserver.ReserveJob.
+type ReserveJobParams struct {
+	Ref delayq.Ref
+	Now time.Time
 }

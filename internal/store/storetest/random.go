@@ -79,13 +79,13 @@ type op struct {
 }
 
 var ops = []op{
-	{"Put", 12, (*randomRun).put},
+	{"Put", 10, (*randomRun).put},
 	{"Reserve", 10, (*randomRun).reserve},
 	{"Release", 5, (*randomRun).release},
 	{"Touch", 3, (*randomRun).touch},
 	{"Bury", 3, (*randomRun).bury},
 	{"Finish", 5, (*randomRun).finish},
-	{"Delete", 3, (*randomRun).delete},
+	{"Delete", 5, (*randomRun).delete},
 	{"Kick", 2, (*randomRun).kick},
 	{"KickJob", 2, (*randomRun).kickJob},
 	{"Update", 3, (*randomRun).update},
@@ -132,7 +132,7 @@ func (rr *randomRun) compare(call string, sut, model any, sutErr, modelErr error
 	}
 	if ec != wc || diff != "" {
 		rr.t.Fatalf("seed %d op %d: %s = %v (err %v), want %v (err %v)\ndiff (-model +store):\n%s\nrecent ops (model's error):\n%s\nreplay: DELAYQ_STORETEST_SEED=%d",
-			rr.seed, rr.step, call, show(sut), sutErr, show(model), modelErr, diff, strings.Join(rr.log, "\n"), rr.seed)
+			rr.seed, rr.step, call, show(rr.translate(sut)), sutErr, show(model), modelErr, diff, strings.Join(rr.log, "\n"), rr.seed)
 	}
 }
 
@@ -211,7 +211,7 @@ func parseToken(tok string) (seq uint64, attempts int, ok bool) {
 
 var randomTopics = []string{"a", "b", "c"}
 
-func (rr *randomRun) id() string             { return fmt.Sprintf("id%d", rr.r.IntN(16)) }
+func (rr *randomRun) id() string             { return fmt.Sprintf("id%d", rr.r.IntN(32)) }
 func (rr *randomRun) topic() string          { return randomTopics[rr.r.IntN(len(randomTopics))] }
 func (rr *randomRun) ms(n int) time.Duration { return time.Duration(rr.r.IntN(n)) * time.Millisecond }
 
@@ -225,6 +225,34 @@ func (rr *randomRun) body() []byte {
 		b[i] = byte(rr.r.IntN(256))
 	}
 	return b
+}
+
+// liveID returns the id of a random live job of the model in state (""
+// for any), or a random id when there is none.
+func (rr *randomRun) liveID(state delayq.State) string {
+	var live []string
+	for _, topic := range randomTopics {
+		res, err := rr.model.List(rr.h.ctx, store.ListParams{Topic: topic, State: state})
+		if err != nil {
+			rr.t.Fatalf("model List(%s) = %v", topic, err)
+		}
+		for _, j := range res.Jobs {
+			live = append(live, j.ID)
+		}
+	}
+	if len(live) == 0 {
+		return rr.id()
+	}
+	return live[rr.r.IntN(len(live))]
+}
+
+// freeID returns an id that is usually not live.
+func (rr *randomRun) freeID() string {
+	id := rr.id()
+	for try := 0; try < 8 && rr.modelJob(id) != nil; try++ {
+		id = rr.id()
+	}
+	return id
 }
 
 // modelJob returns the model's job for a random id, or nil.
@@ -241,6 +269,11 @@ func (rr *randomRun) modelJob(id string) *delayq.Job {
 // usually the current one, sometimes stale, empty or bogus.
 func (rr *randomRun) ref(consumer bool) delayq.Ref {
 	id := rr.id()
+	if consumer && rr.r.IntN(4) > 0 {
+		id = rr.liveID(delayq.StateReserved)
+	} else if rr.r.IntN(2) == 0 {
+		id = rr.liveID("")
+	}
 	ref := delayq.Ref{ID: id}
 	j := rr.modelJob(id)
 	if rr.r.IntN(4) == 0 {
@@ -273,7 +306,7 @@ func (rr *randomRun) put() (string, any, any, error, error) {
 		if rr.r.IntN(2) == 0 {
 			due = due.Add(rr.ms(5000))
 		}
-		j := newJob(rr.id(), rr.topic(), rr.now, due)
+		j := newJob(rr.freeID(), rr.topic(), rr.now, due)
 		j.Body, j.Priority, j.MaxAttempts = rr.body(), rr.priority(), rr.r.IntN(4)
 		j.TTR = time.Second + rr.ms(3000)
 		sutJobs, modelJobs = append(sutJobs, j), append(modelJobs, j.Clone())

@@ -174,16 +174,22 @@ func testTick(t *testing.T, f Factory) {
 	t.Run("MaxChunks", func(t *testing.T) { testTickMax(t, f) })
 	t.Run("TTRExpiry", func(t *testing.T) {
 		h := open(t, f)
-		a := ready("a", "t")
-		a.TTR = 2 * time.Second
-		h.put(a)
+		a, b := ready("a", "t"), ready("b", "u")
+		a.TTR, b.TTR = 2*time.Second, 2*time.Second
+		h.put(a, b)
 		j := h.reserveOne(at(100), "t")
+		h.reserveOne(at(200), "u")
 		check(t, "Tick(deadline-1ms)", h.tick(at(2099), 0), &store.TickResult{Next: at(2100)})
 		check(t, "Get(a) before deadline", h.get(delayq.Ref{ID: "a"}), j)
-		check(t, "Tick(deadline)", h.tick(at(2100), 0), &store.TickResult{Ready: map[string]int{"t": 1}})
+		check(t, "Tick(deadline)", h.tick(at(2100), 0), &store.TickResult{Ready: map[string]int{"t": 1}, Next: at(2200)})
 		want := a.Clone()
 		want.Attempts, want.Timeouts, want.Due = 1, 1, at(2100)
 		check(t, "Get(a) after TTR expiry", h.get(delayq.Ref{ID: "a"}), want)
+		// A late tick still dates the job's return to its deadline.
+		check(t, "Tick(deadline+500ms)", h.tick(at(2700), 0), &store.TickResult{Ready: map[string]int{"u": 1}})
+		want = b.Clone()
+		want.Attempts, want.Timeouts, want.Due = 1, 1, at(2200)
+		check(t, "Get(b) after a late tick", h.get(delayq.Ref{ID: "b"}), want)
 	})
 	t.Run("TTRExpiryAttemptsSpentBuries", func(t *testing.T) {
 		h := open(t, f)
