@@ -1,0 +1,91 @@
+package diskstore
+
+import "container/heap"
+
+// entry is what memory keeps of a ready, reserved or near-future delayed
+// job: enough to order it and to find its record, never its body.
+type entry struct {
+	seq   uint64
+	id    string
+	topic string
+	state byte
+	pri   uint32
+	at    int64  // ms: due (ready, delayed) or deadline (reserved)
+	due   int64  // ms: the job's Due (for a topic's oldest ready job)
+	pos   [2]int // index in each heap holding the entry; slot 0 or 1
+}
+
+// queue is an indexed binary heap of entries: it can remove any entry in
+// O(log n), so a deleted or changed job leaves no stale entry behind and
+// Tick never sees it. An entry may sit in two queues if they use different
+// slots.
+type queue struct {
+	es   []*entry
+	less func(a, b *entry) bool
+	slot int
+}
+
+func (q *queue) Len() int           { return len(q.es) }
+func (q *queue) Less(i, j int) bool { return q.less(q.es[i], q.es[j]) }
+func (q *queue) Swap(i, j int) {
+	q.es[i], q.es[j] = q.es[j], q.es[i]
+	q.es[i].pos[q.slot] = i
+	q.es[j].pos[q.slot] = j
+}
+
+// Push and Pop are for container/heap only; use add, remove, top and pop.
+func (q *queue) Push(x any) {
+	e := x.(*entry)
+	e.pos[q.slot] = len(q.es)
+	q.es = append(q.es, e)
+}
+
+func (q *queue) Pop() any {
+	n := len(q.es) - 1
+	e := q.es[n]
+	q.es[n] = nil
+	q.es = q.es[:n]
+	e.pos[q.slot] = -1
+	return e
+}
+
+func (q *queue) add(e *entry) { heap.Push(q, e) }
+
+func (q *queue) remove(e *entry) {
+	if i := e.pos[q.slot]; i >= 0 && i < len(q.es) && q.es[i] == e {
+		heap.Remove(q, i)
+	}
+}
+
+func (q *queue) top() *entry {
+	if len(q.es) == 0 {
+		return nil
+	}
+	return q.es[0]
+}
+
+func (q *queue) pop() *entry { return heap.Pop(q).(*entry) }
+
+// byPriority orders ready jobs as Reserve serves them.
+func byPriority(a, b *entry) bool {
+	if a.pri != b.pri {
+		return a.pri < b.pri
+	}
+	return a.seq < b.seq
+}
+
+// byAt orders delayed and reserved jobs as Tick handles them.
+func byAt(a, b *entry) bool {
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	return a.seq < b.seq
+}
+
+// byDue orders a topic's ready jobs by the time they became ready.
+func byDue(a, b *entry) bool {
+	if a.due != b.due {
+		return a.due < b.due
+	}
+	return a.seq < b.seq
+}

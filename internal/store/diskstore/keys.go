@@ -1,0 +1,156 @@
+package diskstore
+
+import (
+	"encoding/binary"
+
+	"github.com/delayq/delayq"
+)
+
+// formatVersion is the version of the on-disk layout (the keys below and the
+// record codec in record.go). Open writes it under metaVersionKey when it
+// creates a store and refuses to open a store written with another version.
+//
+// To change the format:
+//  1. Bump formatVersion and describe the change here, one line per version.
+//  2. Keep the old decoders, and teach Open to migrate a store of version
+//     formatVersion-1 in one Pebble batch (rewrite the changed keys, then set
+//     metaVersionKey), or refuse it with a message naming the release that
+//     can still read it. Never reinterpret old bytes silently.
+//  3. Add a testdata store of the old version and a test that opens it.
+//
+// Versions:
+//
+//	1: first format.
+const formatVersion uint32 = 1
+
+// Key space. Every key starts with a one-byte prefix naming its kind:
+//
+//	J<id>                          -> job record (record.go)
+//	S<seq>                         -> id
+//	X<topic>\x00<state><sort key>  -> due ms (8 bytes) + id: a topic's jobs of one state in serving order
+//	G<due><seq>                    -> id: every delayed job, in due order (the timer's index)
+//	C<topic>                       -> topic counters and pause (topicStats codec)
+//	M<name>                        -> meta values (format version, last seq)
+//
+// Integers are big-endian so that byte order is numeric order; times are
+// milliseconds since the Unix epoch with the sign bit flipped so that
+// negative times sort first.
+const (
+	prefixJob     = 'J'
+	prefixSeq     = 'S'
+	prefixIndex   = 'X'
+	prefixDue     = 'G'
+	prefixCounter = 'C'
+	prefixMeta    = 'M'
+)
+
+// State bytes inside X keys and records.
+const (
+	stReady    byte = 'r'
+	stDelayed  byte = 'd'
+	stReserved byte = 'v'
+	stBuried   byte = 'b'
+)
+
+var (
+	metaVersionKey = []byte("Mversion")
+	metaSeqKey     = []byte("Mseq")
+)
+
+// listOrder is the order List walks the states when none is given.
+var listOrder = []byte{stReady, stDelayed, stReserved, stBuried}
+
+func stateByte(s delayq.State) byte {
+	switch s {
+	case delayq.StateReady:
+		return stReady
+	case delayq.StateDelayed:
+		return stDelayed
+	case delayq.StateReserved:
+		return stReserved
+	case delayq.StateBuried:
+		return stBuried
+	}
+	return 0
+}
+
+func stateOf(b byte) delayq.State {
+	switch b {
+	case stReady:
+		return delayq.StateReady
+	case stDelayed:
+		return delayq.StateDelayed
+	case stReserved:
+		return delayq.StateReserved
+	case stBuried:
+		return delayq.StateBuried
+	}
+	return ""
+}
+
+// sortable maps a signed millisecond time onto an unsigned value with the
+// same order.
+func sortable(ms int64) uint64 { return uint64(ms) ^ (1 << 63) }
+
+func jobKey(id string) []byte { return append([]byte{prefixJob}, id...) }
+
+func seqKey(seq uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{prefixSeq}, seq)
+}
+
+func counterKey(topic string) []byte { return append([]byte{prefixCounter}, topic...) }
+
+// stateIndexPrefix is the prefix of a topic's X keys of one state.
+func stateIndexPrefix(topic string, st byte) []byte {
+	k := make([]byte, 0, len(topic)+3+16)
+	k = append(k, prefixIndex)
+	k = append(k, topic...)
+	return append(k, 0, st)
+}
+
+// sortKey is the serving-order part of j's X key: priority then seq for
+// ready jobs, deadline then seq for reserved ones, due then seq otherwise.
+func sortKey(j *delayq.Job) []byte {
+	k := make([]byte, 0, 16)
+	switch j.State {
+	case delayq.StateReady:
+		k = binary.BigEndian.AppendUint32(k, j.Priority)
+	case delayq.StateReserved:
+		k = binary.BigEndian.AppendUint64(k, sortable(j.Deadline.UnixMilli()))
+	default:
+		k = binary.BigEndian.AppendUint64(k, sortable(j.Due.UnixMilli()))
+	}
+	return binary.BigEndian.AppendUint64(k, j.Seq)
+}
+
+func indexKey(j *delayq.Job) []byte {
+	return append(stateIndexPrefix(j.Topic, stateByte(j.State)), sortKey(j)...)
+}
+
+// indexValue is due ms + id, so a ready job's heap entry can be rebuilt at
+// open without reading its record.
+func indexValue(j *delayq.Job) []byte {
+	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(j.ID)), uint64(j.Due.UnixMilli()))
+	return append(v, j.ID...)
+}
+
+func dueKeyOf(dueMS int64, seq uint64) []byte {
+	k := make([]byte, 1, 17)
+	k[0] = prefixDue
+	k = binary.BigEndian.AppendUint64(k, sortable(dueMS))
+	return binary.BigEndian.AppendUint64(k, seq)
+}
+
+func dueKey(j *delayq.Job) []byte { return dueKeyOf(j.Due.UnixMilli(), j.Seq) }
+
+// prefixEnd is the smallest key greater than every key starting with p.
+func prefixEnd(p []byte) []byte {
+	end := append([]byte(nil), p...)
+	for i := len(end) - 1; i >= 0; i-- {
+		end[i]++
+		if end[i] != 0 {
+			return end[:i+1]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package diskstore
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// load rebuilds memory at open: format check, seq, every topic's counters
+// and ready and reserved jobs, and the first chunk of the due index.
+// Nothing here is proportional to the number of delayed or buried jobs.
+func (s *Store) load() error {
+	if err := s.checkVersion(); err != nil {
+		return err
+	}
+	v, ok, err := s.get(metaSeqKey)
+	if err != nil {
+		return err
+	}
+	if ok {
+		if len(v) != 8 {
+			return fmt.Errorf("%w: seq %x", errCorrupt, v)
+		}
+		s.seq = binary.BigEndian.Uint64(v)
+	}
+	if err := s.loadTopics(); err != nil {
+		return err
+	}
+	for name := range s.topics {
+		if err := s.loadEntries(name, stReady); err != nil {
+			return err
+		}
+		if err := s.loadEntries(name, stReserved); err != nil {
+			return err
+		}
+	}
+	return s.near.load(s)
+}
+
+// checkVersion writes the format version into a new store and refuses a
+// store of another version.
+func (s *Store) checkVersion() error {
+	v, ok, err := s.get(metaVersionKey)
+	if err != nil {
+		return err
+	}
+	if ok {
+		if len(v) != 4 || binary.BigEndian.Uint32(v) != formatVersion {
+			return fmt.Errorf("on-disk format version %x is not %d, the one this build reads; see keys.go", v, formatVersion)
+		}
+		return nil
+	}
+	it, err := s.db.NewIter(nil)
+	if err != nil {
+		return err
+	}
+	empty := !it.First()
+	if err := it.Close(); err != nil {
+		return err
+	}
+	if !empty {
+		return fmt.Errorf("directory holds a Pebble database without a delayq format version")
+	}
+	return s.db.Set(metaVersionKey, binary.BigEndian.AppendUint32(nil, formatVersion), pebble.Sync)
+}
+
+func (s *Store) loadTopics() error {
+	prefix := []byte{prefixCounter}
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		c, err := decodeCounts(it.Value())
+		if err != nil {
+			_ = it.Close()
+			return fmt.Errorf("topic %q: %w", it.Key()[1:], err)
+		}
+		s.topic(string(it.Key()[1:])).counts = c
+	}
+	return it.Close()
+}
+
+// loadEntries brings a topic's ready or reserved index into memory.
+func (s *Store) loadEntries(name string, st byte) error {
+	prefix := stateIndexPrefix(name, st)
+	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		k, v := it.Key()[len(prefix):], it.Value()
+		if len(v) < 8 || (st == stReady && len(k) != 12) || (st == stReserved && len(k) != 16) {
+			_ = it.Close()
+			return fmt.Errorf("%w: index key %x", errCorrupt, it.Key())
+		}
+		e := &entry{topic: name, state: st, id: string(v[8:]), due: int64(binary.BigEndian.Uint64(v))}
+		if st == stReady {
+			e.pri, e.seq, e.at = binary.BigEndian.Uint32(k), binary.BigEndian.Uint64(k[4:]), e.due
+		} else {
+			e.at, e.seq = int64(binary.BigEndian.Uint64(k)^(1<<63)), binary.BigEndian.Uint64(k[8:])
+		}
+		s.reinsert(e)
+	}
+	return it.Close()
+}

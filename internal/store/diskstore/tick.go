@@ -1,0 +1,134 @@
+package diskstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// Tick implements store.Store. It takes due work from the near-future heap
+// and the reserved-deadline heap in (time, seq) order, loading the next
+// chunk of the due index when the near-future heap runs dry, and stages
+// every move into one batch.
+func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult, error) {
+	now := delayq.TruncMilli(p.Now)
+	limit := p.Max
+	if limit <= 0 {
+		limit = defaultTickMax
+	}
+	res := &store.TickResult{Ready: map[string]int{}}
+	err := s.write(ctx, "tick", func(t *txn) error {
+		for range limit {
+			e, err := s.due(now.UnixMilli())
+			if e == nil || err != nil {
+				return err
+			}
+			t.take(e)
+			if err := s.promote(t, e, now, res); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The batch is applied: memory shows what is left.
+	err = s.read(ctx, func() error {
+		next, err := s.nextAt()
+		if next != nil && !next.After(now) {
+			res.Next = now
+		} else if next != nil {
+			res.Next = *next
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// due returns the earliest delayed or reserved entry due at or before
+// nowMS, or nil. Requires mu.
+func (s *Store) due(nowMS int64) (*entry, error) {
+	if s.near.q.Len() == 0 {
+		next, ok, err := s.near.nextDue(s)
+		if err != nil {
+			return nil, err
+		}
+		if ok && next <= nowMS {
+			if err := s.near.load(s); err != nil {
+				return nil, err
+			}
+		}
+	}
+	e := s.near.q.top()
+	if r := s.reserved.top(); r != nil && (e == nil || byAt(r, e)) {
+		e = r
+	}
+	if e == nil || e.at > nowMS {
+		return nil, nil
+	}
+	return e, nil
+}
+
+// promote stages one due job: a delayed one becomes ready; a reserved one
+// whose TTR ran out becomes ready, or buried if its attempts are spent.
+// Requires mu.
+func (s *Store) promote(t *txn, e *entry, now time.Time, res *store.TickResult) error {
+	j, err := s.mustRecord(e)
+	if err != nil {
+		return err
+	}
+	n := j.Clone()
+	if j.State == delayq.StateDelayed {
+		n.State = delayq.StateReady
+		res.Ready[n.Topic]++
+		res.Lateness = append(res.Lateness, now.Sub(n.Due))
+		t.stage(j, n)
+		return nil
+	}
+	deadline := n.Deadline
+	unreserve(n)
+	n.Timeouts++
+	if spent(n) {
+		bury(n, deadline)
+		res.Buried++
+	} else {
+		n.State, n.Due = delayq.StateReady, deadline
+		res.Ready[n.Topic]++
+	}
+	t.stage(j, n)
+	return nil
+}
+
+// nextAt is the earliest due time or deadline still pending, nil if none.
+// Requires mu.
+func (s *Store) nextAt() (*time.Time, error) {
+	e := s.near.q.top()
+	if r := s.reserved.top(); r != nil && (e == nil || byAt(r, e)) {
+		e = r
+	}
+	var ms int64
+	found := e != nil
+	if found {
+		ms = e.at
+	}
+	if s.near.q.Len() == 0 {
+		next, ok, err := s.near.nextDue(s)
+		if err != nil {
+			return nil, err
+		}
+		if ok && (!found || next < ms) {
+			ms, found = next, true
+		}
+	}
+	if !found {
+		return nil, nil
+	}
+	t := time.UnixMilli(ms)
+	return &t, nil
+}

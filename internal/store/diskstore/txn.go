@@ -1,0 +1,239 @@
+package diskstore
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/delayq/delayq"
+)
+
+// counts are a topic's counters and pause, stored under its C key and
+// rewritten (plain Set of the new values) by every batch that changes them.
+type counts struct {
+	delayed, ready, reserved, buried, urgent int
+	paused                                   time.Time
+}
+
+func (c *counts) empty() bool {
+	return c.delayed == 0 && c.ready == 0 && c.reserved == 0 && c.buried == 0 && c.paused.IsZero()
+}
+
+// add counts j in (d = 1) or out (d = -1).
+func (c *counts) add(j *delayq.Job, d int) {
+	switch j.State {
+	case delayq.StateDelayed:
+		c.delayed += d
+	case delayq.StateReserved:
+		c.reserved += d
+	case delayq.StateBuried:
+		c.buried += d
+	case delayq.StateReady:
+		c.ready += d
+		if j.Priority < delayq.DefaultPriority {
+			c.urgent += d
+		}
+	}
+}
+
+// encodeCounts: the five counters as uvarints, then the pause end.
+func encodeCounts(c *counts) []byte {
+	b := make([]byte, 0, 16)
+	for _, n := range []int{c.delayed, c.ready, c.reserved, c.buried, c.urgent} {
+		b = binary.AppendUvarint(b, uint64(n))
+	}
+	return appendTime(b, c.paused)
+}
+
+func decodeCounts(b []byte) (counts, error) {
+	d := decoder{b: b}
+	c := counts{delayed: d.count(), ready: d.count(), reserved: d.count(), buried: d.count(), urgent: d.count()}
+	c.paused = d.time()
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("trailing bytes")
+	}
+	if d.err != nil {
+		return c, fmt.Errorf("%w: counters: %v", errCorrupt, d.err)
+	}
+	return c, nil
+}
+
+// change is one job's transition: old nil for a new job, new nil for a
+// deleted one.
+type change struct{ old, new *delayq.Job }
+
+// txn collects one transition: the Pebble batch and what memory must do
+// once Pebble has accepted it.
+type txn struct {
+	s       *Store
+	b       *pebble.Batch
+	seq     uint64             // last seq assigned, including this txn's puts
+	counts  map[string]*counts // new counters of the topics touched
+	changes []change
+	popped  []*entry // entries taken out of memory while choosing jobs; put back on abort
+}
+
+func (s *Store) newTxn() *txn {
+	return &txn{s: s, b: s.db.NewBatch(), seq: s.seq, counts: make(map[string]*counts)}
+}
+
+func (t *txn) empty() bool { return len(t.changes) == 0 && len(t.counts) == 0 }
+
+// topicCounts returns the txn's working copy of a topic's counters.
+func (t *txn) topicCounts(name string) *counts {
+	c := t.counts[name]
+	if c == nil {
+		c = new(counts)
+		if tp := t.s.topics[name]; tp != nil {
+			*c = tp.counts
+		}
+		t.counts[name] = c
+	}
+	return c
+}
+
+// stage writes the keys of one transition into the batch.
+func (t *txn) stage(old, new *delayq.Job) {
+	t.changes = append(t.changes, change{old, new})
+	if old != nil {
+		t.b.Delete(indexKey(old), nil)
+		if old.State == delayq.StateDelayed {
+			t.b.Delete(dueKey(old), nil)
+		}
+		t.topicCounts(old.Topic).add(old, -1)
+	}
+	if new == nil {
+		t.b.Delete(jobKey(old.ID), nil)
+		t.b.Delete(seqKey(old.Seq), nil)
+		return
+	}
+	if old == nil {
+		t.b.Set(seqKey(new.Seq), []byte(new.ID), nil)
+	}
+	t.b.Set(jobKey(new.ID), encodeRecord(nil, new), nil)
+	t.b.Set(indexKey(new), indexValue(new), nil)
+	if new.State == delayq.StateDelayed {
+		t.b.Set(dueKey(new), []byte(new.ID), nil)
+	}
+	t.topicCounts(new.Topic).add(new, 1)
+}
+
+// finish writes the counters and the seq the txn changed.
+func (t *txn) finish() {
+	for name, c := range t.counts {
+		if c.empty() {
+			t.b.Delete(counterKey(name), nil)
+		} else {
+			t.b.Set(counterKey(name), encodeCounts(c), nil)
+		}
+	}
+	if t.seq != t.s.seq {
+		t.b.Set(metaSeqKey, binary.BigEndian.AppendUint64(nil, t.seq), nil)
+	}
+}
+
+// apply makes memory match the batch Pebble accepted. Requires mu.
+func (t *txn) apply() {
+	s := t.s
+	for _, c := range t.changes {
+		if c.old != nil {
+			s.unindex(c.old)
+		}
+		if c.new != nil {
+			s.index(c.new)
+		}
+	}
+	for name, c := range t.counts {
+		tp := s.topic(name)
+		tp.counts = *c
+		if c.empty() && tp.byPri.Len() == 0 {
+			delete(s.topics, name)
+		}
+	}
+	s.seq = t.seq
+	s.near.trim(s)
+}
+
+// abort drops a txn that was not applied, putting back what it took.
+func (t *txn) abort() {
+	t.restore()
+	_ = t.b.Close()
+}
+
+func (t *txn) restore() {
+	for _, e := range t.popped {
+		t.s.reinsert(e)
+	}
+	t.popped = nil
+}
+
+// unindex removes a job's old state from memory. Requires mu.
+func (s *Store) unindex(j *delayq.Job) {
+	e := s.entries[j.Seq]
+	if e == nil {
+		if j.State == delayq.StateDelayed {
+			s.near.forget(dueKey(j))
+		}
+		return
+	}
+	s.drop(e)
+}
+
+// drop takes an entry out of every structure holding it. Requires mu.
+func (s *Store) drop(e *entry) {
+	delete(s.entries, e.seq)
+	switch e.state {
+	case stReady:
+		if tp := s.topics[e.topic]; tp != nil {
+			tp.byPri.remove(e)
+			tp.byDue.remove(e)
+		}
+	case stReserved:
+		s.reserved.remove(e)
+	case stDelayed:
+		s.near.q.remove(e)
+	}
+}
+
+// reinsert puts back an entry that drop took out. Requires mu.
+func (s *Store) reinsert(e *entry) {
+	s.entries[e.seq] = e
+	switch e.state {
+	case stReady:
+		tp := s.topic(e.topic)
+		tp.byPri.add(e)
+		tp.byDue.add(e)
+	case stReserved:
+		s.reserved.add(e)
+	case stDelayed:
+		s.near.q.add(e)
+	}
+}
+
+// index adds a job's new state to memory: ready and reserved jobs always,
+// delayed ones only if they fall within the near future. Requires mu.
+func (s *Store) index(j *delayq.Job) {
+	e := &entry{seq: j.Seq, id: j.ID, topic: j.Topic, state: stateByte(j.State), pri: j.Priority, due: j.Due.UnixMilli()}
+	switch j.State {
+	case delayq.StateReady:
+		e.at = e.due
+	case delayq.StateReserved:
+		e.at = j.Deadline.UnixMilli()
+	case delayq.StateDelayed:
+		e.at = e.due
+		if !s.near.place(dueKey(j)) {
+			return
+		}
+	default:
+		return
+	}
+	s.reinsert(e)
+}
+
+// take removes an entry from memory while a txn chooses jobs, remembering
+// it in case the txn aborts. Requires mu.
+func (t *txn) take(e *entry) {
+	t.s.drop(e)
+	t.popped = append(t.popped, e)
+}
