@@ -94,6 +94,7 @@ var ops = []op{
 	{"Topics", 2, (*randomRun).topics},
 	{"List", 2, (*randomRun).list},
 	{"Pause", 1, (*randomRun).pause},
+	{"ReserveJob", 2, (*randomRun).reserveJob},
 }
 
 func (rr *randomRun) run(n int) {
@@ -479,4 +480,19 @@ func (rr *randomRun) pause() (string, any, any, error, error) {
 	sutErr := rr.h.s.Pause(rr.h.ctx, p)
 	modelErr := rr.model.Pause(rr.h.ctx, p)
 	return fmt.Sprintf("(%s, until+%v)", p.Topic, p.Until.Sub(rr.now)), nil, nil, sutErr, modelErr
+}
+
+// reserveJob runs the optional store.JobReserver; a store without it is
+// compared on Get instead.
+func (rr *randomRun) reserveJob() (string, any, any, error, error) {
+	jr, ok := rr.h.s.(store.JobReserver)
+	if !ok {
+		return rr.get()
+	}
+	p := store.ReserveJobParams{Ref: rr.ref(false), Now: rr.now}
+	sp := p
+	sp.Ref = rr.sutRef(p.Ref)
+	sut, sutErr := jr.ReserveJob(rr.h.ctx, sp)
+	model, modelErr := rr.model.(store.JobReserver).ReserveJob(rr.h.ctx, p)
+	return fmt.Sprintf("(%+v)", p.Ref), sut, model, sutErr, modelErr
 }

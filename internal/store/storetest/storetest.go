@@ -54,6 +54,7 @@ func Run(t *testing.T, f Factory) {
 		{"Bury", testBury},
 		{"Kick", testKick},
 		{"KickJob", testKickJob},
+		{"ReserveJob", testReserveJob},
 		{"Delete", testDelete},
 		{"StaleReservation", testStaleReservation},
 		{"Update", testUpdate},

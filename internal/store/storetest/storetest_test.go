@@ -164,3 +164,10 @@ func (d *durable) Tick(ctx context.Context, p store.TickParams) (*store.TickResu
 	}
 	return d.mem.Tick(ctx, p)
 }
+
+func (d *durable) ReserveJob(ctx context.Context, p store.ReserveJobParams) (*delayq.Job, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	return d.mem.ReserveJob(ctx, p)
+}
