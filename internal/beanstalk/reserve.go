@@ -1,0 +1,113 @@
+package beanstalk
+
+import (
+	"context"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/engine"
+)
+
+// reserve waits up to timeout seconds (negative: for ever) for a job of a
+// watched tube. In the last second of a reservation this connection holds
+// it answers DEADLINE_SOON instead of waiting, as beanstalkd does, and a
+// client that hangs up while waiting gets TIMED_OUT.
+func (c *conn) reserve(timeout int64) error {
+	c.setWorker()
+	soon, holds := c.soonestDeadline()
+	if holds && !time.Now().Before(soon.Add(-deadlineMargin)) {
+		return c.reserveNow(errDeadlineSoon)
+	}
+	c.waiting(1)
+	defer c.waiting(-1)
+	ctx, cancel := context.WithCancel(c.ctx)
+	defer cancel()
+	stop := c.watchHangup(cancel)
+	defer stop()
+	var until time.Time
+	if timeout >= 0 {
+		until = time.Now().Add(time.Duration(timeout) * time.Second)
+	}
+	maxWait := c.srv.Engine.Config().MaxWait
+	for {
+		wait := maxWait
+		if !until.IsZero() {
+			wait = min(wait, time.Until(until))
+		}
+		if holds {
+			wait = min(wait, time.Until(soon.Add(-deadlineMargin)))
+		}
+		jobs, err := c.srv.Engine.Reserve(ctx, engine.ReserveRequest{Topics: c.watch, Wait: max(wait, 0)})
+		if err != nil {
+			return err
+		}
+		if len(jobs) > 0 {
+			c.sendReserved(jobs[0])
+			return nil
+		}
+		now := time.Now()
+		if holds && !now.Before(soon.Add(-deadlineMargin)) {
+			return errDeadlineSoon
+		}
+		if !until.IsZero() && !now.Before(until) {
+			return errTimedOut
+		}
+		if ctx.Err() != nil {
+			return errTimedOut
+		}
+	}
+}
+
+// reserveNow takes a ready job without waiting, or returns orElse.
+func (c *conn) reserveNow(orElse error) error {
+	jobs, err := c.srv.Engine.Reserve(c.ctx, engine.ReserveRequest{Topics: c.watch})
+	if err != nil {
+		return err
+	}
+	if len(jobs) == 0 {
+		return orElse
+	}
+	c.sendReserved(jobs[0])
+	return nil
+}
+
+// sendReserved records the reservation as this connection's and sends it.
+func (c *conn) sendReserved(j *delayq.Job) {
+	c.held[j.Seq] = held{token: j.Reservation, deadline: j.Deadline}
+	c.writeJob("RESERVED", j)
+}
+
+// soonestDeadline returns the earliest deadline of the jobs this
+// connection holds. Reservations past their deadline are forgotten: the
+// engine's timer hands those jobs out again.
+func (c *conn) soonestDeadline() (time.Time, bool) {
+	now := time.Now()
+	var soon time.Time
+	for seq, h := range c.held {
+		if !h.deadline.After(now) {
+			delete(c.held, seq)
+			continue
+		}
+		if soon.IsZero() || h.deadline.Before(soon) {
+			soon = h.deadline
+		}
+	}
+	return soon, !soon.IsZero()
+}
+
+func (c *conn) setWorker() {
+	if !c.worker {
+		c.worker = true
+		c.srv.stats.workers.Add(1)
+	}
+}
+
+// waiting counts this connection in the current-waiting figures.
+func (c *conn) waiting(delta int) {
+	c.srv.stats.waiting.Add(int64(delta))
+	c.srv.tubes.mu.Lock()
+	defer c.srv.tubes.mu.Unlock()
+	for _, name := range c.watch {
+		c.srv.tubes.get(name).waiting += delta
+	}
+}

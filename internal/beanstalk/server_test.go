@@ -1,0 +1,67 @@
+package beanstalk
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/store/memstore"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testServer is an in-process delayq serving the beanstalkd protocol.
+type testServer struct {
+	srv    *Server
+	engine *engine.Engine
+	addr   string
+}
+
+// startDelayq starts an engine over a memstore and a beanstalk Server on a
+// free loopback port; both stop when the test ends.
+func startDelayq(t *testing.T, limits Limits) *testServer {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	e := engine.New(memstore.New(), engine.Config{Logger: logger})
+	ctx, cancel := context.WithCancel(context.Background())
+	engineDone := make(chan struct{})
+	go func() {
+		defer close(engineDone)
+		e.Run(ctx)
+	}()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Engine: e, Limits: limits, Logger: logger}
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(l) }()
+	t.Cleanup(func() {
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer scancel()
+		if err := s.Shutdown(sctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		if err := <-served; !errors.Is(err, ErrServerClosed) {
+			t.Errorf("Serve returned %v, want ErrServerClosed", err)
+		}
+		cancel()
+		<-engineDone
+	})
+	// Dial once as startBeanstalkd does to see it listen, so that both
+	// servers' total-connections agree.
+	if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
+		c.Close()
+	}
+	for s.connCount() > 0 {
+		time.Sleep(time.Millisecond)
+	}
+	return &testServer{srv: s, engine: e, addr: l.Addr().String()}
+}

@@ -1,0 +1,127 @@
+package beanstalk
+
+import (
+	"sync"
+	"time"
+
+	"github.com/delayq/delayq"
+)
+
+// defaultTube is the tube every connection uses and watches at first; it
+// always exists, as in beanstalkd.
+const defaultTube = "default"
+
+// tubes is what the front end knows about tubes beyond the store: which
+// connections use, watch and wait on each, beanstalkd's per-tube counters,
+// and the order in which tubes came to exist (beanstalkd lists tubes in
+// that order, filling a removed tube's place with the last one). Jobs and
+// pauses live in the store; a tube exists while it is the default, a
+// connection refers to it, or the store has jobs in it or a pause on it.
+type tubes struct {
+	mu     sync.Mutex
+	byName map[string]*tube // guarded by mu
+	order  []string         // guarded by mu
+}
+
+// tube holds one tube's connection references and counters.
+type tube struct {
+	using, watching, waiting int
+	totalJobs, deletes       uint64
+	pauses                   uint64
+	pause                    time.Duration // the last pause-tube's delay
+}
+
+func (ts *tubes) init() {
+	ts.byName = make(map[string]*tube)
+	ts.get(defaultTube)
+}
+
+// get returns name's entry, making it if needed; ts.mu must be held or the
+// tubes not yet shared.
+func (ts *tubes) get(name string) *tube {
+	t := ts.byName[name]
+	if t == nil {
+		t = &tube{}
+		ts.byName[name] = t
+		ts.order = append(ts.order, name)
+	}
+	return t
+}
+
+// update runs f on name's entry under the lock.
+func (ts *tubes) update(name string, f func(t *tube)) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	f(ts.get(name))
+}
+
+// snapshot returns a copy of name's entry and whether a connection refers
+// to it.
+func (ts *tubes) snapshot(name string) (tube, bool) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t := ts.byName[name]
+	if t == nil {
+		return tube{}, name == defaultTube
+	}
+	return *t, name == defaultTube || t.using > 0 || t.watching > 0
+}
+
+// list returns the names of every existing tube in beanstalkd's order.
+// Store topics not seen before are appended (in name order); entries that
+// no longer exist are dropped, their place taken by the last entry.
+func (ts *tubes) list(stored []delayq.TopicStats, now time.Time) []string {
+	live := make(map[string]bool, len(stored))
+	for _, st := range stored {
+		if storeHas(st, now) {
+			live[st.Name] = true
+		}
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for _, st := range stored {
+		if live[st.Name] {
+			ts.get(st.Name)
+		}
+	}
+	for i := 0; i < len(ts.order); {
+		name := ts.order[i]
+		t := ts.byName[name]
+		if name == defaultTube || t.using > 0 || t.watching > 0 || live[name] {
+			i++
+			continue
+		}
+		delete(ts.byName, name)
+		last := len(ts.order) - 1
+		ts.order[i] = ts.order[last]
+		ts.order = ts.order[:last]
+	}
+	return append([]string(nil), ts.order...)
+}
+
+// forget drops name if no connection refers to it and the store does not
+// keep it (stored reports the store's view), its place in the order taken
+// by the last tube, as beanstalkd frees a tube the moment it is unused.
+func (ts *tubes) forget(name string, stored delayq.TopicStats, now time.Time) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t := ts.byName[name]
+	if t == nil || name == defaultTube || t.using > 0 || t.watching > 0 || storeHas(stored, now) {
+		return
+	}
+	delete(ts.byName, name)
+	for i, n := range ts.order {
+		if n == name {
+			last := len(ts.order) - 1
+			ts.order[i] = ts.order[last]
+			ts.order = ts.order[:last]
+			return
+		}
+	}
+}
+
+// storeHas reports whether the store keeps tube st alive: it has jobs or
+// is paused now.
+func storeHas(st delayq.TopicStats, now time.Time) bool {
+	return st.Total() > 0 || st.PausedUntil.After(now)
+}
