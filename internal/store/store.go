@@ -49,7 +49,7 @@ import (
 //   - Tick, delayed → ready: Due unchanged (lateness = p.Now - Due).
 //   - Tick, TTR ran out: Timeouts+1 and Due = the expired Deadline, whether
 //     the job goes ready or (attempts spent, also Buries+1) buried.
-//   - A job is paused-skipped while p.Now < PausedUntil. A pause stays (and
+//   - Reserve skips a topic while p.Now < PausedUntil. A pause stays (and
 //     keeps its topic listed by Topics) until Pause with a zero Until;
 //     stores never drop it by themselves.
 //   - List of an unknown topic: an empty page, nil error. A Ref with
