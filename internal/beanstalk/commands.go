@@ -319,7 +319,7 @@ func (c *conn) cmdPauseTube(cmd *command) error {
 		return errBadFormat
 	}
 	if _, ok, err := c.srv.tubeStats(c.ctx, cmd.tube); err != nil || !ok {
-		return cmp(err, errNotFound)
+		return orElse(err, errNotFound)
 	}
 	// beanstalkd pauses for at least 1ns so that waiters wake when it
 	// ends; the store's millisecond is the nearest delayq can do.
@@ -332,8 +332,8 @@ func (c *conn) cmdPauseTube(cmd *command) error {
 	return nil
 }
 
-// cmp returns err, or def when err is nil.
-func cmp(err, def error) error {
+// orElse returns err, or def when err is nil.
+func orElse(err, def error) error {
 	if err != nil {
 		return err
 	}
