@@ -24,12 +24,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // It is safe inside a synctest bubble: memstore starts no goroutines and
 // requests go straight to the handler, with no sockets.
 type testAPI struct {
-	t *testing.T
+	t testing.TB
 	e *engine.Engine
 	h http.Handler
 }
 
-func newAPI(t *testing.T, opts Options) *testAPI {
+func newAPI(t testing.TB, opts Options) *testAPI {
 	t.Helper()
 	e := engine.New(memstore.New(), engine.Config{Logger: discard()})
 	ctx, cancel := context.WithCancel(context.Background())
