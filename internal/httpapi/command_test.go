@@ -28,7 +28,9 @@ func (a *testAPI) cmd(path, body string, wantStatus int) api.CommandResponse {
 func TestCommandLifecycle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := newAPI(t, Options{})
-		ok := func(id, value string) api.CommandResponse { return api.CommandResponse{Success: true, ID: id, Value: value} }
+		ok := func(id, value string) api.CommandResponse {
+			return api.CommandResponse{Success: true, ID: id, Value: value}
+		}
 		add := `{"command":"add","topic":"orderclose","id":"orderclose-42","delay":1800,"TTR":60,"body":"{\"order\":42}"}`
 		pop := `{"command":"pop","topic":"orderclose"}`
 		steps := []struct {
@@ -40,8 +42,8 @@ func TestCommandLifecycle(t *testing.T) {
 			{0, pop, ok("", "")},
 			{1799 * time.Second, pop, ok("", "")},
 			{time.Second, pop, ok("orderclose-42", `{"order":42}`)},
-			{59 * time.Second, pop, ok("", "")},                         // TTR still running
-			{time.Second, pop, ok("orderclose-42", `{"order":42}`)},     // TTR ran out: handed out again
+			{59 * time.Second, pop, ok("", "")},                     // TTR still running
+			{time.Second, pop, ok("orderclose-42", `{"order":42}`)}, // TTR ran out: handed out again
 			{0, `{"command":"finish","id":"orderclose-42"}`, ok("orderclose-42", "")},
 			{2 * time.Minute, pop, ok("", "")},
 			{0, `{"command":"finish","id":"orderclose-42"}`, api.CommandResponse{}}, // gone
