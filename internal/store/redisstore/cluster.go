@@ -1,0 +1,84 @@
+package redisstore
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/redis/rueidis"
+
+	"github.com/delayq/delayq/api"
+)
+
+// Instances lists the live instances of the deployment for GET
+// /v1/cluster: each one's advertised URL, protocols, the timer buckets it
+// leases and since when it runs, sorted by URL.
+func (s *Store) Instances(ctx context.Context) ([]api.Instance, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	now := strconv.FormatInt(nowMS(), 10)
+	ids, err := s.c.Do(ctx, s.c.B().Zrange().Key(s.k.instances()).Min(now).Max("+inf").Byscore().Build()).AsStrSlice()
+	if err != nil {
+		return nil, unavailable("cluster", err)
+	}
+	owners, err := s.owners(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cmds := make(rueidis.Commands, len(ids))
+	for i, id := range ids {
+		cmds[i] = s.c.B().Hgetall().Key(s.k.instance(id)).Build()
+	}
+	out := []api.Instance{}
+	for i, r := range s.c.DoMulti(ctx, cmds...) {
+		m, err := r.AsStrMap()
+		if err != nil {
+			return nil, unavailable("cluster", err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		out = append(out, instance(m, owners[ids[i]]))
+	}
+	slices.SortFunc(out, func(a, b api.Instance) int { return strings.Compare(a.URL, b.URL) })
+	return out, nil
+}
+
+func instance(m map[string]string, buckets []int) api.Instance {
+	in := api.Instance{URL: m["url"], Buckets: buckets}
+	if m["protocols"] != "" {
+		in.Protocols = strings.Split(m["protocols"], ",")
+	}
+	if v, err := strconv.ParseInt(m["since"], 10, 64); err == nil {
+		in.Since = &api.Time{Time: fromMS(v)}
+	}
+	return in
+}
+
+// owners maps instance id to the buckets it leases.
+func (s *Store) owners(ctx context.Context) (map[string][]int, error) {
+	cmds := make(rueidis.Commands, s.opt.Buckets)
+	for b := range cmds {
+		cmds[b] = s.c.B().Get().Key(s.k.lease(b)).Build()
+	}
+	out := map[string][]int{}
+	for b, r := range s.c.DoMulti(ctx, cmds...) {
+		id, err := r.ToString()
+		if rueidis.IsRedisNil(err) {
+			continue
+		}
+		if err != nil {
+			return nil, unavailable("cluster", err)
+		}
+		out[id] = append(out[id], b)
+	}
+	return out, nil
+}
+
+// Buckets returns the timer buckets this instance leases now.
+func (s *Store) Buckets() []int { return s.leases.held() }
+
+// InstanceID returns the id this instance uses in leases and events.
+func (s *Store) InstanceID() string { return s.opt.InstanceID }

@@ -1,0 +1,278 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/delayq/delayq"
+)
+
+// prelude is prepended to every per-topic script. It names the topic keys
+// (see keys.go) and holds the helpers that keep a job record and its state
+// index in step: place adds a job to the index of its state, unplace
+// removes it; every transition is unplace, change, place, save.
+//
+// A job record is the hash P:{t}:j:<seq> with the fields of jobFields.
+// Times are unix ms, durations ms, the empty string a zero time.
+const prelude = `
+local K_JOB, K_IDS, K_READY, K_AGE = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K_DELAYED, K_RESERVED, K_BURIED, K_PAUSE = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local function pad(seq) return string.rep('0', 20 - #seq) .. seq end
+local function unpad(m) return (string.gsub(m, '^0+', '')) end
+local function rmember(pri, seq) return string.format('%010d', tonumber(pri)) .. pad(seq) end
+local function fmt(n) return string.format('%d', n) end
+local function load(seq)
+  local raw = redis.call('HGETALL', K_JOB .. seq)
+  if #raw == 0 then return nil end
+  local j = {}
+  for i = 1, #raw, 2 do j[raw[i]] = raw[i + 1] end
+  return j
+end
+local function place(seq, j)
+  local m = pad(seq)
+  if j.state == 'ready' then
+    redis.call('ZADD', K_READY, 0, rmember(j.pri, seq))
+    redis.call('ZADD', K_AGE, j.due, m)
+  elseif j.state == 'delayed' then redis.call('ZADD', K_DELAYED, j.due, m)
+  elseif j.state == 'reserved' then redis.call('ZADD', K_RESERVED, j.deadline, m)
+  else redis.call('ZADD', K_BURIED, j.due, m) end
+end
+local function unplace(seq, j)
+  local m = pad(seq)
+  if j.state == 'ready' then
+    redis.call('ZREM', K_READY, rmember(j.pri, seq))
+    redis.call('ZREM', K_AGE, m)
+  elseif j.state == 'delayed' then redis.call('ZREM', K_DELAYED, m)
+  elseif j.state == 'reserved' then redis.call('ZREM', K_RESERVED, m)
+  else redis.call('ZREM', K_BURIED, m) end
+end
+local function save(seq, j)
+  redis.call('HSET', K_JOB .. seq, 'state', j.state, 'pri', j.pri, 'due', j.due, 'delay', j.delay,
+    'att', j.att, 'res', j.res, 'deadline', j.deadline, 'tmo', j.tmo, 'rel', j.rel, 'bur', j.bur, 'kck', j.kck)
+end
+local function incr(j, f) j[f] = fmt(tonumber(j[f]) + 1) end
+local function clear(j) j.res = ''; j.deadline = '' end
+local function spent(j)
+  local max = tonumber(j.maxatt)
+  return max > 0 and tonumber(j.att) >= max
+end
+local function bury(j, at) j.state = 'buried'; j.due = at; incr(j, 'bur') end
+local function find(mode, ref)
+  local seq = ref
+  if mode == 'i' then
+    seq = redis.call('HGET', K_IDS, ref)
+    if not seq then return nil end
+  end
+  local j = load(seq)
+  if not j then return nil end
+  return seq, j
+end
+local function held(j, res) return j.state == 'reserved' and res ~= '' and j.res == res end
+local function reply(seq) return redis.call('HGETALL', K_JOB .. seq) end
+local function earliest()
+  local a = redis.call('ZRANGE', K_DELAYED, 0, 0, 'WITHSCORES')
+  local b = redis.call('ZRANGE', K_RESERVED, 0, 0, 'WITHSCORES')
+  if #a == 0 and #b == 0 then return '' end
+  if #a == 0 then return b[2] end
+  if #b == 0 or tonumber(a[2]) <= tonumber(b[2]) then return a[2] end
+  return b[2]
+end
+`
+
+// newScript returns a per-topic script: prelude plus body.
+func newScript(body string) *rueidis.Lua { return rueidis.NewLuaScript(prelude + body) }
+
+// newReadScript is newScript for scripts that change nothing (they may run
+// on replicas).
+func newReadScript(body string) *rueidis.Lua { return rueidis.NewLuaScriptReadOnly(prelude + body) }
+
+// jobFields encodes j as the field/value pairs of its record.
+func jobFields(j *delayq.Job, claim string) []string {
+	return []string{
+		"id", j.ID, "seq", strconv.FormatUint(j.Seq, 10), "topic", j.Topic, "body", string(j.Body),
+		"pri", strconv.FormatUint(uint64(j.Priority), 10), "ttr", strconv.FormatInt(j.TTR.Milliseconds(), 10),
+		"maxatt", strconv.Itoa(j.MaxAttempts), "att", strconv.Itoa(j.Attempts), "state", string(j.State),
+		"due", msString(j.Due), "created", msString(j.Created), "delay", strconv.FormatInt(j.Delay.Milliseconds(), 10),
+		"res", j.Reservation, "deadline", optMS(j.Deadline), "tmo", strconv.Itoa(j.Timeouts),
+		"rel", strconv.Itoa(j.Releases), "bur", strconv.Itoa(j.Buries), "kck", strconv.Itoa(j.Kicks),
+		"claim", claim,
+	}
+}
+
+// optMS is "" for the zero time, else unix ms.
+func optMS(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return msString(t)
+}
+
+// record is a decoded job record plus the claim it was put under.
+type record struct {
+	job   *delayq.Job
+	claim string
+}
+
+// decodeJob reads a job record from an HGETALL reply.
+func decodeJob(m rueidis.RedisMessage) (record, error) {
+	kv, err := m.AsStrSlice()
+	if err != nil {
+		return record{}, err
+	}
+	if len(kv)%2 != 0 || len(kv) == 0 {
+		return record{}, fmt.Errorf("malformed job record (%d fields)", len(kv))
+	}
+	j := &delayq.Job{}
+	var r record
+	num := func(s string) int64 { v, _ := strconv.ParseInt(s, 10, 64); return v }
+	for i := 0; i < len(kv); i += 2 {
+		v := kv[i+1]
+		switch kv[i] {
+		case "id":
+			j.ID = v
+		case "seq":
+			j.Seq, _ = strconv.ParseUint(v, 10, 64)
+		case "topic":
+			j.Topic = v
+		case "body":
+			j.Body = []byte(v)
+		case "pri":
+			j.Priority = uint32(num(v))
+		case "ttr":
+			j.TTR = time.Duration(num(v)) * time.Millisecond
+		case "maxatt":
+			j.MaxAttempts = int(num(v))
+		case "att":
+			j.Attempts = int(num(v))
+		case "state":
+			j.State = delayq.State(v)
+		case "due":
+			j.Due = fromMS(num(v))
+		case "created":
+			j.Created = fromMS(num(v))
+		case "delay":
+			j.Delay = time.Duration(num(v)) * time.Millisecond
+		case "res":
+			j.Reservation = v
+		case "deadline":
+			j.Deadline = fromMS(num(v))
+		case "tmo":
+			j.Timeouts = int(num(v))
+		case "rel":
+			j.Releases = int(num(v))
+		case "bur":
+			j.Buries = int(num(v))
+		case "kck":
+			j.Kicks = int(num(v))
+		case "claim":
+			r.claim = v
+		}
+	}
+	r.job = j
+	return r, nil
+}
+
+// target names a job inside its topic for a script: ARGV[1] is "i" (by
+// id) or "s" (by seq), ARGV[2] the id or seq.
+type target struct {
+	topic string
+	mode  string
+	ref   string
+}
+
+// resolve finds the topic of ref through the global indexes. A stale index
+// entry only points at a topic where the script then finds no such job.
+func (s *Store) resolve(ctx context.Context, ref delayq.Ref) (target, error) {
+	if err := s.check(); err != nil {
+		return target{}, err
+	}
+	var topic string
+	var err error
+	switch {
+	case ref.ID != "":
+		var v string
+		v, err = s.c.Do(ctx, s.c.B().Get().Key(s.k.claim(ref.ID)).Build()).ToString()
+		topic = claimTopic(v)
+		if err == nil {
+			return target{topic: topic, mode: "i", ref: ref.ID}, nil
+		}
+	case ref.Seq != 0:
+		seq := strconv.FormatUint(ref.Seq, 10)
+		topic, err = s.c.Do(ctx, s.c.B().Hget().Key(s.k.seqShard(ref.Seq)).Field(seq).Build()).ToString()
+		if err == nil {
+			return target{topic: topic, mode: "s", ref: seq}, nil
+		}
+	default:
+		err = rueidis.Nil
+	}
+	if rueidis.IsRedisNil(err) {
+		return target{}, fmt.Errorf("redisstore: job %s: %w", ref, delayq.ErrNotFound)
+	}
+	return target{}, unavailable("find job", err)
+}
+
+// runJob runs a job script for ref: ARGV = mode, ref, extra...; the script
+// answers {status, record...}. It maps statuses to the delayq sentinels.
+func (s *Store) runJob(ctx context.Context, op string, script *rueidis.Lua, ref delayq.Ref, extra ...string) (record, error) {
+	t, err := s.resolve(ctx, ref)
+	if err != nil {
+		return record{}, err
+	}
+	args := append([]string{t.mode, t.ref}, extra...)
+	arr, err := s.exec(ctx, op, script, t.topic, args)
+	if err != nil {
+		return record{}, err
+	}
+	if err := statusErr(op, ref, arr); err != nil {
+		return record{}, err
+	}
+	if len(arr) < 2 {
+		return record{}, fmt.Errorf("redisstore: %s: short reply", op)
+	}
+	r, err := decodeJob(arr[1])
+	if err != nil {
+		return record{}, fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+	return r, nil
+}
+
+// exec runs a per-topic script and returns its array reply.
+func (s *Store) exec(ctx context.Context, op string, script *rueidis.Lua, topic string, args []string) ([]rueidis.RedisMessage, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	arr, err := script.Exec(ctx, s.c, s.k.topic(topic).slice(), args).ToArray()
+	if err != nil {
+		return nil, unavailable(op, err)
+	}
+	return arr, nil
+}
+
+// statusErr maps a script's status (its first reply element) to an error.
+func statusErr(op string, ref delayq.Ref, arr []rueidis.RedisMessage) error {
+	if len(arr) == 0 {
+		return fmt.Errorf("redisstore: %s: empty reply", op)
+	}
+	st, _ := arr[0].ToString()
+	switch st {
+	case "OK":
+		return nil
+	case "NOTFOUND":
+		return fmt.Errorf("redisstore: %s %s: %w", op, ref, delayq.ErrNotFound)
+	case "NOTRESERVED":
+		return fmt.Errorf("redisstore: %s %s: %w", op, ref, delayq.ErrNotReserved)
+	case "STATE":
+		return fmt.Errorf("redisstore: %s %s: %w", op, ref, delayq.ErrState)
+	case "EXISTS":
+		id := ""
+		if len(arr) > 1 {
+			id, _ = arr[1].ToString()
+		}
+		return fmt.Errorf("redisstore: %s %q: %w", op, id, delayq.ErrExists)
+	}
+	return fmt.Errorf("redisstore: %s: unexpected status %q", op, st)
+}

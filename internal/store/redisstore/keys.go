@@ -1,0 +1,88 @@
+package redisstore
+
+import (
+	"hash/crc32"
+	"strconv"
+)
+
+// Every Redis key delayq uses is built in this file, so that the Cluster
+// rule "all keys of one script share a hash tag" is checked in one place.
+//
+// Keys of a topic share the hash tag {topic}, so every per-topic script runs
+// on one Cluster slot:
+//
+//	P:{t}:j:<seq>    HASH   one job record (fields below)
+//	P:{t}:ids        HASH   job id -> seq (live jobs of the topic)
+//	P:{t}:ready      ZSET   score 0, member %010d(priority) . %020d(seq): lexical order = serving order
+//	P:{t}:age        ZSET   ready jobs by due (oldest ready, for Topics)
+//	P:{t}:delayed    ZSET   by due, member %020d(seq)
+//	P:{t}:reserved   ZSET   by deadline
+//	P:{t}:buried     ZSET   by the time buried
+//	P:{t}:pause      STRING pause end, unix ms
+//
+// Global keys, each in its own slot, written outside the topic scripts
+// (docs/redis.md explains why a dangling entry is harmless):
+//
+//	P:id:{<id>}      STRING claim of a job id: "topic|claimed-at-ms|nonce"
+//	P:seqs:{<n>}     HASH   seq -> topic, for seqs n*4096 .. n*4096+4095
+//	P:seq            STRING the last seq handed out (INCRBY)
+//	P:topics         SET    every topic ever used
+//	P:{b<n>}:due     ZSET   topics of timer bucket n with pending work, by earliest due/deadline
+//	P:{b<n>}:lease   STRING instance id holding bucket n (SET NX PX)
+//	P:instances      ZSET   instance id -> heartbeat expiry (unix ms)
+//	P:instance:{<i>} HASH   url, protocols, since
+//	P:events         pub/sub channel of wake-ups between instances
+type keys struct {
+	prefix string
+}
+
+// topicKeys are the keys of one topic, in the order every topic script
+// receives them as KEYS[1..8].
+type topicKeys [8]string
+
+// topic returns the keys of topic t. KEYS[1] is the prefix of the job
+// records; scripts append the seq (same hash tag, so the same slot).
+func (k keys) topic(t string) topicKeys {
+	b := k.prefix + ":{" + t + "}:"
+	return topicKeys{b + "j:", b + "ids", b + "ready", b + "age", b + "delayed", b + "reserved", b + "buried", b + "pause"}
+}
+
+func (tk topicKeys) slice() []string { return tk[:] }
+
+// idsKey is KEYS[2] of a topic: its id -> seq hash.
+func (tk topicKeys) idsKey() string { return tk[1] }
+
+// pauseKey is KEYS[8] of a topic.
+func (tk topicKeys) pauseKey() string { return tk[7] }
+
+func (k keys) claim(id string) string { return k.prefix + ":id:{" + id + "}" }
+
+// seqShardSize is how many seqs share one seq -> topic hash.
+const seqShardSize = 4096
+
+func (k keys) seqShard(seq uint64) string {
+	return k.prefix + ":seqs:{" + strconv.FormatUint(seq/seqShardSize, 10) + "}"
+}
+
+func (k keys) seqCounter() string { return k.prefix + ":seq" }
+func (k keys) topics() string     { return k.prefix + ":topics" }
+
+func (k keys) bucketDue(b int) string {
+	return k.prefix + ":{b" + strconv.Itoa(b) + "}:due"
+}
+
+func (k keys) lease(b int) string {
+	return k.prefix + ":{b" + strconv.Itoa(b) + "}:lease"
+}
+
+func (k keys) instances() string { return k.prefix + ":instances" }
+
+func (k keys) instance(id string) string { return k.prefix + ":instance:{" + id + "}" }
+
+func (k keys) events() string { return k.prefix + ":events" }
+
+// bucketOf is the timer bucket of topic: which instance's timer promotes
+// its due work.
+func bucketOf(topic string, buckets int) int {
+	return int(crc32.ChecksumIEEE([]byte(topic)) % uint32(buckets))
+}

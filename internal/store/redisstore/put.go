@@ -1,0 +1,304 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/delayq/delayq"
+)
+
+// staleClaim is how old an id claim must be before a put may take it over
+// when its job is not in the claimed topic (the put that made it died
+// between claim and insert). A put that needs longer than half of it
+// between claim and insert gives up, so a slow put and a takeover cannot
+// both insert.
+const staleClaim = 10 * time.Second
+
+// Put implements store.Store. Per job it claims the id (global, one key per
+// id), then takes seqs, records seq -> topic, marks the topic's timer
+// bucket, and finally inserts the jobs of each topic with one script, the
+// source of truth. Every step before the insert only leaves entries that
+// readers verify against the topic, so a crash in between loses nothing
+// acknowledged and corrupts nothing.
+func (s *Store) Put(ctx context.Context, jobs []*delayq.Job) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if len(jobs) == 0 {
+		return nil
+	}
+	if err := dupInBatch(jobs); err != nil {
+		return err
+	}
+	start := time.Now()
+	claims, err := s.claimAll(ctx, jobs)
+	if err != nil {
+		return err
+	}
+	if err := s.insert(ctx, jobs, claims, start); err != nil {
+		s.unclaimAll(jobs, claims)
+		return err
+	}
+	s.publishPut(ctx, jobs)
+	return nil
+}
+
+func dupInBatch(jobs []*delayq.Job) error {
+	seen := make(map[string]bool, len(jobs))
+	for _, j := range jobs {
+		if seen[j.ID] {
+			return fmt.Errorf("redisstore: put %q: %w", j.ID, delayq.ErrExists)
+		}
+		seen[j.ID] = true
+	}
+	return nil
+}
+
+// insert assigns seqs and runs the per-topic insert scripts.
+func (s *Store) insert(ctx context.Context, jobs []*delayq.Job, claims []string, start time.Time) error {
+	last, err := s.c.Do(ctx, s.c.B().Incrby().Key(s.k.seqCounter()).Increment(int64(len(jobs))).Build()).AsInt64()
+	if err != nil {
+		return unavailable("put: seq", err)
+	}
+	for i, j := range jobs {
+		j.Seq = uint64(last) - uint64(len(jobs)) + uint64(i) + 1
+	}
+	if err := s.indexPut(ctx, jobs); err != nil {
+		return err
+	}
+	if time.Since(start) > staleClaim/2 {
+		return unavailable("put", fmt.Errorf("took longer than %s before insert; gave up so a stale-claim takeover cannot race it", staleClaim/2))
+	}
+	for _, topic := range topicsOf(jobs) {
+		if err := s.insertTopic(ctx, topic, jobs, claims); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// indexPut writes seq -> topic, registers the topics and lowers each
+// topic's bucket entry to its earliest delayed due, all before the insert.
+func (s *Store) indexPut(ctx context.Context, jobs []*delayq.Job) error {
+	cmds := make(rueidis.Commands, 0, len(jobs)+4)
+	earliest := map[string]int64{}
+	for _, j := range jobs {
+		cmds = append(cmds, s.c.B().Hset().Key(s.k.seqShard(j.Seq)).FieldValue().
+			FieldValue(strconv.FormatUint(j.Seq, 10), j.Topic).Build())
+		if j.State == delayq.StateDelayed {
+			if e, ok := earliest[j.Topic]; !ok || ms(j.Due) < e {
+				earliest[j.Topic] = ms(j.Due)
+			}
+		}
+	}
+	cmds = append(cmds, s.c.B().Sadd().Key(s.k.topics()).Member(topicsOf(jobs)...).Build())
+	for topic, due := range earliest {
+		cmds = append(cmds, s.markDue(topic, due))
+	}
+	return s.doAll(ctx, "put: index", cmds)
+}
+
+// markDue lowers topic's entry in its bucket's due index to due (ZADD LT).
+// The index may only ever be early, never late: an early entry costs one
+// empty tick, a late one would fire jobs late.
+func (s *Store) markDue(topic string, due int64) rueidis.Completed {
+	return s.c.B().Zadd().Key(s.k.bucketDue(bucketOf(topic, s.opt.Buckets))).Lt().
+		ScoreMember().ScoreMember(float64(due), topic).Build()
+}
+
+// doAll sends cmds in one pipeline and returns the first error.
+func (s *Store) doAll(ctx context.Context, op string, cmds rueidis.Commands) error {
+	for _, r := range s.c.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			return unavailable(op, err)
+		}
+	}
+	return nil
+}
+
+func topicsOf(jobs []*delayq.Job) []string {
+	var out []string
+	for _, j := range jobs {
+		if !slices.Contains(out, j.Topic) {
+			out = append(out, j.Topic)
+		}
+	}
+	return out
+}
+
+// insertScript inserts new jobs into one topic.
+//
+//	KEYS[1..8] -> the topic's keys (keys.go)
+//	ARGV[1]    -> number of jobs n
+//	ARGV[2]    -> number of field/value pairs per job f
+//	ARGV[3..]  -> per job: seq, then f pairs (jobFields)
+//	Returns:   {"OK"} or {"EXISTS", id} when an id is live in the topic
+var insertScript = newScript(`
+local n, f = tonumber(ARGV[1]), tonumber(ARGV[2])
+local stride = 1 + 2 * f
+for i = 0, n - 1 do
+  local base = 3 + i * stride
+  for p = base + 1, base + 2 * f, 2 do
+    if ARGV[p] == 'id' and redis.call('HEXISTS', K_IDS, ARGV[p + 1]) == 1 then
+      return {'EXISTS', ARGV[p + 1]}
+    end
+  end
+end
+for i = 0, n - 1 do
+  local base = 3 + i * stride
+  local seq = ARGV[base]
+  local j = {}
+  local args = {}
+  for p = base + 1, base + 2 * f, 2 do
+    j[ARGV[p]] = ARGV[p + 1]
+    args[#args + 1] = ARGV[p]
+    args[#args + 1] = ARGV[p + 1]
+  end
+  redis.call('HSET', K_JOB .. seq, unpack(args))
+  redis.call('HSET', K_IDS, j.id, seq)
+  place(seq, j)
+end
+return {'OK'}
+`)
+
+func (s *Store) insertTopic(ctx context.Context, topic string, jobs []*delayq.Job, claims []string) error {
+	var args []string
+	n, f := 0, 0
+	for i, j := range jobs {
+		if j.Topic != topic {
+			continue
+		}
+		kv := jobFields(j, claims[i])
+		n, f = n+1, len(kv)/2
+		args = append(args, strconv.FormatUint(j.Seq, 10))
+		args = append(args, kv...)
+	}
+	args = append([]string{strconv.Itoa(n), strconv.Itoa(f)}, args...)
+	arr, err := s.exec(ctx, "put", insertScript, topic, args)
+	if err != nil {
+		return err
+	}
+	return statusErr("put", delayq.Ref{}, arr)
+}
+
+// claimScript claims a job id for a topic.
+//
+//	KEYS[1] -> the id's claim key
+//	ARGV[1] -> the claim: "topic|claimed-at-ms|nonce"
+//	Returns: 1 when claimed, else the claim that holds the id
+var claimScript = rueidis.NewLuaScript(`
+if redis.call('SET', KEYS[1], ARGV[1], 'NX') then return 1 end
+return redis.call('GET', KEYS[1])
+`)
+
+// swapScript replaces or deletes a claim only if it is still the one the
+// caller saw (a compare-and-swap), so a late cleanup never removes a newer
+// put's claim.
+//
+//	KEYS[1] -> the id's claim key
+//	ARGV[1] -> the claim expected
+//	ARGV[2] -> the new claim, or "" to delete it
+//	Returns: 1 when swapped, 0 otherwise
+var swapScript = rueidis.NewLuaScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2]) end
+return 1
+`)
+
+// claimAll claims every job's id; on a live conflict it undoes its own
+// claims and returns ErrExists naming the id.
+func (s *Store) claimAll(ctx context.Context, jobs []*delayq.Job) ([]string, error) {
+	claims := make([]string, len(jobs))
+	execs := make([]rueidis.LuaExec, len(jobs))
+	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	for i, j := range jobs {
+		claims[i] = j.Topic + "|" + now + "|" + nonce()
+		execs[i] = rueidis.LuaExec{Keys: []string{s.k.claim(j.ID)}, Args: []string{claims[i]}}
+	}
+	var failed error
+	for i, r := range claimScript.ExecMulti(ctx, s.c, execs...) {
+		if failed != nil {
+			claims[i] = claimedIfOK(r, claims[i])
+			continue
+		}
+		if n, err := r.AsInt64(); err == nil && n == 1 {
+			continue
+		}
+		other, err := r.ToString()
+		if err != nil {
+			failed = unavailable("put: claim id", err)
+		} else if failed = s.takeOver(ctx, jobs[i], other, claims[i]); failed == nil {
+			continue
+		}
+		claims[i] = ""
+	}
+	if failed != nil {
+		s.unclaimAll(jobs, claims)
+		return nil, failed
+	}
+	return claims, nil
+}
+
+func claimedIfOK(r rueidis.RedisResult, claim string) string {
+	if n, err := r.AsInt64(); err == nil && n == 1 {
+		return claim
+	}
+	return ""
+}
+
+// takeOver takes the claim other of j's id when it is stale: older than
+// staleClaim and its job is not in the claimed topic.
+func (s *Store) takeOver(ctx context.Context, j *delayq.Job, other, claim string) error {
+	exists := fmt.Errorf("redisstore: put %q: %w", j.ID, delayq.ErrExists)
+	parts := strings.Split(other, "|")
+	if len(parts) != 3 {
+		return exists
+	}
+	at, _ := strconv.ParseInt(parts[1], 10, 64)
+	if time.Since(time.UnixMilli(at)) < staleClaim {
+		return exists
+	}
+	live, err := s.c.Do(ctx, s.c.B().Hexists().Key(s.k.topic(parts[0]).idsKey()).Field(j.ID).Build()).AsBool()
+	if err != nil {
+		return unavailable("put: check claim", err)
+	}
+	if live {
+		return exists
+	}
+	n, err := swapScript.Exec(ctx, s.c, []string{s.k.claim(j.ID)}, []string{other, claim}).AsInt64()
+	if err != nil {
+		return unavailable("put: take over claim", err)
+	}
+	if n != 1 {
+		return exists
+	}
+	return nil
+}
+
+// unclaimAll drops the claims made by a put that failed. Best effort: a
+// claim left behind is stale and is taken over by a later put.
+func (s *Store) unclaimAll(jobs []*delayq.Job, claims []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for i, j := range jobs {
+		if claims[i] != "" {
+			s.unclaim(ctx, j.ID, claims[i])
+		}
+	}
+}
+
+func (s *Store) unclaim(ctx context.Context, id, claim string) {
+	swapScript.Exec(ctx, s.c, []string{s.k.claim(id)}, []string{claim, ""})
+}
+
+// claimTopic is the topic named by a claim.
+func claimTopic(claim string) string {
+	topic, _, _ := strings.Cut(claim, "|")
+	return topic
+}

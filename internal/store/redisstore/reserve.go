@@ -1,0 +1,225 @@
+package redisstore
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// peekReadyScript lists a topic's best ready jobs without moving them.
+//
+//	KEYS[1..8] -> the topic's keys
+//	ARGV[1]    -> now (unix ms)
+//	ARGV[2]    -> most members to return
+//	Returns:   ready members in serving order; none when the topic is paused
+var peekReadyScript = newReadScript(`
+local until_ = redis.call('GET', K_PAUSE)
+if until_ and tonumber(ARGV[1]) < tonumber(until_) then return {} end
+return redis.call('ZRANGE', K_READY, 0, tonumber(ARGV[2]) - 1)
+`)
+
+// reserveScript reserves the best ready jobs of one topic.
+//
+//	KEYS[1..8] -> the topic's keys
+//	ARGV[1]    -> now (unix ms)
+//	ARGV[2]    -> most jobs to reserve
+//	ARGV[3]    -> last ready member that may be taken ("" = no bound)
+//	Returns:   {earliest new deadline or "", record, record, ...}
+var reserveScript = newScript(`
+local now, max, last = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local until_ = redis.call('GET', K_PAUSE)
+if until_ and now < tonumber(until_) then return {''} end
+local members
+if last == '' then members = redis.call('ZRANGE', K_READY, 0, max - 1)
+else members = redis.call('ZRANGE', K_READY, '-', '[' .. last, 'BYLEX', 'LIMIT', 0, max) end
+local out, earliest = {''}, nil
+for _, m in ipairs(members) do
+  local seq = unpad(string.sub(m, 11))
+  local j = load(seq)
+  unplace(seq, j)
+  j.state = 'reserved'
+  incr(j, 'att')
+  j.res = seq .. '-' .. j.att
+  local deadline = now + tonumber(j.ttr)
+  j.deadline = fmt(deadline)
+  place(seq, j)
+  save(seq, j)
+  if not earliest or deadline < earliest then earliest = deadline end
+  out[#out + 1] = reply(seq)
+end
+if earliest then out[1] = fmt(earliest) end
+return out
+`)
+
+// Reserve implements store.Store. One topic is one script. Several topics
+// live in different Cluster slots, so Reserve first peeks the best ready
+// members of each (one pipeline), picks the p.Max best overall, and then
+// reserves from each topic up to its share, bounded by the last member
+// picked there. A job taken by another instance in between is simply not
+// returned: each script moves only jobs still ready.
+func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.Job, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	topics := uniq(p.Topics)
+	if p.Max <= 0 || len(topics) == 0 {
+		return []*delayq.Job{}, nil
+	}
+	now := strconv.FormatInt(ms(p.Now), 10)
+	if len(topics) == 1 {
+		return s.reserveTopics(ctx, map[string]share{topics[0]: {n: p.Max}}, now)
+	}
+	shares, err := s.pickShares(ctx, topics, p.Max, now)
+	if err != nil || len(shares) == 0 {
+		return []*delayq.Job{}, err
+	}
+	return s.reserveTopics(ctx, shares, now)
+}
+
+func uniq(in []string) []string {
+	var out []string
+	for _, t := range in {
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// share is how many jobs to reserve from a topic, and the last member.
+type share struct {
+	n    int
+	last string
+}
+
+// pickShares peeks every topic and splits max among them in serving
+// order. Ready members sort as "priority.seq", so plain string order is
+// priority-then-seq order across topics too.
+func (s *Store) pickShares(ctx context.Context, topics []string, max int, now string) (map[string]share, error) {
+	execs := make([]rueidis.LuaExec, len(topics))
+	for i, t := range topics {
+		execs[i] = rueidis.LuaExec{Keys: s.k.topic(t).slice(), Args: []string{now, strconv.Itoa(max)}}
+	}
+	type cand struct{ member, topic string }
+	var cands []cand
+	for i, r := range peekReadyScript.ExecMulti(ctx, s.c, execs...) {
+		members, err := r.AsStrSlice()
+		if err != nil {
+			return nil, unavailable("reserve: peek", err)
+		}
+		for _, m := range members {
+			cands = append(cands, cand{m, topics[i]})
+		}
+	}
+	slices.SortFunc(cands, func(a, b cand) int {
+		if a.member < b.member {
+			return -1
+		}
+		return 1
+	})
+	shares := map[string]share{}
+	for _, c := range cands[:min(max, len(cands))] {
+		shares[c.topic] = share{n: shares[c.topic].n + 1, last: c.member}
+	}
+	return shares, nil
+}
+
+// reserveTopics runs the reserve script on each topic with a share, then
+// lowers each topic's bucket entry to its new earliest deadline and tells
+// the other instances' timers.
+func (s *Store) reserveTopics(ctx context.Context, shares map[string]share, now string) ([]*delayq.Job, error) {
+	out := []*delayq.Job{}
+	var marks rueidis.Commands
+	var earliest int64
+	for topic, sh := range shares {
+		arr, err := s.exec(ctx, "reserve", reserveScript, topic, []string{now, strconv.Itoa(sh.n), sh.last})
+		if err != nil {
+			return out, err
+		}
+		for _, m := range arr[1:] {
+			r, err := decodeJob(m)
+			if err != nil {
+				return out, unavailable("reserve: decode", err)
+			}
+			out = append(out, r.job)
+		}
+		if d, err := arr[0].AsInt64(); err == nil {
+			marks = append(marks, s.markDue(topic, d))
+			if earliest == 0 || d < earliest {
+				earliest = d
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *delayq.Job) int {
+		if a.Priority != b.Priority {
+			return cmpU(uint64(a.Priority), uint64(b.Priority))
+		}
+		return cmpU(a.Seq, b.Seq)
+	})
+	if len(marks) > 0 {
+		// The jobs are reserved whatever happens now; a lost mark only
+		// delays their TTR expiry until the sweep (tick.go) repairs it.
+		if err := s.doAll(ctx, "reserve: mark deadline", marks); err != nil {
+			s.log.Warn("redisstore: reserve could not mark deadlines; the sweep will", "err", err)
+		}
+		s.publish(ctx, event{due: earliest})
+	}
+	return out, nil
+}
+
+func cmpU(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// dueTime converts unix ms to a time for events.
+func dueTime(v int64) time.Time { return fromMS(v) }
+
+var _ store.JobReserver = (*Store)(nil)
+
+// reserveJobScript reserves one chosen job (beanstalkd reserve-job),
+// whatever its topic's pause.
+//
+//	KEYS[1..8] -> the topic's keys
+//	ARGV[1]    -> "i" (by id) or "s" (by seq)
+//	ARGV[2]    -> the id or seq
+//	ARGV[3]    -> now (unix ms)
+//	Returns:   {"OK", record} or {"STATE"} when it is reserved already
+var reserveJobScript = newScript(`
+local seq, j = find(ARGV[1], ARGV[2])
+if not seq then return {'NOTFOUND'} end
+if j.state == 'reserved' then return {'STATE'} end
+unplace(seq, j)
+j.state = 'reserved'
+incr(j, 'att')
+j.res = seq .. '-' .. j.att
+j.deadline = fmt(tonumber(ARGV[3]) + tonumber(j.ttr))
+place(seq, j)
+save(seq, j)
+return {'OK', reply(seq)}
+`)
+
+// ReserveJob implements store.JobReserver.
+func (s *Store) ReserveJob(ctx context.Context, p store.ReserveJobParams) (*delayq.Job, error) {
+	r, err := s.runJob(ctx, "reserve job", reserveJobScript, p.Ref, msString(p.Now))
+	if err != nil {
+		return nil, err
+	}
+	d := ms(r.job.Deadline)
+	if err := s.c.Do(ctx, s.markDue(r.job.Topic, d)).Error(); err != nil {
+		s.log.Warn("redisstore: reserve could not mark deadline; the sweep will", "err", err)
+	}
+	s.publish(ctx, event{due: d})
+	return r.job, nil
+}
