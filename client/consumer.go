@@ -89,6 +89,7 @@ func (cs *Consumer) reserveLoop(ctx, work context.Context, h Handler, slots chan
 		n := 1 + takeFree(slots, cs.cfg.concurrency-1)
 		sent := time.Now()
 		jobs, err := cs.c.Reserve(ctx, cs.cfg.topics, n, cs.cfg.wait)
+		recv := time.Now()
 		giveBack(slots, n-len(jobs))
 		if err != nil {
 			if ctx.Err() != nil {
@@ -107,9 +108,23 @@ func (cs *Consumer) reserveLoop(ctx, work context.Context, h Handler, slots chan
 		}
 		failures = 0
 		for _, dj := range jobs {
-			cs.start(ctx, work, h, dj, sent, slots, wg)
+			cs.start(ctx, work, h, dj, reservedAt(sent, recv, dj.TTR, cs.cfg.margin), slots, wg)
 		}
 	}
+}
+
+// reservedAt estimates, by the local clock, when the server reserved a job
+// from a reserve sent at sent and answered at recv, erring early so the
+// handler's deadline comes before the server's whatever the clocks say.
+// The server reserves just before it answers, so for a long poll the
+// reservation is near recv: allow half the safety margin for the answer's
+// trip. A quick answer is bounded by sent, which is exact.
+func reservedAt(sent, recv time.Time, ttr, configured time.Duration) time.Time {
+	at := recv.Add(-margin(ttr, configured) / 2)
+	if at.Before(sent) {
+		return sent
+	}
+	return at
 }
 
 // start runs a worker for dj, or releases dj at once when ctx has ended

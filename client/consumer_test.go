@@ -283,7 +283,9 @@ func TestConsumerTouchExtends(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			srv, c := newTestClient(t)
-			putN(t, c.Producer(), "long", 1, TTR(time.Second))
+			// TTR 3s, a run of 6.5s, touches every 0.5s (or at half the
+			// TTR): room for a slow touch on a loaded machine.
+			putN(t, c.Producer(), "long", 1, TTR(3*time.Second))
 			var attempts []int
 			var mu sync.Mutex
 			cs := NewConsumer([]string{srv.URL}, "long", append(tt.opts, UseClient(c))...)
@@ -291,7 +293,7 @@ func TestConsumerTouchExtends(t *testing.T) {
 				mu.Lock()
 				attempts = append(attempts, j.Attempts)
 				mu.Unlock()
-				for range 5 { // 2.5 s: more than twice the TTR
+				for range 13 { // 6.5 s: more than twice the TTR
 					select {
 					case <-ctx.Done():
 						return context.Cause(ctx)
@@ -421,4 +423,23 @@ func TestConsumerRejectsBadTopic(t *testing.T) {
 	if err := cs.Consume(t.Context(), func(context.Context, *Job) error { return nil }); !errors.Is(err, delayq.ErrInvalid) {
 		t.Errorf("Consume(-bad) = %v, want ErrInvalid", err)
 	}
+}
+
+func TestConsumerDeadlineCountsFromReserveNotLongPoll(t *testing.T) {
+	t.Parallel()
+	srv, c := newTestClient(t)
+	left := make(chan time.Duration, 1)
+	cs := NewConsumer([]string{srv.URL}, "late", UseClient(c), Wait(10*time.Second))
+	stop := consume(t, cs, func(ctx context.Context, j *Job) error {
+		d, _ := ctx.Deadline()
+		left <- time.Until(d)
+		return nil
+	})
+	waitFor(t, "the consumer long-polling", func() bool { return srv.Engine().Waiting("late") == 1 })
+	time.Sleep(1500 * time.Millisecond) // longer than the TTR
+	putN(t, c.Producer(), "late", 1, TTR(time.Second))
+	if d := <-left; d < 500*time.Millisecond || d > time.Second {
+		t.Errorf("handler started with %v before its context ends, want most of the 1s TTR (the long poll does not count)", d)
+	}
+	stop()
 }

@@ -35,8 +35,9 @@ type Job struct {
 	local time.Time // guarded by mu: the deadline by the local clock
 }
 
-// newJob wraps a reserved job; sent is when the reserve left, so the local
-// deadline errs early whatever the clocks say.
+// newJob wraps a reserved job; sent is when it was reserved by the local
+// clock (see reservedAt), so the local deadline errs early whatever the
+// clocks say.
 func newJob(c *Client, dj *delayq.Job, sent time.Time, margin time.Duration) *Job {
 	return &Job{
 		ID: dj.ID, Seq: dj.Seq, Topic: dj.Topic, Body: dj.Body, Priority: dj.Priority,
