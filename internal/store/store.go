@@ -26,6 +26,11 @@ import (
 //     library errors never escape unwrapped into a sentinel's place.
 //   - Time is an argument (Now); a store never reads the clock to decide a
 //     transition. Times are kept with millisecond precision (truncated).
+//   - Now never goes back. Concurrent callers read the clock before they
+//     wait for the store, so their Nows can arrive out of order; a store
+//     acts at the later of p.Now and the latest Now it has acted at. So a
+//     reservation never starts before the Due or expired Deadline that
+//     made its job ready, and its Deadline is a full TTR after that.
 //   - Jobs returned are copies the caller may keep and modify.
 //   - Methods are safe for concurrent use.
 //   - A Ref names a job by ID, or by Seq when ID is empty.
