@@ -27,7 +27,7 @@ func (a *testAPI) cmd(path, body string, wantStatus int) api.CommandResponse {
 // the TTR, and is gone once finished.
 func TestCommandLifecycle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := newAPI(t, Options{})
+		a := newMemAPI(t, Options{})
 		ok := func(id, value string) api.CommandResponse {
 			return api.CommandResponse{Success: true, ID: id, Value: value}
 		}
@@ -70,7 +70,7 @@ func TestCommandLifecycle(t *testing.T) {
 
 func TestCommandPopTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := newAPI(t, Options{})
+		a := newMemAPI(t, Options{})
 		a.cmd("/v1/command", `{"command":"add","topic":"t","id":"j","delay":5,"body":"x"}`, http.StatusOK)
 		start := time.Now()
 		got := a.cmd("/v1/command", `{"command":"pop","topic":"t","timeout":30}`, http.StatusOK)

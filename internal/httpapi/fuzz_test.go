@@ -29,7 +29,7 @@ func FuzzPutRequest(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	a := newAPI(f, Options{})
+	a := newMemAPI(f, Options{})
 	f.Fuzz(func(t *testing.T, body string) {
 		w := serve(a.h, "POST", "/v1/topics/fuzz/jobs", body)
 		if w.Code != http.StatusCreated {
@@ -76,7 +76,7 @@ func FuzzCommand(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	a := newAPI(f, Options{})
+	a := newMemAPI(f, Options{})
 	f.Fuzz(func(t *testing.T, body string) {
 		w := serve(a.h, "POST", "/", body)
 		var r api.CommandResponse

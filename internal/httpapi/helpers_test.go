@@ -15,27 +15,50 @@ import (
 
 	"github.com/delayq/delayq/api"
 	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/store/diskstore"
 	"github.com/delayq/delayq/internal/store/memstore"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // testAPI is a handler over a real engine (timer running) on a real store.
-// It is safe inside a synctest bubble: memstore starts no goroutines and
-// requests go straight to the handler, with no sockets.
 type testAPI struct {
 	t testing.TB
 	e *engine.Engine
 	h http.Handler
 }
 
+// newAPI serves from the durable diskstore in a temp dir.
 func newAPI(t testing.TB, opts Options) *testAPI {
 	t.Helper()
-	e := engine.New(memstore.New(), engine.Config{Logger: discard()})
+	st, err := diskstore.Open(t.TempDir(), diskstore.Options{MemTableSize: 4 << 20, CacheSize: 8 << 20})
+	if err != nil {
+		t.Fatalf("diskstore.Open: %v", err)
+	}
+	return startAPI(t, st, opts)
+}
+
+// newMemAPI serves from memstore. Use it inside synctest bubbles (memstore
+// starts no goroutines; requests go straight to the handler, no sockets)
+// and in fuzz targets, where a fsync per put would only slow the search.
+func newMemAPI(t testing.TB, opts Options) *testAPI {
+	t.Helper()
+	return startAPI(t, memstore.New(), opts)
+}
+
+func startAPI(t testing.TB, st store.Store, opts Options) *testAPI {
+	e := engine.New(st, engine.Config{Logger: discard()})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = e.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		if err := st.Close(); err != nil {
+			t.Errorf("closing the store: %v", err)
+		}
+	})
 	if opts.Logger == nil {
 		opts.Logger = discard()
 	}

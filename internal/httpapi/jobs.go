@@ -110,6 +110,9 @@ func (h *handler) updateJob(w http.ResponseWriter, r *http.Request) {
 			u.Delay = &d
 		}
 		if req.At != nil {
+			if req.At.IsZero() {
+				return nil, errZeroAt()
+			}
 			u.At = &req.At.Time
 		}
 		return h.e.Update(r.Context(), u)

@@ -15,11 +15,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/delayq/delayq/api"
+	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/store/diskstore"
+	"github.com/delayq/delayq/internal/store/memstore"
 )
 
 func TestTopics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := newAPI(t, Options{})
+		a := newMemAPI(t, Options{})
 		var empty api.TopicsResponse
 		a.must(http.StatusOK, "GET", "/v1/topics", "", &empty)
 		if empty.Topics == nil || len(empty.Topics) != 0 {
@@ -201,7 +204,7 @@ func TestReserveClientGone(t *testing.T) {
 // lasts exactly as asked, and a job made ready by the timer ends it.
 func TestReserveWaitInBubble(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a := newAPI(t, Options{})
+		a := newMemAPI(t, Options{})
 		a.put("t", `{"id":"soon","delay":"20s","ttr":"1h"}`)
 		start := time.Now()
 		var r api.JobsResponse
@@ -248,5 +251,51 @@ func waitFor(t *testing.T, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatal("condition not reached within 5s")
 		}
+	}
+}
+
+// TestAnswersSurviveRestart: what the API acknowledged is there after the
+// server restarts on the same data directory, reservation included.
+func TestAnswersSurviveRestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	open := func() (*testAPI, func()) {
+		st, err := diskstore.Open(dir, diskstore.Options{MemTableSize: 4 << 20, CacheSize: 8 << 20})
+		if err != nil {
+			t.Fatalf("diskstore.Open: %v", err)
+		}
+		e := engine.New(st, engine.Config{Logger: discard()})
+		return &testAPI{t: t, e: e, h: NewHandler(e, Options{Logger: discard()})}, func() { st.Close() }
+	}
+	a, stop := open()
+	a.put("t", `{"id":"kept","body":"b","delay":"1h"}`)
+	a.put("t", `{"id":"held","ttr":"1h"}`)
+	held := a.reserve("t", 1)[0]
+	stop()
+
+	a, stop = open()
+	defer stop()
+	var j api.Job
+	a.must(http.StatusOK, "GET", "/v1/jobs/kept", "", &j)
+	if j.State != "delayed" || *j.Body != "b" {
+		t.Errorf("kept after restart = %+v, want delayed with body b", j)
+	}
+	a.must(http.StatusOK, "POST", "/v1/jobs/held/finish", `{"reservation":"`+held.Reservation+`"}`, &j)
+}
+
+// TestStoreUnavailable: a store that fails answers 503 unavailable.
+func TestStoreUnavailable(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	e := engine.New(st, engine.Config{Logger: discard()})
+	var logged bytes.Buffer
+	h := NewHandler(e, Options{Logger: slogTo(&logged)})
+	st.Close()
+	w := serve(h, "GET", "/v1/jobs/x", "")
+	if e := errorOf(t, w.Body.String()); w.Code != http.StatusServiceUnavailable || e.Code != api.CodeUnavailable {
+		t.Errorf("GET with a closed store = %d %+v, want 503 unavailable", w.Code, e)
+	}
+	if !strings.Contains(logged.String(), "unavailable") {
+		t.Errorf("log = %q, want the failure logged", logged.String())
 	}
 }

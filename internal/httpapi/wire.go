@@ -27,7 +27,7 @@ func toPut(topic string, p *api.PutRequest) (engine.PutRequest, error) {
 	}
 	if p.At != nil {
 		if p.At.IsZero() {
-			return engine.PutRequest{}, delayq.Invalid("bad_at", "at", "%s is not a usable time", p.At.Format(time.RFC3339))
+			return engine.PutRequest{}, errZeroAt()
 		}
 		r.At = p.At.Time
 	}
@@ -41,6 +41,11 @@ func toPut(topic string, p *api.PutRequest) (engine.PutRequest, error) {
 		r.MaxAttempts = *p.MaxAttempts
 	}
 	return r, nil
+}
+
+// errZeroAt refuses the zero time, which the engine reads as "no at".
+func errZeroAt() error {
+	return delayq.Invalid("bad_at", "at", "0001-01-01T00:00:00Z is not a usable time")
 }
 
 // bodyOf returns the body given as a string or as base64; nil when
