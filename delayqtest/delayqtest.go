@@ -61,6 +61,9 @@ func NewServer(t testing.TB, opts ...Option) *Server {
 	cfg.DataDir = t.TempDir()
 	cfg.ShutdownTimeout = 5 * time.Second
 	cfg.LogLevel = "error"
+	// TODO(beanstalk): when config gains BeanstalkAddr (default
+	// 127.0.0.1:11300), set it to "127.0.0.1:0" here so parallel tests
+	// never share a port, and expose it as Server.BeanstalkAddr.
 	for _, o := range opts {
 		o(&cfg)
 	}
