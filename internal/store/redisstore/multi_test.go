@@ -1,0 +1,255 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// abandon stops s as a crash would: its loops and connections end, but its
+// leases and heartbeat stay in Redis until they run out.
+func (s *Store) abandon() {
+	s.cancel()
+	s.wg.Wait()
+	s.fan.close()
+	s.c.Close()
+}
+
+// group opens n instances of one deployment.
+func group(t *testing.T, addrs []string, n int, opt Options) []*Store {
+	t.Helper()
+	opt.Prefix = "t" + nonce()
+	out := make([]*Store, n)
+	for i := range out {
+		o := opt
+		o.InstanceID = fmt.Sprintf("inst%d", i)
+		o.AdvertiseURL = fmt.Sprintf("http://127.0.0.1:%d", 7000+i)
+		o.Protocols = []string{"http"}
+		out[i] = openStore(t, addrs, o)
+		t.Cleanup(func() { out[i].Close() })
+	}
+	return out
+}
+
+// waitFor polls cond every 10 ms until it holds or limit passes.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > limit {
+			t.Fatalf("%s: not within %s", what, limit)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// partition reports whether the instances hold every bucket exactly once.
+func partition(stores []*Store, buckets int) bool {
+	seen := map[int]int{}
+	for _, s := range stores {
+		for _, b := range s.Buckets() {
+			seen[b]++
+		}
+	}
+	if len(seen) != buckets {
+		return false
+	}
+	for _, n := range seen {
+		if n != 1 {
+			return false
+		}
+	}
+	return true
+}
+
+func TestLeasesRebalanceAndFailover(t *testing.T) {
+	addrs := redisAddrs(t, "DELAYQ_TEST_REDIS")
+	const ttl = 600 * time.Millisecond
+	stores := group(t, addrs, 3, Options{Buckets: 12, LeaseTTL: ttl})
+	waitFor(t, 5*time.Second, "3 instances split 12 buckets 4/4/4", func() bool {
+		if !partition(stores, 12) {
+			return false
+		}
+		for _, s := range stores {
+			if len(s.Buckets()) != 4 {
+				return false
+			}
+		}
+		return true
+	})
+
+	stores[2].abandon() // a crash: leases stay until they run out
+	took := waitFor(t, 5*time.Second, "survivors take the dead instance's buckets", func() bool {
+		return partition(stores[:2], 12)
+	})
+	if bound := ttl*4/3 + ttl; took > bound {
+		t.Errorf("failover took %s, want at most %s", took, bound)
+	}
+	t.Logf("buckets failed over in %s (lease ttl %s)", took, ttl)
+
+	stores[1].Close() // a clean stop hands its buckets back at once
+	took = waitFor(t, 5*time.Second, "last instance holds every bucket", func() bool {
+		return partition(stores[:1], 12)
+	})
+	t.Logf("buckets moved after a clean stop in %s", took)
+}
+
+func TestInstancesListsLiveMembers(t *testing.T) {
+	addrs := redisAddrs(t, "DELAYQ_TEST_REDIS")
+	stores := group(t, addrs, 2, Options{Buckets: 4, LeaseTTL: 600 * time.Millisecond})
+	waitFor(t, 5*time.Second, "buckets split", func() bool { return partition(stores, 4) })
+	got, err := stores[0].Instances(t.Context())
+	if err != nil {
+		t.Fatalf("Instances() = %v", err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("Instances() = %d instances, want 2: %+v", len(got), got)
+	}
+	var all []int
+	for i, in := range got {
+		if want := fmt.Sprintf("http://127.0.0.1:%d", 7000+i); in.URL != want {
+			t.Errorf("Instances()[%d].URL = %q, want %q", i, in.URL, want)
+		}
+		if in.Since == nil || !slices.Equal(in.Protocols, []string{"http"}) {
+			t.Errorf("Instances()[%d] = %+v, want since and protocols [http]", i, in)
+		}
+		all = append(all, in.Buckets...)
+	}
+	slices.Sort(all)
+	if !slices.Equal(all, []int{0, 1, 2, 3}) {
+		t.Errorf("buckets listed = %v, want [0 1 2 3]", all)
+	}
+	stores[1].Close()
+	got, err = stores[0].Instances(t.Context())
+	if err != nil || len(got) != 1 {
+		t.Errorf("after Close: Instances() = %+v, %v; want only the live one", got, err)
+	}
+}
+
+func TestNotifyAcrossInstances(t *testing.T) {
+	addrs := redisAddrs(t, "DELAYQ_TEST_REDIS")
+	stores := group(t, addrs, 2, Options{})
+	a, b := stores[0], stores[1]
+	events, err := a.Notify(t.Context())
+	if err != nil {
+		t.Fatalf("Notify() = %v", err)
+	}
+	time.Sleep(100 * time.Millisecond) // let the subscription settle
+	now := delayq.TruncMilli(time.Now())
+	due := now.Add(time.Hour)
+	put := []*delayq.Job{
+		{ID: "r1", Topic: "wake", TTR: time.Second, State: delayq.StateReady, Due: now, Created: now},
+		{ID: "d1", Topic: "wake", TTR: time.Second, State: delayq.StateDelayed, Due: due, Created: now},
+	}
+	start := time.Now()
+	if err := b.Put(t.Context(), put); err != nil {
+		t.Fatalf("Put() = %v", err)
+	}
+	var gotReady, gotDue bool
+	for !gotReady || !gotDue {
+		select {
+		case ev := <-events:
+			gotReady = gotReady || ev.Topic == "wake" && ev.Count == 1
+			gotDue = gotDue || ev.Due.Equal(due)
+		case <-time.After(2 * time.Second):
+			t.Fatalf("events after a put elsewhere: ready %v, due %v; want both", gotReady, gotDue)
+		}
+	}
+	t.Logf("instance A heard of B's put in %s", time.Since(start))
+}
+
+// TestTickSoakRacingInstances makes five instances believe they all own
+// every bucket and tick and reserve at once: every job must move once.
+func TestTickSoakRacingInstances(t *testing.T) {
+	eachRedis(t, testTickSoak)
+}
+
+// eachRedis runs test against the standalone Redis and the cluster.
+func eachRedis(t *testing.T, test func(t *testing.T, addrs []string)) {
+	t.Run("standalone", func(t *testing.T) { test(t, redisAddrs(t, "DELAYQ_TEST_REDIS")) })
+	t.Run("cluster", func(t *testing.T) { test(t, redisAddrs(t, "DELAYQ_TEST_REDIS_CLUSTER")) })
+}
+
+func testTickSoak(t *testing.T, addrs []string) {
+	const jobs, topics = 600, 6
+	stores := group(t, addrs, 5, Options{Buckets: 4, LeaseTTL: time.Hour})
+	for _, s := range stores {
+		s.leases.mu.Lock()
+		for b := range 4 {
+			s.leases.mine[b] = true
+		}
+		s.leases.renewed = time.Now()
+		s.leases.mu.Unlock()
+	}
+	base := delayq.TruncMilli(time.Now())
+	var put []*delayq.Job
+	for i := range jobs {
+		due := base.Add(time.Duration(i%50) * time.Millisecond)
+		put = append(put, &delayq.Job{ID: fmt.Sprintf("j%d", i), Topic: fmt.Sprintf("soak%d", i%topics),
+			TTR: time.Minute, State: delayq.StateDelayed, Due: due, Created: base.Add(-time.Second)})
+	}
+	if err := stores[0].Put(t.Context(), put); err != nil {
+		t.Fatalf("Put() = %v", err)
+	}
+	var mu sync.Mutex
+	moved := 0
+	held := map[uint64]string{}
+	var wg sync.WaitGroup
+	var clock atomic.Int64 // shared, monotonic: the instances' clocks agree
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	for i, s := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			names := []string{"soak0", "soak1", "soak2", "soak3", "soak4", "soak5"}
+			for ctx.Err() == nil {
+				now := base.Add(time.Duration(clock.Add(1)/5) * time.Millisecond)
+				res, err := s.Tick(ctx, store.TickParams{Now: now, Max: 7})
+				if err != nil {
+					t.Errorf("instance %d: Tick = %v", i, err)
+					return
+				}
+				now = base.Add(time.Duration(clock.Load()/5) * time.Millisecond)
+				got, err := s.Reserve(ctx, store.ReserveParams{Topics: names, Max: 5, Now: now})
+				if err != nil {
+					t.Errorf("instance %d: Reserve = %v", i, err)
+					return
+				}
+				mu.Lock()
+				for _, n := range res.Ready {
+					moved += n
+				}
+				for _, j := range got {
+					if other, ok := held[j.Seq]; ok {
+						t.Errorf("job %s reserved by %s and instance %d within its TTR", j.ID, other, i)
+					}
+					held[j.Seq] = fmt.Sprint("instance ", i)
+					if j.Due.After(now) {
+						t.Errorf("job %s reserved at %s before its due %s", j.ID, now, j.Due)
+					}
+				}
+				done := len(held) == jobs
+				mu.Unlock()
+				if done {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if moved != jobs {
+		t.Errorf("ticks moved %d jobs in all, want %d (each exactly once)", moved, jobs)
+	}
+	if len(held) != jobs {
+		t.Errorf("reserved %d distinct jobs, want %d", len(held), jobs)
+	}
+}
