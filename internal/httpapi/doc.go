@@ -10,5 +10,8 @@
 //
 // Answers not pinned by DESIGN.md: finish, delete, release, touch, bury,
 // kick of one job and PATCH answer 200 with the job object (finish and
-// delete: the job as it was); a topic kick answers {"kicked": n}.
+// delete: the job as it was); a topic kick answers {"kicked": n}; unknown
+// routes answer 404 not_found and wrong methods 405 method_not_allowed, as
+// JSON error objects. v1 bodies refuse unknown fields (unknown_field); the
+// original protocol ignores them, as its first servers did.
 package httpapi

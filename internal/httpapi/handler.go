@@ -25,8 +25,8 @@ type Options struct {
 	// AdvertiseURL is this instance's base URL, e.g. "http://10.0.0.5:7480".
 	// Default: http:// plus the Host the request was sent to.
 	AdvertiseURL string
-	// UI, when set, serves the dashboard under /ui/, and GET / redirects
-	// there.
+	// UI, when set, serves the dashboard under /ui/ (it sees the full
+	// path, /ui/ included), and GET / redirects there.
 	UI http.Handler
 }
 
