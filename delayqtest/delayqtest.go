@@ -32,6 +32,8 @@ type Server struct {
 	URL string
 	// Addr is the HTTP API's host:port.
 	Addr string
+	// BeanstalkAddr is the beanstalkd protocol's host:port.
+	BeanstalkAddr string
 	// Dir is the data directory; it outlives Stop, so Restart finds every job.
 	Dir string
 
@@ -61,9 +63,7 @@ func NewServer(t testing.TB, opts ...Option) *Server {
 	cfg.DataDir = t.TempDir()
 	cfg.ShutdownTimeout = 5 * time.Second
 	cfg.LogLevel = "error"
-	// TODO(beanstalk): when config gains BeanstalkAddr (default
-	// 127.0.0.1:11300), set it to "127.0.0.1:0" here so parallel tests
-	// never share a port, and expose it as Server.BeanstalkAddr.
+	cfg.BeanstalkAddr = "127.0.0.1:0" // parallel tests never share a port
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -71,8 +71,12 @@ func NewServer(t testing.TB, opts ...Option) *Server {
 	s.start()
 	s.Addr = s.srv.Addr().String()
 	s.URL = "http://" + s.Addr
-	// Restart binds the same port, so clients keep their address.
+	// Restart binds the same ports, so clients keep their addresses.
 	s.cfg.HTTPAddr = s.Addr
+	if ba := s.srv.BeanstalkAddr(); ba != nil {
+		s.BeanstalkAddr = ba.String()
+		s.cfg.BeanstalkAddr = s.BeanstalkAddr
+	}
 	t.Cleanup(s.Stop)
 	return s
 }

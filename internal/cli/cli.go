@@ -103,6 +103,7 @@ func defaultVars() kong.Vars {
 	d := config.Default()
 	return kong.Vars{
 		"http_addr":          d.HTTPAddr,
+		"beanstalk_addr":     d.BeanstalkAddr,
 		"data_dir":           d.DataDir,
 		"max_body":           strconv.Itoa(d.MaxBody),
 		"max_wait":           d.MaxWait.String(),

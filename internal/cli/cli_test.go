@@ -34,6 +34,7 @@ func startServer(t *testing.T) string {
 	t.Helper()
 	cfg := config.Default()
 	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.BeanstalkAddr = "127.0.0.1:0"
 	cfg.DataDir = t.TempDir()
 	s := server.New(cfg, nil)
 	if err := s.Start(t.Context()); err != nil {
@@ -258,6 +259,7 @@ func (b *lockedBuffer) String() string {
 func TestServeFromEnvironment(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("DELAYQ_HTTP_ADDR", "127.0.0.1:0")
+	t.Setenv("DELAYQ_BEANSTALK_ADDR", "")
 	t.Setenv("DELAYQ_DATA_DIR", dir)
 	t.Setenv("DELAYQ_LOG_FORMAT", "json")
 	t.Setenv("DELAYQ_MAX_BODY", "4")

@@ -21,8 +21,7 @@ type serveCmd struct {
 	LogLevel         string        `name:"log-level" env:"DELAYQ_LOG_LEVEL" default:"${log_level}" enum:"debug,info,warn,error" help:"debug, info, warn or error."`
 	LogFormat        string        `name:"log-format" env:"DELAYQ_LOG_FORMAT" default:"${log_format}" enum:"text,json" help:"text or json."`
 
-	// TODO(beanstalk): BeanstalkAddr `name:"beanstalk-addr" env:"DELAYQ_BEANSTALK_ADDR"`
-	// once internal/beanstalk exists (see config.Config).
+	BeanstalkAddr string `name:"beanstalk-addr" env:"DELAYQ_BEANSTALK_ADDR" default:"${beanstalk_addr}" help:"host:port of the beanstalkd protocol (empty disables it)."`
 	// TODO(redis): Redis `name:"redis" env:"DELAYQ_REDIS"` once
 	// internal/store/redisstore exists.
 }
@@ -31,6 +30,7 @@ type serveCmd struct {
 func (c *serveCmd) config() config.Config {
 	return config.Config{
 		HTTPAddr:         c.HTTPAddr,
+		BeanstalkAddr:    c.BeanstalkAddr,
 		DataDir:          c.DataDir,
 		MaxBody:          c.MaxBody,
 		MaxWait:          c.MaxWait,

@@ -61,11 +61,10 @@ type Config struct {
 	// pipelines). Default text.
 	LogFormat string
 
-	// TODO(beanstalk): BeanstalkAddr string — the beanstalkd protocol
-	// listener (default "127.0.0.1:11300"; "" disables it). Add it here,
-	// in Default, in Validate (checkAddr) and as a serve flag
-	// (DELAYQ_BEANSTALK_ADDR) when internal/beanstalk lands.
-	//
+	// BeanstalkAddr is the host:port the beanstalkd protocol listens on.
+	// Default "127.0.0.1:11300"; "" disables it; port 0 picks a free port.
+	BeanstalkAddr string
+
 	// TODO(redis): Redis string — a Redis address or URL; when set the
 	// redis store replaces the embedded one and DataDir is ignored. Add it
 	// with its flag (DELAYQ_REDIS) when internal/store/redisstore lands.
@@ -75,6 +74,7 @@ type Config struct {
 func Default() Config {
 	return Config{
 		HTTPAddr:         "127.0.0.1:7480",
+		BeanstalkAddr:    "127.0.0.1:11300",
 		DataDir:          "./delayq-data",
 		MaxBody:          delayq.MaxBodyDefault,
 		MaxWait:          delayq.MaxWaitDefault,
@@ -94,6 +94,11 @@ func (c Config) Validate() error {
 	}
 	if err := checkAddr(c.HTTPAddr); err != nil {
 		add("http-addr", "%v", err)
+	}
+	if c.BeanstalkAddr != "" {
+		if err := checkAddr(c.BeanstalkAddr); err != nil {
+			add("beanstalk-addr", "%v", err)
+		}
 	}
 	if strings.TrimSpace(c.DataDir) == "" {
 		add("data-dir", "must not be empty")

@@ -65,7 +65,7 @@ func (d *daemon) start(hc *http.Client) time.Duration {
 	begin := time.Now()
 	for try := 0; ; try++ {
 		addr := freeAddr(d.t)
-		d.cmd = exec.Command(d.bin, "serve", "--http-addr", addr, "--data-dir", d.dir, "--log-level", "warn")
+		d.cmd = exec.Command(d.bin, "serve", "--http-addr", addr, "--beanstalk-addr", "", "--data-dir", d.dir, "--log-level", "warn")
 		d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
 		if err := d.cmd.Start(); err != nil {
 			d.t.Fatalf("starting delayq: %v", err)

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/delayq/delayq/internal/beanstalk"
 	"github.com/delayq/delayq/internal/config"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/httpapi"
@@ -45,6 +46,9 @@ type Server struct {
 	httpLn    net.Listener
 	http      *http.Server
 	advertise string
+
+	beanstalkLn net.Listener      // nil when the beanstalkd protocol is off
+	beanstalk   *beanstalk.Server // nil when the beanstalkd protocol is off
 
 	group      *errgroup.Group
 	failed     context.Context    // done when a part stopped on its own with an error
@@ -108,7 +112,7 @@ func (s *Server) Start(ctx context.Context) error {
 		return errors.Join(err, s.closeStore())
 	}
 	s.serve()
-	s.log.Info("delayq serving", "http", s.httpLn.Addr().String(), "advertise_url", s.advertise,
+	s.log.Info("delayq serving", "http", s.httpLn.Addr().String(), "beanstalk", s.cfg.BeanstalkAddr, "advertise_url", s.advertise,
 		"data_dir", s.cfg.DataDir, "max_wait", s.cfg.MaxWait, "max_body", s.cfg.MaxBody)
 	return nil
 }
@@ -133,16 +137,21 @@ func (s *Server) openStore() (store.Store, error) {
 
 // listen binds the front ends' listeners, so Addr is known as soon as
 // Start returns (port 0 picks a free port).
-//
-// TODO(beanstalk): when internal/beanstalk lands, bind s.cfg.BeanstalkAddr
-// here too (unless empty), keep the listener beside httpLn, and close both
-// on error.
 func (s *Server) listen() error {
 	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("server: listen http: %w", err)
 	}
 	s.httpLn = ln
+	if s.cfg.BeanstalkAddr != "" {
+		bl, err := net.Listen("tcp", s.cfg.BeanstalkAddr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("server: listen beanstalk: %w", err)
+		}
+		s.beanstalkLn = bl
+		s.beanstalk = &beanstalk.Server{Engine: s.eng, Logger: s.log.With("component", "beanstalk")}
+	}
 	s.advertise = s.cfg.AdvertiseURLFor(ln.Addr())
 	s.http = &http.Server{
 		Handler: httpapi.NewHandler(s.eng, httpapi.Options{
@@ -185,12 +194,23 @@ func (s *Server) serve() {
 		}
 		return nil
 	})
-	// TODO(beanstalk): start the beanstalkd front end here:
-	//
-	//	s.beanstalk = &beanstalk.Server{Engine: s.eng, Logger: s.log.With("component", "beanstalk")}
-	//	g.Go(func() error { return s.beanstalk.Serve(s.beanstalkLn) })
-	//
-	// and stop it in Shutdown beside s.http.Shutdown.
+	if s.beanstalk != nil {
+		g.Go(func() error {
+			if err := s.beanstalk.Serve(s.beanstalkLn); !errors.Is(err, beanstalk.ErrServerClosed) {
+				return fmt.Errorf("beanstalk: %w", err)
+			}
+			return nil
+		})
+	}
+}
+
+// BeanstalkAddr is the address the beanstalkd protocol listens on, or nil
+// when it is off. Valid after Start.
+func (s *Server) BeanstalkAddr() net.Addr {
+	if s.beanstalkLn == nil {
+		return nil
+	}
+	return s.beanstalkLn.Addr()
 }
 
 // Addr is the address the HTTP API listens on. Valid after Start.
@@ -222,6 +242,15 @@ func (s *Server) shutdown(ctx context.Context) error {
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- s.http.Shutdown(ctx) }()
 	var errs []error
+	// Closing beanstalkd connections releases their reserved jobs through
+	// the engine, so this must finish before the engine loop and the store
+	// stop.
+	if s.beanstalk != nil {
+		if err := s.beanstalk.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("server: beanstalk shutdown: %w", err))
+		}
+		s.log.Info("shutdown: beanstalkd connections closed")
+	}
 	select {
 	case <-s.drained:
 		s.log.Info("shutdown: engine draining; long-polls returning")

@@ -28,6 +28,7 @@ func testConfig(t *testing.T) config.Config {
 	t.Helper()
 	cfg := config.Default()
 	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.BeanstalkAddr = "127.0.0.1:0"
 	cfg.DataDir = t.TempDir()
 	cfg.ShutdownTimeout = 10 * time.Second
 	return cfg

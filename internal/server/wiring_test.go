@@ -1,0 +1,67 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/client"
+)
+
+// TestBeanstalkAndHTTPShareOneEngine puts a job over the beanstalkd
+// protocol and reads it over HTTP: both front ends are wired to one engine.
+func TestBeanstalkAndHTTPShareOneEngine(t *testing.T) {
+	s := New(testConfig(t), nil)
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+
+	conn, err := net.DialTimeout("tcp", s.BeanstalkAddr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatalf("dial beanstalk: %v", err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(conn)
+	send := func(cmd, want string) {
+		t.Helper()
+		if _, err := conn.Write([]byte(cmd)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.ReadString('\n')
+		if err != nil || !strings.HasPrefix(got, want) {
+			t.Fatalf("%q answered %q, %v; want %q...", cmd, got, err, want)
+		}
+	}
+	send("use orders\r\n", "USING orders")
+	send("put 7 0 60 5\r\nhello\r\n", "INSERTED ")
+
+	c := client.New([]string{s.URL()}, client.Discovery(0))
+	jobs, err := c.Reserve(t.Context(), []string{"orders"}, 1, 0)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("Reserve over HTTP = %v, %v; want the job put over beanstalkd", jobs, err)
+	}
+	if j := jobs[0]; string(j.Body) != "hello" || j.Priority != 7 {
+		t.Errorf("job = body %q priority %d, want hello / 7", j.Body, j.Priority)
+	}
+}
+
+func TestBeanstalkCanBeTurnedOff(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.BeanstalkAddr = ""
+	s := New(cfg, nil)
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	defer s.Shutdown(context.Background())
+	if a := s.BeanstalkAddr(); a != nil {
+		t.Errorf("BeanstalkAddr() = %v with the protocol off, want nil", a)
+	}
+	if _, err := s.Engine().Topics(t.Context()); err != nil {
+		t.Errorf("engine not serving: %v", err)
+	}
+}
