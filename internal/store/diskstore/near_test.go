@@ -1,0 +1,129 @@
+package diskstore
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
+)
+
+var t0 = time.Date(2030, time.March, 4, 5, 6, 7, 0, time.UTC)
+
+// nearSize is how many delayed jobs memory holds. Requires no concurrent
+// calls.
+func (s *Store) nearSize() (heap, peak, entries int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.near.q.Len(), s.near.peak, len(s.entries)
+}
+
+// TestFarFutureBoundedMemory puts many far-future delayed jobs and checks
+// that memory holds at most two chunks of them, while Tick still promotes
+// every job, in due order, exactly when the clock reaches it.
+func TestFarFutureBoundedMemory(t *testing.T) {
+	n, chunk := 100_000, 1024
+	if raceEnabled || testing.Short() {
+		n = 30_000
+	}
+	const span = 200_000 // ms over which dues spread, an hour from now
+	dir := t.TempDir()
+	opts := Options{nearChunk: chunk}
+	s := openAt(t, dir, opts)
+	r := rand.New(rand.NewPCG(1, 2))
+	dues := make([]int64, n)
+	for i := range dues {
+		dues[i] = int64(r.IntN(span))
+	}
+	putDelayed(t, s, dues[:n/20], 0)
+	// Reopen so that the first chunk loads and sets the horizon: the later
+	// puts then land both before it (heap) and after it (disk only).
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, dir, opts)
+	defer s.Close()
+	putDelayed(t, s, dues[n/20:], n/20)
+	// A trim runs after each batch, so the heap holds at most two chunks
+	// plus one batch.
+	bound := 2*chunk + delayq.MaxBatch
+	if _, peak, entries := s.nearSize(); peak > bound || entries > 2*chunk {
+		t.Fatalf("after %d far-future puts: near heap peak %d, entries %d; want <= %d, <= %d", n, peak, entries, bound, 2*chunk)
+	}
+
+	slices.Sort(dues)
+	promoted := 0
+	for now := int64(0); now < span+1000; now += 997 {
+		got, next := tickUntilIdle(t, s, time.Hour.Milliseconds()+now)
+		promoted += got
+		want, _ := slices.BinarySearch(dues, now+1)
+		if promoted != want {
+			t.Fatalf("at +%d ms: %d jobs promoted, want %d (due at or before)", now, promoted, want)
+		}
+		wantNext := time.Time{}
+		if want < n {
+			wantNext = t0.Add(time.Hour + time.Duration(dues[want])*time.Millisecond)
+		}
+		if !next.Equal(wantNext) {
+			t.Fatalf("at +%d ms: Tick.Next = %s, want %s", now, next, wantNext)
+		}
+	}
+	if _, peak, _ := s.nearSize(); peak > bound {
+		t.Errorf("near heap peak %d, want <= %d", peak, bound)
+	}
+	ts, err := s.Topics(t.Context())
+	if err != nil || len(ts) != 1 || ts[0].Ready != n || ts[0].Delayed != 0 {
+		t.Errorf("Topics() = %+v, %v; want one topic with %d ready, 0 delayed", ts, err, n)
+	}
+}
+
+// putDelayed puts one job due at t0+1h+due ms for each of dues, 1000 per
+// batch, numbered from first.
+func putDelayed(t *testing.T, s *Store, dues []int64, first int) {
+	t.Helper()
+	for len(dues) > 0 {
+		k := min(1000, len(dues))
+		batch := make([]*delayq.Job, k)
+		for i, d := range dues[:k] {
+			batch[i] = &delayq.Job{
+				ID: fmt.Sprintf("j%d", first), Topic: "far", State: delayq.StateDelayed, TTR: time.Minute,
+				Due: t0.Add(time.Hour + time.Duration(d)*time.Millisecond), Created: t0,
+			}
+			first++
+		}
+		if err := s.Put(t.Context(), batch); err != nil {
+			t.Fatalf("Put = %v", err)
+		}
+		dues = dues[k:]
+	}
+}
+
+// tickUntilIdle ticks at t0+ms until nothing more is due and returns how
+// many jobs became ready and the last Next. It checks that each tick promotes in due order,
+// never early, and reports a Next after now.
+func tickUntilIdle(t *testing.T, s *Store, ms int64) (int, time.Time) {
+	t.Helper()
+	now := t0.Add(time.Duration(ms) * time.Millisecond)
+	total := 0
+	for {
+		res, err := s.Tick(t.Context(), store.TickParams{Now: now})
+		if err != nil {
+			t.Fatalf("Tick = %v", err)
+		}
+		for i, l := range res.Lateness {
+			if l < 0 || (i > 0 && l > res.Lateness[i-1]) {
+				t.Fatalf("Tick(%s) lateness %v: early or out of due order", now, res.Lateness)
+			}
+		}
+		total += res.Ready["far"]
+		if !res.Next.Equal(now) {
+			if !res.Next.IsZero() && !res.Next.After(now) {
+				t.Fatalf("Tick(%s).Next = %s, want after now", now, res.Next)
+			}
+			return total, res.Next
+		}
+	}
+}

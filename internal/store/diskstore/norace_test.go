@@ -1,0 +1,5 @@
+//go:build !race
+
+package diskstore
+
+const raceEnabled = false
