@@ -37,6 +37,7 @@ type root struct {
 	Kick    kickCmd    `cmd:"" help:"Kick buried (else delayed) jobs of a topic, or one job by id, to ready."`
 	Topics  topicsCmd  `cmd:"" help:"List topics with their job counts."`
 	Stats   statsCmd   `cmd:"" help:"Show the server's health and job counts over all topics."`
+	Bench   benchCmd   `cmd:"" help:"Measure a delayq or beanstalkd server: put, reserve+delete, firing lateness."`
 }
 
 // env is what every subcommand's Run gets: the context (cancelled on
