@@ -8,7 +8,7 @@ import (
 )
 
 // openAt opens the store in dir and fails the test on error.
-func openAt(t *testing.T, dir string, opts Options) *Store {
+func openAt(t testing.TB, dir string, opts Options) *Store {
 	t.Helper()
 	s, err := Open(dir, opts)
 	if err != nil {

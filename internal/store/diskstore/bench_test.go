@@ -1,0 +1,95 @@
+package diskstore
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
+)
+
+func benchJob(id string, body []byte) *delayq.Job {
+	return &delayq.Job{ID: id, Topic: "bench", Body: body, Priority: delayq.DefaultPriority, TTR: time.Minute,
+		State: delayq.StateReady, Due: t0, Created: t0}
+}
+
+// BenchmarkPut measures single-job durable puts from 1 and 32 goroutines;
+// with 32 the writers share fsyncs (group commit).
+func BenchmarkPut(b *testing.B) {
+	for _, g := range []int{1, 32} {
+		b.Run(fmt.Sprintf("goroutines=%d", g), func(b *testing.B) {
+			s := openAt(b, b.TempDir(), Options{})
+			defer s.Close()
+			body := make([]byte, 64)
+			var next atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for range g {
+				wg.Go(func() {
+					for {
+						i := next.Add(1)
+						if i > int64(b.N) {
+							return
+						}
+						if err := s.Put(b.Context(), []*delayq.Job{benchJob(fmt.Sprintf("j%d", i), body)}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "puts/s")
+		})
+	}
+}
+
+// BenchmarkPutBatch100 measures a durable put of 100 jobs in one write.
+func BenchmarkPutBatch100(b *testing.B) {
+	s := openAt(b, b.TempDir(), Options{})
+	defer s.Close()
+	body := make([]byte, 64)
+	b.ReportAllocs()
+	for i := range b.N {
+		jobs := make([]*delayq.Job, 100)
+		for k := range jobs {
+			jobs[k] = benchJob(fmt.Sprintf("j%d-%d", i, k), body)
+		}
+		if err := s.Put(b.Context(), jobs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(100*b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkPutReserveDelete measures a job's whole life (three durable
+// writes) per body size, as beanstalkd's ctbench_put_delete_*.
+func BenchmarkPutReserveDelete(b *testing.B) {
+	for _, size := range []int{8, 1024, 8192} {
+		b.Run(fmt.Sprintf("body=%d", size), func(b *testing.B) {
+			s := openAt(b, b.TempDir(), Options{})
+			defer s.Close()
+			body := make([]byte, size)
+			ctx := b.Context()
+			b.ReportAllocs()
+			b.SetBytes(int64(size))
+			for i := range b.N {
+				if err := s.Put(ctx, []*delayq.Job{benchJob(fmt.Sprintf("j%d", i), body)}); err != nil {
+					b.Fatal(err)
+				}
+				jobs, err := s.Reserve(ctx, store.ReserveParams{Topics: []string{"bench"}, Max: 1, Now: t0})
+				if err != nil || len(jobs) != 1 {
+					b.Fatalf("Reserve = %d jobs, %v", len(jobs), err)
+				}
+				ref := delayq.Ref{ID: jobs[0].ID, Reservation: jobs[0].Reservation}
+				if _, err := s.Delete(ctx, store.DeleteParams{Ref: ref}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
