@@ -1,0 +1,364 @@
+// delayq dashboard: a small single-page app over the public v1 HTTP API.
+// Views are chosen by the URL fragment (#/, #/topic/NAME?state=&cursor=,
+// #/job/ID), so the server only serves static files. Every piece of data
+// reaches the DOM as text nodes or attribute values, never as markup.
+'use strict';
+
+(() => {
+  // API lists every endpoint the dashboard calls, as "METHOD /path". The Go
+  // tests read this table and check each entry against the real handler.
+  const API = {
+    topics: 'GET /v1/topics',
+    topic: 'GET /v1/topics/{topic}',
+    jobs: 'GET /v1/topics/{topic}/jobs',
+    kickTopic: 'POST /v1/topics/{topic}/kick',
+    job: 'GET /v1/jobs/{id}',
+    deleteJob: 'DELETE /v1/jobs/{id}',
+    kickJob: 'POST /v1/jobs/{id}/kick',
+    updateJob: 'PATCH /v1/jobs/{id}',
+  };
+  const STATES = ['ready', 'delayed', 'reserved', 'buried'];
+  const REFRESH_MS = 3000;
+  const PAGE_SIZE = 50;
+  // ROOT is the path prefix a proxy may serve delayq under ("" when none):
+  // the API lives beside /ui/, under the same prefix.
+  const ROOT = location.pathname.replace(/\/ui\/.*$/, '');
+
+  const $ = (id) => document.getElementById(id);
+  let generation = 0; // bumped by every navigation; stale renders drop out
+  let refreshTimer = null;
+  let pendingNotice = '';
+
+  // call sends one API request and returns the decoded JSON answer, or
+  // throws an Error carrying the server's {"error":{"message"}}.
+  async function call(name, params = {}, body, query) {
+    const [method, template] = API[name].split(' ');
+    let path = ROOT + template.replace(/\{(\w+)\}/g, (_, k) => encodeURIComponent(params[k]));
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(query || {})) {
+      if (v !== undefined && v !== '') q.set(k, v);
+    }
+    if (q.size) path += '?' + q;
+    const init = { method, headers: { Accept: 'application/json' } };
+    if (body !== undefined) {
+      init.headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    let resp;
+    try {
+      resp = await fetch(path, init);
+    } catch (e) {
+      throw new Error('cannot reach delayq: ' + e.message);
+    }
+    const text = await resp.text();
+    let data = null;
+    try { data = text ? JSON.parse(text) : null; } catch { /* not JSON */ }
+    if (!resp.ok) {
+      const msg = data && data.error && data.error.message;
+      const err = new Error(msg || `${resp.status} ${resp.statusText}`);
+      err.status = resp.status;
+      throw err;
+    }
+    return data;
+  }
+
+  // el builds an element. Strings become text nodes, so data is never
+  // parsed as HTML; "on..." attributes take listener functions.
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === 'class') e.className = v;
+      else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, v === true ? '' : v);
+    }
+    for (const c of children.flat()) {
+      if (c !== undefined && c !== null && c !== false) e.append(c instanceof Node ? c : String(c));
+    }
+    return e;
+  }
+
+  const topicHref = (name, q) => {
+    const qs = new URLSearchParams(q || {}).toString();
+    return '#/topic/' + encodeURIComponent(name) + (qs ? '?' + qs : '');
+  };
+  const jobHref = (id) => '#/job/' + encodeURIComponent(id);
+
+  // fmtDuration writes seconds as "1h 2m", "3m 4s" or "5.2s".
+  function fmtDuration(sec) {
+    sec = Math.abs(sec);
+    if (sec < 60) return (sec < 10 ? sec.toFixed(1) : Math.round(sec)) + 's';
+    const d = Math.floor(sec / 86400), h = Math.floor(sec % 86400 / 3600);
+    const m = Math.floor(sec % 3600 / 60), s = Math.floor(sec % 60);
+    if (d) return `${d}d ${h}h`;
+    if (h) return `${h}h ${m}m`;
+    return `${m}m ${s}s`;
+  }
+
+  // fmtWhen shows a wire time with how far it is from now.
+  function fmtWhen(iso) {
+    if (!iso) return '';
+    const diff = (Date.parse(iso) - Date.now()) / 1000;
+    const rel = Math.abs(diff) < 0.5 ? 'now' : diff > 0 ? 'in ' + fmtDuration(diff) : fmtDuration(diff) + ' ago';
+    return el('span', { title: iso }, iso.replace('T', ' ').replace('Z', ' UTC'), el('span', { class: 'muted' }, ' (' + rel + ')'));
+  }
+
+  function bodyPreview(j) {
+    if (j.body_base64 !== undefined) return el('span', { class: 'muted' }, 'binary, base64 ' + j.body_base64.slice(0, 40));
+    const b = j.body || '';
+    return b.length > 80 ? b.slice(0, 80) + '…' : b;
+  }
+
+  const badge = (state) => el('span', { class: 'badge ' + state }, state);
+
+  function showError(e) {
+    const box = $('error');
+    box.textContent = e.message || String(e);
+    box.hidden = false;
+  }
+
+  function notify(msg) {
+    const box = $('notice');
+    box.textContent = msg;
+    box.hidden = !msg;
+  }
+
+  function setView(...children) {
+    $('view').replaceChildren(...children);
+  }
+
+  function crumbs(...items) {
+    $('crumbs').replaceChildren(...items.flatMap((c, i) => (i ? [' › ', c] : [c])));
+  }
+
+  function stopRefresh() {
+    clearTimeout(refreshTimer);
+    refreshTimer = null;
+  }
+
+  // ---- topics overview ----
+
+  async function showTopics(gen) {
+    crumbs(el('a', { href: '#/' }, 'Topics'));
+    const table = el('table', { id: 'topics' });
+    const updated = el('span', { class: 'muted', id: 'updated' });
+    const auto = el('input', { type: 'checkbox', id: 'auto', checked: true });
+    auto.addEventListener('change', () => (auto.checked ? tick() : stopRefresh()));
+    setView(
+      el('div', { class: 'bar' },
+        el('h1', null, 'Topics'),
+        el('label', null, auto, ` auto-refresh every ${REFRESH_MS / 1000} s `), updated),
+      table);
+    const tick = async () => {
+      stopRefresh();
+      try {
+        const data = await call('topics');
+        if (gen !== generation) return;
+        renderTopics(table, data.topics || []);
+        $('error').hidden = true;
+        updated.textContent = 'updated ' + new Date().toLocaleTimeString();
+      } catch (e) {
+        if (gen === generation) showError(e);
+      }
+      if (gen === generation && auto.checked) refreshTimer = setTimeout(tick, REFRESH_MS);
+    };
+    await tick();
+  }
+
+  function renderTopics(table, topics) {
+    const head = el('tr', null, el('th', null, 'Topic'),
+      STATES.map((s) => el('th', { class: 'num' }, s)),
+      el('th', { class: 'num' }, 'oldest ready'), el('th', null, 'paused'));
+    const rows = topics.map((t) => el('tr', null,
+      el('td', null, el('a', { href: topicHref(t.name), class: 'topic-link' }, t.name)),
+      STATES.map((s) => el('td', { class: 'num' + (s === 'buried' && t[s] ? ' warn' : '') },
+        t[s] ? el('a', { href: topicHref(t.name, { state: s }) }, t[s]) : '0')),
+      el('td', { class: 'num' }, t.ready ? fmtDuration(t.oldest_ready_age) : '–'),
+      el('td', null, t.paused ? 'paused' : '')));
+    if (!rows.length) {
+      rows.push(el('tr', null, el('td', { colspan: 7, class: 'muted' }, 'No topics yet: a topic appears when a job is put in it.')));
+    }
+    table.replaceChildren(el('thead', null, head), el('tbody', null, rows));
+  }
+
+  // ---- one topic's jobs ----
+
+  async function showTopic(gen, name, q) {
+    const state = q.get('state') || '';
+    const cursor = q.get('cursor') || '';
+    const limit = q.get('limit') || '';
+    crumbs(el('a', { href: '#/' }, 'Topics'), el('a', { href: topicHref(name) }, name));
+    const [t, page] = await Promise.all([
+      call('topic', { topic: name }),
+      call('jobs', { topic: name }, undefined, { state, cursor, limit: limit || PAGE_SIZE }),
+    ]);
+    if (gen !== generation) return;
+    const keep = limit ? { limit } : {};
+    const tabs = el('nav', { class: 'tabs', id: 'states' },
+      ['', ...STATES].map((s) => el('a', {
+        href: topicHref(name, s ? { state: s, ...keep } : keep),
+        class: s === state ? 'current' : undefined,
+      }, s || 'all', s ? ` (${t[s]})` : ` (${STATES.reduce((n, x) => n + t[x], 0)})`)));
+    const n = el('input', { type: 'number', min: 1, max: 1000, value: 10, id: 'kick-n', 'aria-label': 'jobs to kick' });
+    const kick = el('form', { class: 'inline', id: 'kick-topic' },
+      'Kick up to ', n, ' jobs ', el('button', { type: 'submit' }, 'Kick'),
+      el('span', { class: 'muted' }, ' (buried ones if any, else delayed ones, become ready)'));
+    kick.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      act(async () => {
+        const r = await call('kickTopic', { topic: name }, { n: Number(n.value) });
+        return `Kicked ${r.kicked} job(s) of ${name}.`;
+      });
+    });
+    setView(
+      el('div', { class: 'bar' }, el('h1', null, 'Topic ', el('code', null, name)),
+        t.paused ? el('span', { class: 'badge buried' }, 'paused') : null,
+        el('button', { type: 'button', onclick: () => route() }, 'Refresh')),
+      tabs, kick, jobsTable(page.jobs || []),
+      pager(name, state, limit, cursor, page.next));
+  }
+
+  function jobsTable(jobs) {
+    const head = el('tr', null, ['ID', 'Seq', 'State', 'Priority', 'Attempts', 'Due', 'Body']
+      .map((h) => el('th', { class: ['Seq', 'Priority', 'Attempts'].includes(h) ? 'num' : undefined }, h)));
+    const rows = jobs.map((j) => el('tr', null,
+      el('td', null, el('a', { href: jobHref(j.id), class: 'job-link' }, j.id)),
+      el('td', { class: 'num' }, j.seq),
+      el('td', null, badge(j.state)),
+      el('td', { class: 'num' }, j.priority),
+      el('td', { class: 'num' }, j.attempts + (j.max_attempts ? ' / ' + j.max_attempts : '')),
+      el('td', null, fmtWhen(j.due)),
+      el('td', { class: 'body' }, bodyPreview(j))));
+    if (!rows.length) rows.push(el('tr', null, el('td', { colspan: 7, class: 'muted' }, 'No jobs.')));
+    return el('table', { id: 'jobs' }, el('thead', null, head), el('tbody', null, rows));
+  }
+
+  function pager(name, state, limit, cursor, next) {
+    const base = {};
+    if (state) base.state = state;
+    if (limit) base.limit = limit;
+    return el('nav', { class: 'pager' },
+      cursor ? el('a', { href: topicHref(name, base), id: 'first-page' }, '« First page') : null,
+      next ? el('a', { href: topicHref(name, { ...base, cursor: next }), id: 'next-page' }, 'Next page »') : null);
+  }
+
+  // ---- one job ----
+
+  async function showJob(gen, id) {
+    crumbs(el('a', { href: '#/' }, 'Topics'), el('span', null, 'job ' + id));
+    const j = await call('job', { id });
+    if (gen !== generation) return;
+    crumbs(el('a', { href: '#/' }, 'Topics'), el('a', { href: topicHref(j.topic) }, j.topic), el('span', null, j.id));
+    const fields = [
+      ['id', el('code', null, j.id)],
+      ['seq', j.seq],
+      ['topic', el('a', { href: topicHref(j.topic) }, j.topic)],
+      ['state', badge(j.state)],
+      ['priority', j.priority + ' (lower runs first)'],
+      ['ttr', j.ttr + ' s'],
+      ['attempts', j.attempts + ' of ' + (j.max_attempts || 'unlimited')],
+      ['due', fmtWhen(j.due)],
+      ['created', fmtWhen(j.created)],
+    ];
+    if (j.reservation) fields.push(['reservation', el('code', null, j.reservation)]);
+    if (j.deadline) fields.push(['deadline', fmtWhen(j.deadline)]);
+    setView(
+      el('div', { class: 'bar' }, el('h1', null, 'Job ', el('code', null, j.id)),
+        el('button', { type: 'button', onclick: () => route() }, 'Refresh')),
+      el('dl', { id: 'job' }, fields.map(([k, v]) => [el('dt', null, k), el('dd', { 'data-field': k }, v)])),
+      jobActions(j), jobBody(j));
+  }
+
+  function jobBody(j) {
+    if (j.body_base64 !== undefined) {
+      return el('section', null,
+        el('h2', null, 'Body ', el('span', { class: 'muted' }, '(not valid UTF-8, shown as base64)')),
+        el('pre', { id: 'body' }, j.body_base64));
+    }
+    const body = j.body || '';
+    return el('section', null,
+      el('h2', null, 'Body ', el('span', { class: 'muted' }, `(text, ${new TextEncoder().encode(body).length} bytes)`)),
+      el('pre', { id: 'body' }, body));
+  }
+
+  // jobActions offers what the job's state allows: kick moves a buried or
+  // delayed job to ready, "run now" makes a delayed one due now, a new
+  // delay reschedules any job that is not reserved, delete works always.
+  function jobActions(j) {
+    const id = j.id;
+    const buttons = [];
+    const button = (label, idAttr, fn) => buttons.push(el('button', { type: 'button', id: idAttr, onclick: () => act(fn) }, label));
+    if (j.state === 'buried') button('Retry (kick)', 'kick', async () => { await call('kickJob', { id }); return `Kicked job ${id}: it is ready.`; });
+    if (j.state === 'delayed') button('Run now', 'run-now', async () => { await call('updateJob', { id }, { delay: 0 }); return `Job ${id} is due now.`; });
+    if (j.state !== 'reserved') {
+      button('Reschedule…', 'reschedule', async () => {
+        const d = prompt(`New delay for job ${id} from now (e.g. 30s, 15m, 2h):`, '5m');
+        if (d === null) return '';
+        await call('updateJob', { id }, { delay: d.trim() });
+        return `Job ${id} rescheduled to run in ${d.trim()}.`;
+      });
+    }
+    buttons.push(el('button', { type: 'button', id: 'delete', class: 'danger', onclick: () => deleteJob(j) }, 'Delete'));
+    return el('div', { class: 'actions' }, buttons,
+      j.state === 'reserved' ? el('span', { class: 'muted' }, ' Reserved by a consumer: deleting it makes that consumer\'s finish fail.') : null);
+  }
+
+  function deleteJob(j) {
+    if (!confirm(`Delete job ${j.id} (topic ${j.topic}, ${j.state})? This cannot be undone.`)) return;
+    act(async () => {
+      await call('deleteJob', { id: j.id });
+      pendingNotice = `Deleted job ${j.id}.`;
+      location.hash = topicHref(j.topic).slice(1);
+      return null; // the topic view shows the notice
+    });
+  }
+
+  // act runs an action, then shows its message and redraws the view.
+  async function act(fn) {
+    $('error').hidden = true;
+    try {
+      const msg = await fn();
+      if (msg === null) return;
+      if (msg) {
+        pendingNotice = msg;
+        await route();
+      }
+    } catch (e) {
+      showError(e);
+    }
+  }
+
+  // ---- routing ----
+
+  async function route() {
+    const gen = ++generation;
+    stopRefresh();
+    $('error').hidden = true;
+    notify(pendingNotice);
+    pendingNotice = '';
+    const hash = location.hash.replace(/^#/, '') || '/';
+    const [path, qs] = hash.split('?', 2);
+    const parts = path.split('/');
+    try {
+      if (parts[1] === 'topic' && parts[2]) {
+        await showTopic(gen, decodeURIComponent(parts.slice(2).join('/')), new URLSearchParams(qs || ''));
+      } else if (parts[1] === 'job' && parts[2]) {
+        await showJob(gen, decodeURIComponent(parts[2]));
+      } else {
+        await showTopics(gen);
+      }
+    } catch (e) {
+      if (gen !== generation) return;
+      setView(el('p', { class: 'muted' }, 'Nothing to show.'));
+      showError(e);
+    }
+  }
+
+  $('find').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const id = $('find-id').value.trim();
+    if (id) location.hash = jobHref(id).slice(1);
+  });
+  window.addEventListener('hashchange', () => route());
+  route();
+})();
