@@ -25,11 +25,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/store"
 )
@@ -51,6 +51,8 @@ type Options struct {
 	// nearChunk is how many due-index entries one load brings into memory;
 	// tests lower it. Defaults to defaultNearChunk.
 	nearChunk int
+	// fs replaces the real filesystem in tests that inject I/O errors.
+	fs vfs.FS
 }
 
 const (
@@ -62,7 +64,7 @@ const (
 
 func (o *Options) setDefaults() {
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.MemTableSize == 0 {
 		o.MemTableSize = defaultMemTableSize

@@ -1,6 +1,7 @@
 package diskstore
 
 import (
+	"sync"
 	"testing"
 
 	"github.com/delayq/delayq/internal/store"
@@ -18,22 +19,34 @@ func openAt(t testing.TB, dir string, opts Options) *Store {
 }
 
 func TestConformance(t *testing.T) {
+	t.Run("Default", func(t *testing.T) { runSuite(t, Options{}) })
+	// Chunks of two due-index entries force every path of the near-future
+	// heap (loads, trims, disk-only deletes and updates) in every test.
+	t.Run("TinyChunks", func(t *testing.T) { runSuite(t, Options{nearChunk: 2}) })
+}
+
+// runSuite runs storetest on stores in temp dirs; Reopen closes and opens
+// the same dir.
+func runSuite(t *testing.T, opts Options) {
+	var mu sync.Mutex
 	dirs := map[store.Store]string{}
+	openDir := func(t *testing.T, dir string) store.Store {
+		s := openAt(t, dir, opts)
+		mu.Lock()
+		dirs[s] = dir
+		mu.Unlock()
+		return s
+	}
 	storetest.Run(t, storetest.Factory{
-		Open: func(t *testing.T) store.Store {
-			dir := t.TempDir()
-			s := openAt(t, dir, Options{})
-			dirs[s] = dir
-			return s
-		},
+		Open: func(t *testing.T) store.Store { return openDir(t, t.TempDir()) },
 		Reopen: func(t *testing.T, s store.Store) store.Store {
+			mu.Lock()
 			dir := dirs[s]
+			mu.Unlock()
 			if err := s.Close(); err != nil {
 				t.Fatalf("Close() = %v, want nil", err)
 			}
-			r := openAt(t, dir, Options{})
-			dirs[r] = dir
-			return r
+			return openDir(t, dir)
 		},
 	})
 }

@@ -31,6 +31,7 @@ func pebbleOptions(o Options, cache *pebble.Cache) *pebble.Options {
 		// Pebble's own logging is chatty (flushes, compactions, WAL
 		// recovery): keep info at debug and route errors to our logger.
 		Logger: pebbleLogger{o.Logger},
+		FS:     o.fs, // nil: the real filesystem
 	}
 	// Bloom filters on every level: Put looks up J<id> for each new id to
 	// refuse duplicates, and those lookups almost always miss. A 10
