@@ -10,6 +10,7 @@ command -v redis-server >/dev/null || need+=(redis-server)
 command -v redis-cli >/dev/null || need+=(redis-tools)
 command -v beanstalkd >/dev/null || need+=(beanstalkd)
 command -v php >/dev/null || need+=(php-cli)
+command -v chromium >/dev/null || need+=(chromium)
 [ -d /usr/share/php/Pheanstalk ] || dpkg -s php-pda-pheanstalk >/dev/null 2>&1 || need+=(php-pda-pheanstalk)
 
 if [ ${#need[@]} -eq 0 ]; then

@@ -72,7 +72,7 @@
       else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
       else e.setAttribute(k, v === true ? '' : v);
     }
-    for (const c of children.flat()) {
+    for (const c of children.flat(Infinity)) {
       if (c !== undefined && c !== null && c !== false) e.append(c instanceof Node ? c : String(c));
     }
     return e;

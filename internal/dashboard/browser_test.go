@@ -1,0 +1,273 @@
+package dashboard_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/delayq/delayq/api"
+)
+
+// topic has the characters that must be percent-encoded in a URL.
+const topic = "shop/orders(eu)$1"
+
+// TestBrowser drives the dashboard in headless Chromium against a real
+// server: topic counts, a topic's jobs with paging and state tabs, a job's
+// detail, and a delete confirmed in the browser's dialog.
+func TestBrowser(t *testing.T) {
+	chromium := findChromium(t)
+	srv := httptest.NewServer(newAPI(t))
+	t.Cleanup(srv.Close)
+	seed(t, srv.URL)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	ctx = newBrowser(t, ctx, chromium)
+	confirms := acceptDialogs(ctx)
+
+	// Overview: one row per topic, in name order, with its counts.
+	run(t, ctx, chromedp.Navigate(srv.URL+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#topics tbody a.topic-link")))
+	want := [][]string{
+		{"mail", "1", "0", "0", "0"},
+		{topic, "2", "2", "1", "1"},
+	}
+	got := evalRows(t, ctx, "#topics", 5)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("topics table (-want +got):\n%s", diff)
+	}
+
+	// A topic's jobs: the link percent-encodes the name; ready, delayed,
+	// reserved, then buried; two per page.
+	run(t, ctx, chromedp.Click(chromedp.CSS(`a[href="#/topic/shop%2Forders(eu)%241"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#jobs tbody a.job-link")))
+	if got, want := jobIDs(t, ctx), []string{"a3", "a4", "d1", "d2", "a1", "a2"}; !cmp.Equal(got, want) {
+		t.Errorf("jobs of %s = %v, want %v", topic, got, want)
+	}
+	run(t, ctx, chromedp.Navigate(srv.URL+"/ui/#/topic/shop%2Forders(eu)%241?limit=2"),
+		chromedp.WaitVisible(chromedp.ID("next-page")))
+	var pages [][]string
+	pages = append(pages, jobIDs(t, ctx))
+	run(t, ctx, chromedp.Click(chromedp.ID("next-page")), chromedp.WaitVisible(chromedp.ID("first-page")))
+	pages = append(pages, jobIDs(t, ctx))
+	if diff := cmp.Diff([][]string{{"a3", "a4"}, {"d1", "d2"}}, pages); diff != "" {
+		t.Errorf("pages of two jobs (-want +got):\n%s", diff)
+	}
+	run(t, ctx, chromedp.Click(chromedp.CSS(`#states a[href*="state=buried"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#states a.current[href*="state=buried"]`)))
+	if got := jobIDs(t, ctx); !cmp.Equal(got, []string{"a2"}) {
+		t.Errorf("buried jobs of %s = %v, want [a2]", topic, got)
+	}
+	shot(t, ctx, "/tmp/delayq-dashboard-topic.png")
+
+	// The buried job's detail, then delete it.
+	run(t, ctx, chromedp.Click(chromedp.CSS(`a.job-link[href="#/job/a2"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#job dd[data-field="state"]`)))
+	if state := text(t, ctx, `#job dd[data-field="state"]`); state != "buried" {
+		t.Errorf("job a2 shows state %q, want buried", state)
+	}
+	if body := text(t, ctx, "#body"); body != "<b>a2</b>" {
+		t.Errorf("job a2 shows body %q, want the text <b>a2</b>", body)
+	}
+	run(t, ctx, chromedp.Click(chromedp.ID("delete")), chromedp.WaitVisible(chromedp.ID("notice")))
+	if msg := <-confirms; !strings.Contains(msg, "a2") {
+		t.Errorf("delete asked %q, want a question naming job a2", msg)
+	}
+	if n := text(t, ctx, "#notice"); n != "Deleted job a2." {
+		t.Errorf("notice after delete = %q", n)
+	}
+	status, msg := getError(t, srv.URL+"/v1/jobs/a2")
+	if status != http.StatusNotFound {
+		t.Fatalf("GET /v1/jobs/a2 after delete in the dashboard = %d, want 404", status)
+	}
+
+	// The server's error message reaches the operator.
+	run(t, ctx, chromedp.Navigate(srv.URL+"/ui/#/job/a2"), chromedp.WaitVisible(chromedp.ID("error")))
+	if got := text(t, ctx, "#error"); got != msg {
+		t.Errorf("error shown for a deleted job = %q, want the server's message %q", got, msg)
+	}
+}
+
+// findChromium returns the browser's path. Without one the test skips,
+// except in CI, where it must run.
+func findChromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("chromium is not installed (scripts/deps.sh installs it); the browser test must run in CI")
+	}
+	t.Skip("chromium is not installed: apt-get install chromium (or run scripts/deps.sh) to run the browser test")
+	return ""
+}
+
+// newBrowser starts a headless Chromium with a throwaway profile and
+// returns a context with one tab; the browser ends with the test.
+func newBrowser(t *testing.T, ctx context.Context, path string) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.WindowSize(1100, 700),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelBrowser(); cancelAlloc() })
+	return bctx
+}
+
+// acceptDialogs answers yes to every confirm() and sends its message.
+func acceptDialogs(ctx context.Context) <-chan string {
+	messages := make(chan string, 4)
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	go func() {
+		for ev, err := range dialogs {
+			if err != nil {
+				return
+			}
+			select {
+			case messages <- ev.Message:
+			default:
+			}
+			// Answer from another goroutine than the one reading events.
+			go func() {
+				_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+			}()
+		}
+	}()
+	return messages
+}
+
+func run(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	step, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := chromedp.Do(step, actions...); err != nil {
+		page, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash + "\n" + document.body.innerText`))
+		t.Fatalf("browser: %v; the page shows:\n%s", err, page)
+	}
+}
+
+func text(t *testing.T, ctx context.Context, css string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector(`+jsString(css)+`).textContent`))
+	if err != nil {
+		t.Fatalf("reading %s: %v", css, err)
+	}
+	return s
+}
+
+// evalRows returns the first n cells' text of each body row of a table.
+func evalRows(t *testing.T, ctx context.Context, table string, n int) [][]string {
+	t.Helper()
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[[][]string](
+		`[...document.querySelectorAll(`+jsString(table+" tbody tr")+`)].map(tr => [...tr.cells].slice(0, `+
+			jsNumber(n)+`).map(td => td.textContent))`))
+	if err != nil {
+		t.Fatalf("reading %s: %v", table, err)
+	}
+	return rows
+}
+
+func jobIDs(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	var ids []string
+	for _, row := range evalRows(t, ctx, "#jobs", 1) {
+		ids = append(ids, row[0])
+	}
+	return ids
+}
+
+func shot(t *testing.T, ctx context.Context, path string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+}
+
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func jsNumber(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+// seed puts jobs in every state over the API. In topic: a1..a4 ready (a1
+// then reserved, a2 reserved and buried), d1 and d2 delayed by an hour;
+// in mail: one ready job.
+func seed(t *testing.T, base string) {
+	t.Helper()
+	enc := "shop%2Forders(eu)%241"
+	for _, id := range []string{"a1", "a2", "a3", "a4"} {
+		post(t, base+"/v1/topics/"+enc+"/jobs", `{"id":"`+id+`","body":"<b>`+id+`</b>"}`, nil)
+	}
+	for _, id := range []string{"d1", "d2"} {
+		post(t, base+"/v1/topics/"+enc+"/jobs", `{"id":"`+id+`","body":"later","delay":"1h"}`, nil)
+	}
+	post(t, base+"/v1/topics/mail/jobs", `{"id":"m1","body_base64":"/w=="}`, nil)
+	var first, second api.JobsResponse
+	post(t, base+"/v1/reserve", `{"topics":["`+topic+`"]}`, &first)
+	post(t, base+"/v1/reserve", `{"topics":["`+topic+`"]}`, &second)
+	if len(first.Jobs) != 1 || first.Jobs[0].ID != "a1" || len(second.Jobs) != 1 || second.Jobs[0].ID != "a2" {
+		t.Fatalf("reserves gave %+v and %+v, want a1 then a2", first.Jobs, second.Jobs)
+	}
+	post(t, base+"/v1/jobs/a2/bury", `{"reservation":"`+second.Jobs[0].Reservation+`"}`, nil)
+}
+
+func post(t *testing.T, url, body string, out any) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("POST %s %s = %d %s", url, body, resp.StatusCode, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("POST %s: %v", url, err)
+		}
+	}
+}
+
+// getError sends a GET and returns the status and the error message.
+func getError(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e api.ErrorResponse
+	_ = json.NewDecoder(resp.Body).Decode(&e)
+	return resp.StatusCode, e.Error.Message
+}
