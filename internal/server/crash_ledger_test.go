@@ -25,14 +25,9 @@ type ledger struct {
 
 // stampSlack is how far a reservation's server-side start (deadline - ttr)
 // may lie before the due time or previous deadline that made its job
-// ready, provided the client received it only after that moment (checked
-// strictly). A store that takes Now before waiting for its write lock
-// stamps reservations with a Now older than the Tick that readied the job,
-// which the store contract forbids ("Now never goes back"); on a loaded
-// machine the lock wait reached 156 ms. Such stamps are counted and
-// logged; beyond this bound they fail.
-// TODO: lower to 0 once diskstore acts at max(p.Now, latest Now).
-const stampSlack = time.Second
+// ready. Stores act at the latest Now they have seen (the contract's "Now
+// never goes back"), so none may: a consumer always gets its full TTR.
+const stampSlack = 0
 
 type putRec struct {
 	topic string

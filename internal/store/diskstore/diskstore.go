@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -88,6 +89,7 @@ type Store struct {
 	closed   bool              // guarded by mu
 	failed   error             // set once a write failed; guarded by mu
 	seq      uint64            // last seq assigned; guarded by mu
+	last     time.Time         // latest Now acted at; guarded by mu
 	topics   map[string]*topic // guarded by mu
 	entries  map[uint64]*entry // in-memory jobs by seq; guarded by mu
 	reserved queue             // reserved jobs by deadline; guarded by mu
@@ -293,4 +295,17 @@ func (s *Store) topic(name string) *topic {
 		s.topics[name] = tp
 	}
 	return tp
+}
+
+// now returns the time to act at: p.Now in store precision, or the latest
+// Now acted at if that is later (the contract's "Now never goes back"), so
+// a reservation never starts before the Tick that readied its job.
+// Requires mu.
+func (s *Store) now(t time.Time) time.Time {
+	t = delayq.TruncMilli(t)
+	if t.Before(s.last) {
+		return s.last
+	}
+	s.last = t
+	return t
 }

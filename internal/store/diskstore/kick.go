@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/store"
 )
 
@@ -22,7 +21,7 @@ func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
 		if err != nil {
 			return err
 		}
-		now := delayq.TruncMilli(p.Now)
+		now := s.now(p.Now)
 		for _, id := range ids {
 			j, ok, err := s.record(id)
 			if err != nil {

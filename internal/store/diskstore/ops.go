@@ -51,8 +51,8 @@ func (s *Store) Put(ctx context.Context, jobs []*delayq.Job) error {
 // Reserve implements store.Store.
 func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.Job, error) {
 	out := []*delayq.Job{}
-	now := delayq.TruncMilli(p.Now)
 	err := s.write(ctx, "reserve", func(t *txn) error {
+		now := s.now(p.Now)
 		topics := s.serving(p.Topics, now)
 		for len(out) < p.Max {
 			e := pickReady(topics)
@@ -183,7 +183,7 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) (*delayq.Job
 		if err != nil {
 			return nil, nil, err
 		}
-		n, now := j.Clone(), delayq.TruncMilli(p.Now)
+		n, now := j.Clone(), s.now(p.Now)
 		unreserve(n)
 		n.Releases++
 		n.Delay = p.Delay.Truncate(time.Millisecond)
@@ -210,7 +210,7 @@ func (s *Store) Touch(ctx context.Context, p store.TouchParams) (*delayq.Job, er
 			return nil, nil, err
 		}
 		n := j.Clone()
-		n.Deadline = delayq.TruncMilli(p.Now).Add(n.TTR)
+		n.Deadline = s.now(p.Now).Add(n.TTR)
 		return j, n, nil
 	})
 }
@@ -227,7 +227,7 @@ func (s *Store) Bury(ctx context.Context, p store.BuryParams) (*delayq.Job, erro
 		if p.Priority != nil {
 			n.Priority = *p.Priority
 		}
-		bury(n, delayq.TruncMilli(p.Now))
+		bury(n, s.now(p.Now))
 		return j, n, nil
 	})
 }
@@ -243,7 +243,7 @@ func (s *Store) KickJob(ctx context.Context, p store.KickJobParams) (*delayq.Job
 			return nil, nil, fmt.Errorf("diskstore: kick %s job %s: %w", j.State, p.Ref, delayq.ErrState)
 		}
 		n := j.Clone()
-		kick(n, delayq.TruncMilli(p.Now))
+		kick(n, s.now(p.Now))
 		return j, n, nil
 	})
 }
@@ -289,7 +289,7 @@ func (s *Store) Update(ctx context.Context, p store.UpdateParams) (*delayq.Job, 
 			n.Due = delayq.TruncMilli(*p.Due)
 			n.Delay = p.Delay.Truncate(time.Millisecond)
 			n.State = delayq.StateReady
-			if n.Due.After(delayq.TruncMilli(p.Now)) {
+			if n.Due.After(s.now(p.Now)) {
 				n.State = delayq.StateDelayed
 			}
 		}

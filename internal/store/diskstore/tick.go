@@ -13,13 +13,14 @@ import (
 // chunk of the due index when the near-future heap runs dry, and stages
 // every move into one batch.
 func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult, error) {
-	now := delayq.TruncMilli(p.Now)
 	limit := p.Max
 	if limit <= 0 {
 		limit = defaultTickMax
 	}
 	res := &store.TickResult{Ready: map[string]int{}}
+	var now time.Time
 	err := s.write(ctx, "tick", func(t *txn) error {
+		now = s.now(p.Now)
 		for range limit {
 			e, err := s.due(now.UnixMilli())
 			if e == nil || err != nil {

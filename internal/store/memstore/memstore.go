@@ -35,6 +35,19 @@ type Store struct {
 	jobs   map[uint64]*delayq.Job // live jobs by seq; guarded by mu
 	ids    map[string]uint64      // live job id -> seq; guarded by mu
 	pauses map[string]time.Time   // topic -> pause end; guarded by mu
+	last   time.Time              // latest Now acted at; guarded by mu
+}
+
+// now returns the time to act at: p.Now in store precision, or the latest
+// Now acted at if that is later (the contract's "Now never goes back").
+// Requires mu.
+func (s *Store) now(t time.Time) time.Time {
+	t = delayq.TruncMilli(t)
+	if t.Before(s.last) {
+		return s.last
+	}
+	s.last = t
+	return t
 }
 
 // New returns an empty store.
@@ -154,7 +167,7 @@ func (s *Store) Reserve(_ context.Context, p store.ReserveParams) ([]*delayq.Job
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	now := delayq.TruncMilli(p.Now)
+	now := s.now(p.Now)
 	topics := make(map[string]bool, len(p.Topics))
 	for _, t := range p.Topics {
 		if !s.paused(t, now) {
@@ -188,7 +201,7 @@ func (s *Store) Release(_ context.Context, p store.ReleaseParams) (*delayq.Job, 
 	if err != nil {
 		return nil, err
 	}
-	now := delayq.TruncMilli(p.Now)
+	now := s.now(p.Now)
 	unreserve(j)
 	j.Releases++
 	j.Delay = p.Delay.Truncate(time.Millisecond)
@@ -232,7 +245,7 @@ func (s *Store) Touch(_ context.Context, p store.TouchParams) (*delayq.Job, erro
 	if err != nil {
 		return nil, err
 	}
-	j.Deadline = delayq.TruncMilli(p.Now).Add(j.TTR)
+	j.Deadline = s.now(p.Now).Add(j.TTR)
 	return j.Clone(), nil
 }
 
@@ -250,7 +263,7 @@ func (s *Store) Bury(_ context.Context, p store.BuryParams) (*delayq.Job, error)
 	if p.Priority != nil {
 		j.Priority = *p.Priority
 	}
-	bury(j, delayq.TruncMilli(p.Now))
+	bury(j, s.now(p.Now))
 	return j.Clone(), nil
 }
 
@@ -272,7 +285,7 @@ func (s *Store) Kick(_ context.Context, p store.KickParams) (int, error) {
 		if n >= p.Max {
 			break
 		}
-		kick(j, delayq.TruncMilli(p.Now))
+		kick(j, s.now(p.Now))
 		n++
 	}
 	return n, nil
@@ -298,7 +311,7 @@ func (s *Store) KickJob(_ context.Context, p store.KickJobParams) (*delayq.Job, 
 	if j.State != delayq.StateBuried && j.State != delayq.StateDelayed {
 		return nil, fmt.Errorf("memstore: kick %s job %s: %w", j.State, p.Ref, delayq.ErrState)
 	}
-	kick(j, delayq.TruncMilli(p.Now))
+	kick(j, s.now(p.Now))
 	return j.Clone(), nil
 }
 
@@ -349,7 +362,7 @@ func (s *Store) Update(_ context.Context, p store.UpdateParams) (*delayq.Job, er
 		j.Due = delayq.TruncMilli(*p.Due)
 		j.Delay = p.Delay.Truncate(time.Millisecond)
 		j.State = delayq.StateReady
-		if j.Due.After(delayq.TruncMilli(p.Now)) {
+		if j.Due.After(s.now(p.Now)) {
 			j.State = delayq.StateDelayed
 		}
 	}
@@ -424,7 +437,7 @@ func (s *Store) Tick(_ context.Context, p store.TickParams) (*store.TickResult, 
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	now := delayq.TruncMilli(p.Now)
+	now := s.now(p.Now)
 	limit := p.Max
 	if limit <= 0 {
 		limit = defaultTickMax

@@ -27,6 +27,6 @@ func (s *Store) ReserveJob(_ context.Context, p store.ReserveJobParams) (*delayq
 	j.State = delayq.StateReserved
 	j.Attempts++
 	j.Reservation = delayq.ReservationToken(j.Seq, j.Attempts)
-	j.Deadline = delayq.TruncMilli(p.Now).Add(j.TTR)
+	j.Deadline = s.now(p.Now).Add(j.TTR)
 	return j.Clone(), nil
 }

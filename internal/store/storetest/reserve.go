@@ -171,6 +171,17 @@ func testTick(t *testing.T, f Factory) {
 		h.tick(at(3000), 0)
 		check(t, "Tick() after the deadline passed", h.tick(at(3000), 0), &store.TickResult{Next: at(4000)})
 	})
+	t.Run("NowNeverGoesBack", func(t *testing.T) {
+		// A reserve whose caller read the clock before a Tick that readied
+		// the job must still give the consumer a full TTR from that Tick.
+		h := open(t, f)
+		d := delayed("d", "t", 10_000)
+		d.TTR = time.Minute
+		h.put(d)
+		h.tick(at(10_000), 0)
+		got := h.reserveOne(at(9_000), "t")
+		check(t, "Reserve(at 9s) after Tick(at 10s): Deadline", got.Deadline, at(10_000).Add(time.Minute))
+	})
 	t.Run("MaxChunks", func(t *testing.T) { testTickMax(t, f) })
 	t.Run("TTRExpiry", func(t *testing.T) {
 		h := open(t, f)
