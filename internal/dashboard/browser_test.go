@@ -24,7 +24,8 @@ const topic = "shop/orders(eu)$1"
 
 // TestBrowser drives the dashboard in headless Chromium against a real
 // server: topic counts, a topic's jobs with paging and state tabs, a job's
-// detail, and a delete confirmed in the browser's dialog.
+// detail, a delete confirmed in the browser's dialog, "run now", and an
+// error message from the server.
 func TestBrowser(t *testing.T) {
 	chromium := findChromium(t)
 	srv := httptest.NewServer(newAPI(t))
@@ -89,6 +90,19 @@ func TestBrowser(t *testing.T) {
 	status, msg := getError(t, srv.URL+"/v1/jobs/a2")
 	if status != http.StatusNotFound {
 		t.Fatalf("GET /v1/jobs/a2 after delete in the dashboard = %d, want 404", status)
+	}
+
+	// Run a delayed job now: it becomes ready at once.
+	run(t, ctx, chromedp.Navigate(srv.URL+"/ui/#/job/d1"), chromedp.Click(chromedp.ID("run-now")),
+		chromedp.WaitVisible(chromedp.ID("notice")))
+	if n := text(t, ctx, "#notice"); n != "Job d1 is due now." {
+		t.Errorf("notice after run now = %q", n)
+	}
+	if state := text(t, ctx, `#job dd[data-field="state"]`); state != "ready" {
+		t.Errorf("job d1 after run now shows state %q, want ready", state)
+	}
+	if j := getJob(t, srv.URL+"/v1/jobs/d1"); j.State != "ready" {
+		t.Errorf("GET /v1/jobs/d1 after run now: state %q, want ready", j.State)
 	}
 
 	// The server's error message reaches the operator.
@@ -257,6 +271,20 @@ func post(t *testing.T, url, body string, out any) {
 			t.Fatalf("POST %s: %v", url, err)
 		}
 	}
+}
+
+func getJob(t *testing.T, url string) api.Job {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var j api.Job
+	if err := json.NewDecoder(resp.Body).Decode(&j); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return j
 }
 
 // getError sends a GET and returns the status and the error message.

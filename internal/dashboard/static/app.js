@@ -334,8 +334,9 @@
     const gen = ++generation;
     stopRefresh();
     $('error').hidden = true;
-    notify(pendingNotice);
+    const notice = pendingNotice; // shown with the view it is about
     pendingNotice = '';
+    notify('');
     const hash = location.hash.replace(/^#/, '') || '/';
     const [path, qs] = hash.split('?', 2);
     const parts = path.split('/');
@@ -347,6 +348,7 @@
       } else {
         await showTopics(gen);
       }
+      if (gen === generation) notify(notice);
     } catch (e) {
       if (gen !== generation) return;
       setView(el('p', { class: 'muted' }, 'Nothing to show.'));
