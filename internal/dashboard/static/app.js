@@ -38,7 +38,8 @@
     for (const [k, v] of Object.entries(query || {})) {
       if (v !== undefined && v !== '') q.set(k, v);
     }
-    if (q.size) path += '?' + q;
+    const qs = q.toString();
+    if (qs) path += '?' + qs;
     const init = { method, headers: { Accept: 'application/json' } };
     if (body !== undefined) {
       init.headers['Content-Type'] = 'application/json';
