@@ -38,8 +38,11 @@ type Options struct {
 	Duration time.Duration // span of due times (spread)
 	Lead     time.Duration // time from the start of the run to the first due time (burst, spread)
 	Timeout  time.Duration // hard bound on the whole run
-	PID      int           // when > 0, sample this process's RSS
-	Topic    string        // default: a fresh bench-<time> topic
+	// Delay and Spread make put-mode jobs delayed: each is due at
+	// now+Delay+a random part of Spread (far-future load for memory tests).
+	Delay, Spread time.Duration
+	PID           int    // when > 0, sample this process's RSS
+	Topic         string // default: a fresh bench-<time> topic
 }
 
 func (o *Options) defaults() error {

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"sync"
@@ -85,8 +86,12 @@ func (r *runner) putAll(ctx context.Context, dues func(i int) time.Time, batch i
 func (r *runner) runPut(ctx context.Context) (*Result, error) {
 	lat := newSamples(r.o.N)
 	now := time.Now()
+	due := func(int) time.Time { return now }
+	if r.o.Delay > 0 || r.o.Spread > 0 {
+		due = func(int) time.Time { return now.Add(r.o.Delay + rand.N(r.o.Spread+1)) }
+	}
 	start := time.Now()
-	if err := r.putAll(ctx, func(int) time.Time { return now }, r.o.Batch, lat); err != nil {
+	if err := r.putAll(ctx, due, r.o.Batch, lat); err != nil {
 		return nil, err
 	}
 	return lat.result(r.o.N, time.Since(start)), nil

@@ -23,6 +23,8 @@ type benchCmd struct {
 	Lead     time.Duration `default:"3s" help:"Time from the start to the first due time (burst, spread); puts must finish within it."`
 	Timeout  time.Duration `default:"2m" help:"Hard bound on the whole run."`
 	PID      int           `help:"Sample this process's RSS (the server's PID)."`
+	Delay    time.Duration `help:"put: make jobs due this far ahead (far-future load)."`
+	Spread   time.Duration `help:"put: spread due times uniformly over this span after --delay."`
 	LineOnly bool          `name:"line" help:"Print only the one-line key=value result."`
 }
 
@@ -33,7 +35,7 @@ func (c *benchCmd) Run(e *env) error {
 	}
 	res, err := bench.Run(e.ctx, bench.Options{
 		Target: c.Target, Mode: c.Mode, N: c.N, C: c.C, BodySize: c.Body, Batch: c.Batch,
-		Rate: c.Rate, Duration: c.Duration, Lead: c.Lead, Timeout: c.Timeout, PID: c.PID,
+		Rate: c.Rate, Duration: c.Duration, Lead: c.Lead, Timeout: c.Timeout, PID: c.PID, Delay: c.Delay, Spread: c.Spread,
 	})
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 
 	"github.com/delayq/delayq/internal/beanstalk"
 	"github.com/delayq/delayq/internal/config"
+	"github.com/delayq/delayq/internal/dashboard"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/httpapi"
 	"github.com/delayq/delayq/internal/store"
@@ -153,11 +154,16 @@ func (s *Server) listen() error {
 		s.beanstalk = &beanstalk.Server{Engine: s.eng, Logger: s.log.With("component", "beanstalk")}
 	}
 	s.advertise = s.cfg.AdvertiseURLFor(ln.Addr())
+	api := httpapi.NewHandler(s.eng, httpapi.Options{
+		Logger:       s.log.With("component", "http"),
+		AdvertiseURL: s.advertise,
+		UI:           dashboard.Handler(),
+	})
 	s.http = &http.Server{
-		Handler: httpapi.NewHandler(s.eng, httpapi.Options{
-			Logger:       s.log.With("component", "http"),
-			AdvertiseURL: s.advertise,
-		}),
+		// A hostile web page must not make an operator's browser put, kick
+		// or delete jobs: refuse cross-origin unsafe requests (browsers say
+		// where they come from; curl and SDK clients send no such headers).
+		Handler:           http.NewCrossOriginProtection().Handler(api),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      s.cfg.MaxWait + writeSlack,

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -63,5 +64,36 @@ func TestBeanstalkCanBeTurnedOff(t *testing.T) {
 	}
 	if _, err := s.Engine().Topics(t.Context()); err != nil {
 		t.Errorf("engine not serving: %v", err)
+	}
+}
+
+// TestDashboardAndCrossOriginProtection checks the dashboard is served and
+// that a browser request from another origin cannot change anything.
+func TestDashboardAndCrossOriginProtection(t *testing.T) {
+	s := New(testConfig(t), nil)
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	resp, err := http.Get(s.URL() + "/ui/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Errorf("GET /ui/ = %d %s, want 200 text/html", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	req, _ := http.NewRequest("POST", s.URL()+"/v1/topics/t/jobs", strings.NewReader(`{"body":"x"}`))
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-site POST = %d, want 403", resp.StatusCode)
+	}
+	if ts, _ := s.Engine().Topics(t.Context()); len(ts) != 0 {
+		t.Errorf("a cross-site put was stored: %v", ts)
 	}
 }
