@@ -13,7 +13,7 @@ import (
 
 // Every script in this file takes a job reference first:
 //
-//	KEYS[1..8] -> the job's topic keys (keys.go)
+//	KEYS[1..9] -> the job's topic keys (keys.go)
 //	ARGV[1]    -> "i" (by id) or "s" (by seq)
 //	ARGV[2]    -> the id or seq
 //
@@ -44,8 +44,9 @@ clear(j)
 incr(j, 'rel')
 j.delay = ARGV[6]
 if ARGV[7] ~= '' then j.pri = ARGV[7] end
-if spent(j) then bury(j, ARGV[4])
-elseif tonumber(ARGV[5]) > tonumber(ARGV[4]) then j.state = 'delayed'; j.due = ARGV[5]
+local now = clock(ARGV[4])
+if spent(j) then bury(j, fmt(now))
+elseif tonumber(ARGV[5]) > now then j.state = 'delayed'; j.due = ARGV[5]
 else j.state = 'ready'; j.due = ARGV[5] end
 place(seq, j)
 save(seq, j)
@@ -89,7 +90,7 @@ local seq, j = find(ARGV[1], ARGV[2])
 if not seq then return {'NOTFOUND'} end
 if not held(j, ARGV[3]) then return {'NOTRESERVED'} end
 unplace(seq, j)
-j.deadline = fmt(tonumber(ARGV[4]) + tonumber(j.ttr))
+j.deadline = fmt(clock(ARGV[4]) + tonumber(j.ttr))
 place(seq, j)
 save(seq, j)
 return {'OK', reply(seq)}
@@ -115,7 +116,7 @@ if not held(j, ARGV[3]) then return {'NOTRESERVED'} end
 unplace(seq, j)
 clear(j)
 if ARGV[5] ~= '' then j.pri = ARGV[5] end
-bury(j, ARGV[4])
+bury(j, fmt(clock(ARGV[4])))
 place(seq, j)
 save(seq, j)
 return {'OK', reply(seq)}
@@ -136,7 +137,7 @@ local seq, j = find(ARGV[1], ARGV[2])
 if not seq then return {'NOTFOUND'} end
 if j.state ~= 'buried' and j.state ~= 'delayed' then return {'STATE'} end
 unplace(seq, j)
-j.state = 'ready'; j.due = ARGV[3]; incr(j, 'kck')
+j.state = 'ready'; j.due = fmt(clock(ARGV[3])); incr(j, 'kck')
 place(seq, j)
 save(seq, j)
 return {'OK', reply(seq)}
@@ -155,7 +156,7 @@ func (s *Store) KickJob(ctx context.Context, p store.KickJobParams) (*delayq.Job
 // kickScript kicks up to n jobs of a topic: buried ones if any, else
 // delayed ones.
 //
-//	KEYS[1..8] -> the topic's keys
+//	KEYS[1..9] -> the topic's keys
 //	ARGV[1]    -> now (unix ms)
 //	ARGV[2]    -> most jobs to kick
 //	Returns:   how many moved
@@ -163,6 +164,7 @@ var kickScript = newScript(`
 local now, max = ARGV[1], tonumber(ARGV[2])
 local members = redis.call('ZRANGE', K_BURIED, 0, max - 1)
 if #members == 0 then members = redis.call('ZRANGE', K_DELAYED, 0, max - 1) end
+if #members > 0 then now = fmt(clock(now)) end
 for _, m in ipairs(members) do
   local seq = unpad(m)
   local j = load(seq)
@@ -254,7 +256,7 @@ if ARGV[6] == '1' then redis.call('HSET', K_JOB .. seq, 'body', ARGV[7]) end
 if ARGV[8] ~= '' then j.pri = ARGV[8] end
 if ARGV[4] ~= '' then
   j.due = ARGV[4]; j.delay = ARGV[5]
-  if tonumber(j.due) > tonumber(ARGV[3]) then j.state = 'delayed' else j.state = 'ready' end
+  if tonumber(j.due) > clock(ARGV[3]) then j.state = 'delayed' else j.state = 'ready' end
 end
 place(seq, j)
 save(seq, j)

@@ -20,7 +20,23 @@ import (
 // Times are unix ms, durations ms, the empty string a zero time.
 const prelude = `
 local K_JOB, K_IDS, K_READY, K_AGE = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_DELAYED, K_RESERVED, K_BURIED, K_PAUSE = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local K_DELAYED, K_RESERVED, K_BURIED, K_PAUSE, K_NOW = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+-- clock returns the time to act at: ARGV's now, or the latest now the
+-- topic was acted at if that is later (the contract's "Now never goes
+-- back", kept per topic, across all instances).
+local function clock(n)
+  n = tonumber(n)
+  local last = redis.call('GET', K_NOW)
+  if last and tonumber(last) > n then return tonumber(last) end
+  redis.call('SET', K_NOW, string.format('%d', n))
+  return n
+end
+local function clockRead(n)
+  n = tonumber(n)
+  local last = redis.call('GET', K_NOW)
+  if last and tonumber(last) > n then return tonumber(last) end
+  return n
+end
 local function pad(seq) return string.rep('0', 20 - #seq) .. seq end
 local function unpad(m) return (string.gsub(m, '^0+', '')) end
 local function rmember(pri, seq) return string.format('%010d', tonumber(pri)) .. pad(seq) end

@@ -19,6 +19,7 @@ import (
 //	P:{t}:reserved   ZSET   by deadline
 //	P:{t}:buried     ZSET   by the time buried
 //	P:{t}:pause      STRING pause end, unix ms
+//	P:{t}:now        STRING the latest Now the topic was acted at (Now never goes back)
 //
 // Global keys, each in its own slot, written outside the topic scripts
 // (docs/redis.md explains why a dangling entry is harmless):
@@ -37,14 +38,14 @@ type keys struct {
 }
 
 // topicKeys are the keys of one topic, in the order every topic script
-// receives them as KEYS[1..8].
-type topicKeys [8]string
+// receives them as KEYS[1..9].
+type topicKeys [9]string
 
 // topic returns the keys of topic t. KEYS[1] is the prefix of the job
 // records; scripts append the seq (same hash tag, so the same slot).
 func (k keys) topic(t string) topicKeys {
 	b := k.prefix + ":{" + t + "}:"
-	return topicKeys{b + "j:", b + "ids", b + "ready", b + "age", b + "delayed", b + "reserved", b + "buried", b + "pause"}
+	return topicKeys{b + "j:", b + "ids", b + "ready", b + "age", b + "delayed", b + "reserved", b + "buried", b + "pause", b + "now"}
 }
 
 func (tk topicKeys) slice() []string { return tk[:] }

@@ -134,7 +134,7 @@ func topicsOf(jobs []*delayq.Job) []string {
 
 // insertScript inserts new jobs into one topic.
 //
-//	KEYS[1..8] -> the topic's keys (keys.go)
+//	KEYS[1..9] -> the topic's keys (keys.go)
 //	ARGV[1]    -> number of jobs n
 //	ARGV[2]    -> number of field/value pairs per job f
 //	ARGV[3..]  -> per job: seq, then f pairs (jobFields)

@@ -15,7 +15,7 @@ import (
 
 // getScript reads one job.
 //
-//	KEYS[1..8] -> the topic's keys
+//	KEYS[1..9] -> the topic's keys
 //	ARGV[1]    -> "i" (by id) or "s" (by seq)
 //	ARGV[2]    -> the id or seq
 //	Returns:   {"OK", record} or {"NOTFOUND"}
@@ -33,7 +33,7 @@ func (s *Store) Get(ctx context.Context, ref delayq.Ref) (*delayq.Job, error) {
 
 // listScript pages through one state of a topic, after a cursor.
 //
-//	KEYS[1..8] -> the topic's keys
+//	KEYS[1..9] -> the topic's keys
 //	ARGV[1]    -> state rank: 0 ready, 1 delayed, 2 reserved, 3 buried
 //	ARGV[2]    -> cursor score ("" = from the start); for ready the priority
 //	ARGV[3]    -> cursor seq, zero-padded to 20 digits
@@ -155,7 +155,7 @@ func parseCursor(s string) (cursor, error) {
 
 // statsScript counts a topic's jobs.
 //
-//	KEYS[1..8] -> the topic's keys
+//	KEYS[1..9] -> the topic's keys
 //	Returns:   {ready, delayed, reserved, buried, urgent, oldest ready due or "", pause end or ""}
 var statsScript = newReadScript(`
 local oldest = redis.call('ZRANGE', K_AGE, 0, 0, 'WITHSCORES')

@@ -138,6 +138,10 @@ func clientOptions(opt Options) (rueidis.ClientOption, error) {
 		return copt, errors.New("no redis address (set --redis)")
 	}
 	copt.DisableCache = true
+	// No automatic retries: a request fails fast with 503 while Redis is
+	// away (rueidis would otherwise retry until the context ends), and a
+	// script that may have run is never sent twice.
+	copt.DisableRetry = true
 	if copt.Dialer.Timeout == 0 {
 		copt.Dialer.Timeout = 2 * time.Second
 	}

@@ -14,25 +14,25 @@ import (
 
 // peekReadyScript lists a topic's best ready jobs without moving them.
 //
-//	KEYS[1..8] -> the topic's keys
+//	KEYS[1..9] -> the topic's keys
 //	ARGV[1]    -> now (unix ms)
 //	ARGV[2]    -> most members to return
 //	Returns:   ready members in serving order; none when the topic is paused
 var peekReadyScript = newReadScript(`
 local until_ = redis.call('GET', K_PAUSE)
-if until_ and tonumber(ARGV[1]) < tonumber(until_) then return {} end
+if until_ and clockRead(ARGV[1]) < tonumber(until_) then return {} end
 return redis.call('ZRANGE', K_READY, 0, tonumber(ARGV[2]) - 1)
 `)
 
 // reserveScript reserves the best ready jobs of one topic.
 //
-//	KEYS[1..8] -> the topic's keys
+//	KEYS[1..9] -> the topic's keys
 //	ARGV[1]    -> now (unix ms)
 //	ARGV[2]    -> most jobs to reserve
 //	ARGV[3]    -> last ready member that may be taken ("" = no bound)
 //	Returns:   {earliest new deadline or "", record, record, ...}
 var reserveScript = newScript(`
-local now, max, last = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local now, max, last = clock(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local until_ = redis.call('GET', K_PAUSE)
 if until_ and now < tonumber(until_) then return {''} end
 local members
@@ -191,7 +191,7 @@ var _ store.JobReserver = (*Store)(nil)
 // reserveJobScript reserves one chosen job (beanstalkd reserve-job),
 // whatever its topic's pause.
 //
-//	KEYS[1..8] -> the topic's keys
+//	KEYS[1..9] -> the topic's keys
 //	ARGV[1]    -> "i" (by id) or "s" (by seq)
 //	ARGV[2]    -> the id or seq
 //	ARGV[3]    -> now (unix ms)
@@ -204,7 +204,7 @@ unplace(seq, j)
 j.state = 'reserved'
 incr(j, 'att')
 j.res = seq .. '-' .. j.att
-j.deadline = fmt(tonumber(ARGV[3]) + tonumber(j.ttr))
+j.deadline = fmt(clock(ARGV[3]) + tonumber(j.ttr))
 place(seq, j)
 save(seq, j)
 return {'OK', reply(seq)}

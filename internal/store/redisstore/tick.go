@@ -28,7 +28,7 @@ const maxDueTopics = 1000
 
 // tickPeekScript lists a topic's due work without moving it.
 //
-//	KEYS[1..8] -> the topic's keys
+//	KEYS[1..9] -> the topic's keys
 //	ARGV[1]    -> now (unix ms)
 //	ARGV[2]    -> most entries
 //	Returns:   {at, member, at, member, ...} of due delayed and reserved jobs (unsorted)
@@ -43,18 +43,18 @@ return out
 
 // tickScript makes a topic's due work ready, in (time, seq) order.
 //
-//	KEYS[1..8] -> the topic's keys
+//	KEYS[1..9] -> the topic's keys
 //	ARGV[1]    -> now (unix ms)
 //	ARGV[2]    -> most jobs to move
 //	ARGV[3]    -> time of the last entry that may move ("" = no bound)
 //	ARGV[4]    -> member of the last entry that may move
-//	Returns:   {earliest pending or "", seq, at, kind, ...}; kind 0 delayed -> ready,
+//	Returns:   {earliest pending or "", now acted at, seq, at, kind, ...}; kind 0 delayed -> ready,
 //	           1 TTR ran out -> ready, 2 TTR ran out -> buried (attempts spent)
 var tickScript = newScript(`
-local now, max, cutAt, cutM = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4]
-local d = redis.call('ZRANGE', K_DELAYED, '-inf', now, 'BYSCORE', 'WITHSCORES', 'LIMIT', 0, max)
-local r = redis.call('ZRANGE', K_RESERVED, '-inf', now, 'BYSCORE', 'WITHSCORES', 'LIMIT', 0, max)
-local out = {''}
+local now, max, cutAt, cutM = clock(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local d = redis.call('ZRANGE', K_DELAYED, '-inf', fmt(now), 'BYSCORE', 'WITHSCORES', 'LIMIT', 0, max)
+local r = redis.call('ZRANGE', K_RESERVED, '-inf', fmt(now), 'BYSCORE', 'WITHSCORES', 'LIMIT', 0, max)
+local out = {'', fmt(now)}
 local i, k, n = 1, 1, 0
 local function before(a, am, b, bm)
   local x, y = tonumber(a), tonumber(b)
@@ -90,7 +90,7 @@ return out
 
 // earliestScript reads a topic's earliest pending time.
 //
-//	KEYS[1..8] -> the topic's keys
+//	KEYS[1..9] -> the topic's keys
 //	Returns:   the earliest delayed due or reserved deadline (unix ms), or ""
 var earliestScript = newReadScript(`return earliest()`)
 
@@ -100,6 +100,7 @@ type moved struct {
 	seq   uint64
 	at    int64
 	kind  int64
+	now   int64 // when the topic's script acted (Now never goes back)
 }
 
 // Tick implements store.Store for the buckets this instance leases; the
@@ -125,7 +126,7 @@ func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult
 			return nil, err
 		}
 	}
-	res := result(all, now)
+	res := result(all)
 	next, err := s.next(ctx, buckets, now)
 	if err != nil {
 		return nil, err
@@ -173,11 +174,12 @@ func (s *Store) tickTopics(ctx context.Context, topics []string, now int64, max 
 		if err != nil {
 			return nil, err
 		}
-		for i := 1; i+2 < len(arr); i += 3 {
+		acted, _ := arr[1].AsInt64()
+		for i := 2; i+2 < len(arr); i += 3 {
 			seq, _ := arr[i].AsInt64()
 			at, _ := arr[i+1].AsInt64()
 			kind, _ := arr[i+2].AsInt64()
-			all = append(all, moved{topic, uint64(seq), at, kind})
+			all = append(all, moved{topic, uint64(seq), at, kind, acted})
 		}
 		e, _ := arr[0].ToString()
 		if err := s.refresh(ctx, topic, e); err != nil {
@@ -255,7 +257,7 @@ func (s *Store) refresh(ctx context.Context, topic, e string) error {
 }
 
 // result turns the moved entries into a TickResult, in (time, seq) order.
-func result(all []moved, now int64) *store.TickResult {
+func result(all []moved) *store.TickResult {
 	slices.SortFunc(all, func(a, b moved) int {
 		if a.at != b.at {
 			return int(a.at - b.at)
@@ -267,7 +269,7 @@ func result(all []moved, now int64) *store.TickResult {
 		switch m.kind {
 		case 0:
 			res.Ready[m.topic]++
-			res.Lateness = append(res.Lateness, time.Duration(now-m.at)*time.Millisecond)
+			res.Lateness = append(res.Lateness, time.Duration(m.now-m.at)*time.Millisecond)
 		case 1:
 			res.Ready[m.topic]++
 		default:
