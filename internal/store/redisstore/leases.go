@@ -151,10 +151,11 @@ func (l *leases) round(ctx context.Context) error {
 func (l *leases) heartbeat(ctx context.Context, now time.Time) (int, error) {
 	c, k, o := l.s.c, l.s.k, l.s.opt
 	nowMS := now.UnixMilli()
+	url, protocols := l.s.advertised()
 	cmds := rueidis.Commands{
 		c.B().Zadd().Key(k.instances()).ScoreMember().ScoreMember(float64(nowMS+l.ttl.Milliseconds()), o.InstanceID).Build(),
-		c.B().Hset().Key(k.instance(o.InstanceID)).FieldValue().FieldValue("url", o.AdvertiseURL).
-			FieldValue("protocols", joinComma(o.Protocols)).FieldValue("since", strconv.FormatInt(l.s.since.UnixMilli(), 10)).Build(),
+		c.B().Hset().Key(k.instance(o.InstanceID)).FieldValue().FieldValue("url", url).
+			FieldValue("protocols", joinComma(protocols)).FieldValue("since", strconv.FormatInt(l.s.since.UnixMilli(), 10)).Build(),
 		c.B().Pexpire().Key(k.instance(o.InstanceID)).Milliseconds(3 * l.ttl.Milliseconds()).Build(),
 		c.B().Zremrangebyscore().Key(k.instances()).Min("-inf").Max(strconv.FormatInt(nowMS-time.Minute.Milliseconds(), 10)).Build(),
 		c.B().Zcount().Key(k.instances()).Min(strconv.FormatInt(nowMS, 10)).Max("+inf").Build(),

@@ -88,6 +88,25 @@ type Store struct {
 
 	leases *leases
 	fan    *fanout
+
+	adMu      sync.Mutex
+	advertise string   // guarded by adMu
+	protocols []string // guarded by adMu
+}
+
+// Advertise sets the URL and protocols this instance lists in GET
+// /v1/cluster, for servers that learn their address only after the store
+// is open (listen on port 0). It takes effect at the next heartbeat.
+func (s *Store) Advertise(url string, protocols []string) {
+	s.adMu.Lock()
+	defer s.adMu.Unlock()
+	s.advertise, s.protocols = url, append([]string(nil), protocols...)
+}
+
+func (s *Store) advertised() (string, []string) {
+	s.adMu.Lock()
+	defer s.adMu.Unlock()
+	return s.advertise, s.protocols
 }
 
 // New connects to Redis, checks that it is usable, takes this instance's
@@ -103,7 +122,8 @@ func New(ctx context.Context, opt Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: connect %s: %w: %w", describe(opt), delayq.ErrUnavailable, err)
 	}
-	s := &Store{opt: opt, c: c, k: keys{prefix: opt.Prefix}, log: opt.Logger, since: time.Now()}
+	s := &Store{opt: opt, c: c, k: keys{prefix: opt.Prefix}, log: opt.Logger, since: time.Now(),
+		advertise: opt.AdvertiseURL, protocols: opt.Protocols}
 	if err := s.checkServer(ctx); err != nil {
 		c.Close()
 		return nil, err
