@@ -22,8 +22,7 @@ type serveCmd struct {
 	LogFormat        string        `name:"log-format" env:"DELAYQ_LOG_FORMAT" default:"${log_format}" enum:"text,json" help:"text or json."`
 
 	BeanstalkAddr string `name:"beanstalk-addr" env:"DELAYQ_BEANSTALK_ADDR" default:"${beanstalk_addr}" help:"host:port of the beanstalkd protocol (empty disables it)."`
-	// TODO(redis): Redis `name:"redis" env:"DELAYQ_REDIS"` once
-	// internal/store/redisstore exists.
+	Redis         string `name:"redis" env:"DELAYQ_REDIS" help:"Keep state in Redis instead of --data-dir: redis://host:port/db, rediss://..., ?addr=h:p for more Cluster seeds, ?master_set=name for Sentinel."`
 }
 
 // config turns the flags into a server configuration.
@@ -31,6 +30,7 @@ func (c *serveCmd) config() config.Config {
 	return config.Config{
 		HTTPAddr:         c.HTTPAddr,
 		BeanstalkAddr:    c.BeanstalkAddr,
+		Redis:            c.Redis,
 		DataDir:          c.DataDir,
 		MaxBody:          c.MaxBody,
 		MaxWait:          c.MaxWait,

@@ -65,9 +65,10 @@ type Config struct {
 	// Default "127.0.0.1:11300"; "" disables it; port 0 picks a free port.
 	BeanstalkAddr string
 
-	// TODO(redis): Redis string — a Redis address or URL; when set the
-	// redis store replaces the embedded one and DataDir is ignored. Add it
-	// with its flag (DELAYQ_REDIS) when internal/store/redisstore lands.
+	// Redis, when set, is the Redis the instance keeps its state in
+	// (redis://, rediss://, ?addr= for Cluster seeds, master_set= for
+	// Sentinel); DataDir is then ignored. Default "": the embedded store.
+	Redis string
 }
 
 // Default returns the configuration a plain `delayq serve` runs with.
@@ -100,7 +101,12 @@ func (c Config) Validate() error {
 			add("beanstalk-addr", "%v", err)
 		}
 	}
-	if strings.TrimSpace(c.DataDir) == "" {
+	if c.Redis != "" {
+		if u, err := url.Parse(c.Redis); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
+			add("redis", "%q is not a redis:// or rediss:// URL", c.Redis)
+		}
+	}
+	if strings.TrimSpace(c.DataDir) == "" && c.Redis == "" {
 		add("data-dir", "must not be empty")
 	}
 	if c.MaxBody < 1 || c.MaxBody > MaxBodyLimit {

@@ -23,6 +23,7 @@ import (
 	"github.com/delayq/delayq/internal/httpapi"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/diskstore"
+	"github.com/delayq/delayq/internal/store/redisstore"
 )
 
 // HTTP server timeouts. A reserve long-polls for up to MaxWait before it
@@ -48,6 +49,7 @@ type Server struct {
 	http      *http.Server
 	advertise string
 
+	redis       *redisstore.Store // nil on the embedded store
 	beanstalkLn net.Listener      // nil when the beanstalkd protocol is off
 	beanstalk   *beanstalk.Server // nil when the beanstalkd protocol is off
 
@@ -98,7 +100,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	st, err := s.openStore()
+	st, err := s.openStore(ctx)
 	if err != nil {
 		return err
 	}
@@ -118,16 +120,19 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
-// openStore opens the backend the configuration names.
-//
-// TODO(redis): when internal/store/redisstore lands, choose it here when
-// s.cfg.Redis is set (DataDir is then ignored), e.g.
-//
-//	if s.cfg.Redis != "" { return redisstore.New(ctx, redisstore.Options{...}) }
-//
-// and hand its live-instance list to httpapi.Options.Cluster in listen.
-func (s *Server) openStore() (store.Store, error) {
+// openStore opens the backend the configuration names: Redis when
+// cfg.Redis is set (DataDir is then ignored), else the embedded store.
+func (s *Server) openStore(ctx context.Context) (store.Store, error) {
 	start := time.Now()
+	if s.cfg.Redis != "" {
+		st, err := redisstore.New(ctx, redisstore.Options{URL: s.cfg.Redis, Logger: s.log.With("component", "redisstore")})
+		if err != nil {
+			return nil, fmt.Errorf("server: open redis store: %w", err)
+		}
+		s.redis = st
+		s.log.Info("store opened", "store", "redis", "took", time.Since(start).Round(time.Microsecond))
+		return st, nil
+	}
 	st, err := diskstore.Open(s.cfg.DataDir, diskstore.Options{Logger: s.log.With("component", "diskstore")})
 	if err != nil {
 		return nil, fmt.Errorf("server: open store in %s: %w", s.cfg.DataDir, err)
@@ -154,11 +159,20 @@ func (s *Server) listen() error {
 		s.beanstalk = &beanstalk.Server{Engine: s.eng, Logger: s.log.With("component", "beanstalk")}
 	}
 	s.advertise = s.cfg.AdvertiseURLFor(ln.Addr())
-	api := httpapi.NewHandler(s.eng, httpapi.Options{
+	opts := httpapi.Options{
 		Logger:       s.log.With("component", "http"),
 		AdvertiseURL: s.advertise,
 		UI:           dashboard.Handler(),
-	})
+	}
+	if s.redis != nil {
+		protocols := []string{"http"}
+		if s.beanstalk != nil {
+			protocols = append(protocols, "beanstalk")
+		}
+		s.redis.Advertise(s.advertise, protocols)
+		opts.Cluster = s.redis.Instances
+	}
+	api := httpapi.NewHandler(s.eng, opts)
 	s.http = &http.Server{
 		// A hostile web page must not make an operator's browser put, kick
 		// or delete jobs: refuse cross-origin unsafe requests (browsers say

@@ -1,0 +1,82 @@
+package server
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq/client"
+	"github.com/delayq/delayq/internal/config"
+)
+
+// redisURL returns a fresh database URL on the test Redis, skipping when
+// DELAYQ_TEST_REDIS is unset (a failure under CI).
+func redisURL(t *testing.T) string {
+	t.Helper()
+	addr := os.Getenv("DELAYQ_TEST_REDIS")
+	if addr == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("DELAYQ_TEST_REDIS is not set; scripts/test.sh starts a Redis for the tests")
+		}
+		t.Skip("DELAYQ_TEST_REDIS not set; run scripts/test.sh or scripts/redis-test-env.sh")
+	}
+	return "redis://" + addr + "/9"
+}
+
+// TestTwoInstancesOverRedis runs two real servers with --redis: both are
+// listed in /v1/cluster, and a job put through one is reserved through the
+// other by a consumer that was already waiting there.
+func TestTwoInstancesOverRedis(t *testing.T) {
+	url := redisURL(t)
+	start := func() *Server {
+		cfg := testConfig(t)
+		cfg.Redis, cfg.DataDir = url, ""
+		s := New(cfg, nil)
+		if err := s.Start(t.Context()); err != nil {
+			t.Fatalf("Start(--redis %s) = %v", url, err)
+		}
+		t.Cleanup(func() { s.Shutdown(context.Background()) })
+		return s
+	}
+	a, b := start(), start()
+	ca := client.New([]string{a.URL()}, client.Discovery(0))
+	cb := client.New([]string{b.URL()}, client.Discovery(0))
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		inst, err := ca.Cluster(t.Context())
+		if err == nil && len(inst) >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Cluster() = %v, %v; want both instances", inst, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	topic := "redis-wiring-" + time.Now().Format("150405.000000")
+	got := make(chan int, 1)
+	go func() {
+		jobs, err := cb.Reserve(context.Background(), []string{topic}, 1, 10*time.Second)
+		if err != nil {
+			t.Errorf("Reserve on B = %v", err)
+		}
+		got <- len(jobs)
+	}()
+	time.Sleep(200 * time.Millisecond) // let B's consumer park
+	if _, err := ca.Put(t.Context(), topic, client.PutRequest{Body: []byte("x")}); err != nil {
+		t.Fatalf("Put on A = %v", err)
+	}
+	if n := <-got; n != 1 {
+		t.Errorf("consumer waiting on B got %d jobs, want the one put on A", n)
+	}
+}
+
+func TestRedisURLValidated(t *testing.T) {
+	cfg := config.Default()
+	cfg.Redis = "http://nope"
+	if err := cfg.Validate(); err == nil {
+		t.Error("Validate(redis=http://nope) = nil, want an error naming --redis")
+	}
+}
