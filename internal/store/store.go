@@ -75,7 +75,9 @@ type Store interface {
 	// Reserve moves up to p.Max ready jobs of p.Topics (skipping topics
 	// paused at p.Now) to reserved, in priority-then-seq order, increments
 	// Attempts, sets Reservation to delayq.ReservationToken(seq, attempts)
-	// and Deadline to p.Now+TTR. Nothing ready: an empty slice, nil error.
+	// and Deadline to max(p.Now, Due)+TTR (a ready job put by a caller
+	// whose clock read came later still gets a full TTR). Nothing ready: an
+	// empty slice, nil error.
 	Reserve(ctx context.Context, p ReserveParams) ([]*delayq.Job, error)
 
 	// Release hands a reserved job back: ready when p.Due <= p.Now,

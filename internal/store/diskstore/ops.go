@@ -68,7 +68,12 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.J
 			n.State = delayq.StateReserved
 			n.Attempts++
 			n.Reservation = delayq.ReservationToken(n.Seq, n.Attempts)
+			// A ready job put by a caller whose clock read came after
+			// this reserve's still gets a full TTR from its Due.
 			n.Deadline = now.Add(n.TTR)
+			if n.Due.After(now) {
+				n.Deadline = n.Due.Add(n.TTR)
+			}
 			t.stage(j, n)
 			out = append(out, n.Clone())
 		}

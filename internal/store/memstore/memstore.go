@@ -185,7 +185,7 @@ func (s *Store) Reserve(_ context.Context, p store.ReserveParams) ([]*delayq.Job
 		j.State = delayq.StateReserved
 		j.Attempts++
 		j.Reservation = delayq.ReservationToken(j.Seq, j.Attempts)
-		j.Deadline = now.Add(j.TTR)
+		j.Deadline = latest(now, j.Due).Add(j.TTR)
 		out = append(out, j.Clone())
 	}
 	return out, nil
@@ -602,4 +602,14 @@ func (s *Store) List(_ context.Context, p store.ListParams) (*store.ListResult, 
 		res.Jobs = append(res.Jobs, j.Clone())
 	}
 	return res, nil
+}
+
+// latest returns the later of a and b. A reservation starts no earlier
+// than its job's Due: a ready job put by a caller whose clock read came
+// after this reserve's still gets a full TTR.
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -46,7 +46,8 @@ for _, m in ipairs(members) do
   j.state = 'reserved'
   incr(j, 'att')
   j.res = seq .. '-' .. j.att
-  local deadline = now + tonumber(j.ttr)
+  -- a ready job put with Due just past a caller's Now still gets a full TTR
+  local deadline = math.max(now, tonumber(j.due)) + tonumber(j.ttr)
   j.deadline = fmt(deadline)
   place(seq, j)
   save(seq, j)

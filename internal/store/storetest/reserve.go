@@ -182,6 +182,17 @@ func testTick(t *testing.T, f Factory) {
 		got := h.reserveOne(at(9_000), "t")
 		check(t, "Reserve(at 9s) after Tick(at 10s): Deadline", got.Deadline, at(10_000).Add(time.Minute))
 	})
+	t.Run("ReadyPutAfterReserveReadClock", func(t *testing.T) {
+		// A producer's put of a ready job can land between a reserve's
+		// clock read and its turn at the store: the reservation still
+		// starts no earlier than the job's Due.
+		h := open(t, f)
+		r := newJob("r", "t", at(10_000), at(10_000))
+		r.TTR = time.Minute
+		h.put(r)
+		got := h.reserveOne(at(9_000), "t")
+		check(t, "Reserve(at 9s) of a job ready since 10s: Deadline", got.Deadline, at(10_000).Add(time.Minute))
+	})
 	t.Run("MaxChunks", func(t *testing.T) { testTickMax(t, f) })
 	t.Run("TTRExpiry", func(t *testing.T) {
 		h := open(t, f)
