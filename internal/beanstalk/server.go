@@ -234,6 +234,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // connCount returns how many connections are open.
 func (s *Server) connCount() int {
+	s.init() // Serve may not have run yet: init must not race this read
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.conns)
