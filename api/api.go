@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/delayq/delayq"
 )
 
 // TimeLayout is how every time is written: RFC 3339 with milliseconds.
@@ -57,9 +59,11 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 // Time is a time on the wire: RFC 3339, written with milliseconds.
 type Time struct{ time.Time }
 
-// MarshalJSON writes RFC 3339 with milliseconds, in UTC.
+// MarshalJSON writes RFC 3339 with milliseconds, in UTC, rounded up to
+// the millisecond: a due time sent by a client must never become earlier
+// than asked (server times are whole milliseconds already).
 func (t Time) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + t.UTC().Format(TimeLayout) + `"`), nil
+	return []byte(`"` + delayq.CeilMilli(t.Time).UTC().Format(TimeLayout) + `"`), nil
 }
 
 // UnmarshalJSON reads RFC 3339 (any sub-second precision).
