@@ -46,7 +46,9 @@ measure() {
 bench() { "$bin" bench "$@" --line | sed 's/^bench /  /'; }
 par3() { # run one bench per instance at once: mode n c extra...
   local mode=$1 n=$2 c=$3; shift 3
-  for u in "$i1_url" "$i2_url" "$i3_url"; do bench "$u" --mode "$mode" -n "$n" -c "$c" "$@" & done; wait
+  local bp=()
+  for u in "$i1_url" "$i2_url" "$i3_url"; do bench "$u" --mode "$mode" -n "$n" -c "$c" "$@" & bp+=($!); done
+  wait "${bp[@]}"
 }
 
 start_instance emb --data-dir "$work/emb"

@@ -16,7 +16,13 @@ work=$(mktemp -d)
 go build -o "$work/delayq" ./cmd/delayq
 bin="$work/delayq"
 pids=()
-trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
+# strace does not pass SIGTERM on to its tracee: stop the children first.
+cleanup() {
+  for p in "${pids[@]}"; do pkill -P "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wrap=()
