@@ -90,6 +90,10 @@ func startInstance(t *testing.T, addrs []string, prefix string) (string, *exec.C
 	return "http://" + addr, cmd
 }
 
+// failoverLatenessLimit bounds how late any delivery may be, failover
+// included.
+const failoverLatenessLimit = 2 * time.Second
+
 // delivery is one reserve of a job seen by a consumer.
 type delivery struct {
 	at       time.Time
@@ -125,9 +129,13 @@ func testFailover(t *testing.T, addrs []string) {
 		go func() { defer wg.Done(); f.consume(ctx, c, jobs) }()
 	}
 	for i := range jobs {
-		if i == jobs/2 {
+		switch i {
+		case jobs / 2:
 			cmds[2].Process.Kill() // kill -9 mid-run
 			f.kill(urls[2])
+		case jobs * 3 / 4:
+			u, _ := startInstance(t, addrs, prefix) // and later a restart
+			f.add(u)
 		}
 		f.put(ctx, i)
 	}
@@ -144,6 +152,12 @@ type fleet struct {
 	acked map[string]bool       // guarded by mu: puts answered 201
 	seen  map[string][]delivery // guarded by mu
 	done  int                   // guarded by mu: acknowledged jobs finished
+}
+
+func (f *fleet) add(url string) {
+	f.mu.Lock()
+	f.urls = append(f.urls, url)
+	f.mu.Unlock()
 }
 
 func (f *fleet) kill(url string) {
@@ -243,8 +257,12 @@ func (f *fleet) check(t *testing.T, jobs int) {
 		t.Errorf("only %d of %d puts acknowledged", len(f.acked), jobs)
 	}
 	redelivered := 0
+	var worst time.Duration
 	for id := range f.acked {
 		ds := f.seen[id]
+		for _, d := range ds {
+			worst = max(worst, d.at.Sub(d.due))
+		}
 		if !slices.ContainsFunc(ds, func(d delivery) bool { return d.finished }) {
 			t.Errorf("acknowledged job %s was never delivered and finished (%d deliveries)", id, len(ds))
 		}
@@ -261,5 +279,11 @@ func (f *fleet) check(t *testing.T, jobs int) {
 			}
 		}
 	}
-	t.Logf("%d acknowledged, %d finished, %d redeliveries after TTR expiry", len(f.acked), f.done, redelivered)
+	// A dead instance's buckets pass on within its lease (600 ms here); the
+	// rest of the bound is the consumers' long-poll turn-around on a
+	// loaded 2-core machine.
+	if limit := failoverLatenessLimit; worst > limit {
+		t.Errorf("worst delivery lateness %s, want within %s (lease 600ms + consumer turn-around)", worst, limit)
+	}
+	t.Logf("%d acknowledged, %d finished, %d redeliveries after TTR expiry; worst lateness %s", len(f.acked), f.done, redelivered, worst)
 }

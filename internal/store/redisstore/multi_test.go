@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -178,8 +179,24 @@ func eachRedis(t *testing.T, test func(t *testing.T, addrs []string)) {
 	t.Run("cluster", func(t *testing.T) { test(t, redisAddrs(t, "DELAYQ_TEST_REDIS_CLUSTER")) })
 }
 
+// soakFor is how long the racing-timers soak runs against each Redis:
+// DELAYQ_SOAK (a Go duration), default one minute.
+func soakFor(t *testing.T) time.Duration {
+	if v := os.Getenv("DELAYQ_SOAK"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("DELAYQ_SOAK=%q: %v", v, err)
+		}
+		return d
+	}
+	return time.Minute
+}
+
+// testTickSoak runs rounds of many jobs due at once while five instances,
+// each believing it owns every bucket, tick and reserve as fast as they
+// can, until soakFor has passed. Every job must be moved exactly once and
+// reserved once, never before its due time.
 func testTickSoak(t *testing.T, addrs []string) {
-	const jobs, topics = 600, 6
 	stores := group(t, addrs, 5, Options{Buckets: 4, LeaseTTL: time.Hour})
 	for _, s := range stores {
 		s.leases.mu.Lock()
@@ -189,11 +206,27 @@ func testTickSoak(t *testing.T, addrs []string) {
 		s.leases.renewed = time.Now()
 		s.leases.mu.Unlock()
 	}
+	end := time.Now().Add(soakFor(t))
+	total := 0
+	for round := 0; time.Now().Before(end) && !t.Failed(); round++ {
+		total += soakRound(t, stores, round)
+	}
+	t.Logf("%d jobs moved exactly once by five racing instances", total)
+}
+
+// soakRound is one round of testTickSoak on fresh topics (so no topic's
+// clock carries over from the previous round). It returns the jobs moved.
+func soakRound(t *testing.T, stores []*Store, round int) int {
+	const jobs, topics = 600, 6
+	var names []string
+	for k := range topics {
+		names = append(names, fmt.Sprintf("soak%d-%d", round, k))
+	}
 	base := delayq.TruncMilli(time.Now())
 	var put []*delayq.Job
 	for i := range jobs {
 		due := base.Add(time.Duration(i%50) * time.Millisecond)
-		put = append(put, &delayq.Job{ID: fmt.Sprintf("j%d", i), Topic: fmt.Sprintf("soak%d", i%topics),
+		put = append(put, &delayq.Job{ID: fmt.Sprintf("r%d-j%d", round, i), Topic: names[i%topics],
 			TTR: time.Minute, State: delayq.StateDelayed, Due: due, Created: base.Add(-time.Second)})
 	}
 	if err := stores[0].Put(t.Context(), put); err != nil {
@@ -210,7 +243,6 @@ func testTickSoak(t *testing.T, addrs []string) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			names := []string{"soak0", "soak1", "soak2", "soak3", "soak4", "soak5"}
 			for ctx.Err() == nil {
 				now := base.Add(time.Duration(clock.Add(1)/5) * time.Millisecond)
 				res, err := s.Tick(ctx, store.TickParams{Now: now, Max: 7})
@@ -251,9 +283,10 @@ func testTickSoak(t *testing.T, addrs []string) {
 	}
 	wg.Wait()
 	if moved != jobs {
-		t.Errorf("ticks moved %d jobs in all, want %d (each exactly once)", moved, jobs)
+		t.Errorf("round %d: ticks moved %d jobs in all, want %d (each exactly once)", round, moved, jobs)
 	}
 	if len(held) != jobs {
-		t.Errorf("reserved %d distinct jobs, want %d", len(held), jobs)
+		t.Errorf("round %d: reserved %d distinct jobs, want %d", round, len(held), jobs)
 	}
+	return moved
 }
