@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -310,5 +311,25 @@ func TestServeRejectsBadEnvironment(t *testing.T) {
 	code, _, errOut := run(t, "serve", "--data-dir", t.TempDir())
 	if code != exitUsage || !strings.Contains(errOut, "max-body") || !strings.Contains(errOut, "max-wait") {
 		t.Errorf("serve with DELAYQ_MAX_BODY=0 DELAYQ_MAX_WAIT=3h: exit %d, stderr %q; want 2 naming both", code, errOut)
+	}
+}
+
+// TestServerListFailsOver names a dead server first: the commands fail
+// over to the live one.
+func TestServerListFailsOver(t *testing.T) {
+	url := startServer(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + l.Addr().String()
+	l.Close()
+	servers := "--server=" + dead + "," + url
+	out := mustRun(t, "put", servers, "failover", "hello", "--id", "f-1")
+	if !strings.Contains(out, "f-1") {
+		t.Errorf("put through %s printed %q, want the id", servers, out)
+	}
+	if out := mustRun(t, "get", servers, "f-1"); !strings.Contains(out, "hello") {
+		t.Errorf("get through %s printed %q, want the job", servers, out)
 	}
 }

@@ -15,7 +15,7 @@ const defaultServer = "http://127.0.0.1:7480"
 
 // clientFlags are shared by every subcommand that talks to a server.
 type clientFlags struct {
-	Server string `env:"DELAYQ_SERVER" default:"${server}" help:"Base URL (or host:port) of the delayq server."`
+	Server []string `env:"DELAYQ_SERVER" default:"${server}" sep:"," help:"Base URLs (or host:port) of delayq servers, comma-separated; the others of a Redis-backed cluster are learnt from /v1/cluster, and calls fail over between them."`
 }
 
 // outputFlags select machine-readable output for commands that print data.
@@ -23,10 +23,10 @@ type outputFlags struct {
 	JSON bool `help:"Print JSON instead of text."`
 }
 
-// client returns a low-level client for --server. Discovery is off: a
-// person at a terminal means the one server they named.
+// client returns a low-level client for --server. It learns the other
+// live instances of a cluster from /v1/cluster and fails over to them.
 func (f *clientFlags) client() (*client.Client, error) {
-	return client.NewClient([]string{f.Server}, client.Discovery(0), client.RequestTimeout(30*time.Second))
+	return client.NewClient(f.Server, client.RequestTimeout(30*time.Second))
 }
 
 // printJSON writes v as indented JSON.

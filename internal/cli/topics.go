@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -81,7 +82,7 @@ func (c *statsCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	s := stats{Server: c.Server, Healthy: true}
+	s := stats{Server: strings.Join(c.Server, ","), Healthy: true}
 	healthErr := cl.Health(e.ctx)
 	if healthErr != nil {
 		s.Healthy, s.Error = false, healthErr.Error()
