@@ -31,7 +31,7 @@ func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
 				continue
 			}
 			k := j.Clone()
-			kick(k, now)
+			store.Kick(k, now)
 			t.stage(j, k)
 		}
 		n = len(t.changes)

@@ -65,15 +65,7 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.J
 				return err
 			}
 			n := j.Clone()
-			n.State = delayq.StateReserved
-			n.Attempts++
-			n.Reservation = delayq.ReservationToken(n.Seq, n.Attempts)
-			// A ready job put by a caller whose clock read came after
-			// this reserve's still gets a full TTR from its Due.
-			n.Deadline = now.Add(n.TTR)
-			if n.Due.After(now) {
-				n.Deadline = n.Due.Add(n.TTR)
-			}
+			store.Reserve(n, store.ReserveStart(n, now))
 			t.stage(j, n)
 			out = append(out, n.Clone())
 		}
@@ -132,33 +124,10 @@ func (s *Store) reservedBy(ref delayq.Ref) (*delayq.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	if j.State != delayq.StateReserved || ref.Reservation == "" || j.Reservation != ref.Reservation {
+	if !store.HeldBy(j, ref) {
 		return nil, fmt.Errorf("diskstore: job %s: %w", ref, delayq.ErrNotReserved)
 	}
 	return j, nil
-}
-
-// spent reports whether j has used up its reserves.
-func spent(j *delayq.Job) bool { return j.MaxAttempts > 0 && j.Attempts >= j.MaxAttempts }
-
-// unreserve clears the reservation fields of a job leaving reserved.
-func unreserve(j *delayq.Job) {
-	j.Reservation = ""
-	j.Deadline = time.Time{}
-}
-
-// bury moves j to buried at time at.
-func bury(j *delayq.Job, at time.Time) {
-	j.State = delayq.StateBuried
-	j.Due = at
-	j.Buries++
-}
-
-// kick moves a buried or delayed job to ready at now.
-func kick(j *delayq.Job, now time.Time) {
-	j.State = delayq.StateReady
-	j.Due = now
-	j.Kicks++
 }
 
 // change runs a transition of one job: fn reads it, returns its new state
@@ -189,15 +158,15 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) (*delayq.Job
 			return nil, nil, err
 		}
 		n, now := j.Clone(), s.now(p.Now)
-		unreserve(n)
+		store.Unreserve(n)
 		n.Releases++
 		n.Delay = p.Delay.Truncate(time.Millisecond)
 		if p.Priority != nil {
 			n.Priority = *p.Priority
 		}
 		switch due := delayq.TruncMilli(p.Due); {
-		case spent(n):
-			bury(n, now)
+		case store.Spent(n):
+			store.Bury(n, now)
 		case due.After(now):
 			n.State, n.Due = delayq.StateDelayed, due
 		default:
@@ -228,11 +197,11 @@ func (s *Store) Bury(ctx context.Context, p store.BuryParams) (*delayq.Job, erro
 			return nil, nil, err
 		}
 		n := j.Clone()
-		unreserve(n)
+		store.Unreserve(n)
 		if p.Priority != nil {
 			n.Priority = *p.Priority
 		}
-		bury(n, s.now(p.Now))
+		store.Bury(n, s.now(p.Now))
 		return j, n, nil
 	})
 }
@@ -248,7 +217,7 @@ func (s *Store) KickJob(ctx context.Context, p store.KickJobParams) (*delayq.Job
 			return nil, nil, fmt.Errorf("diskstore: kick %s job %s: %w", j.State, p.Ref, delayq.ErrState)
 		}
 		n := j.Clone()
-		kick(n, s.now(p.Now))
+		store.Kick(n, s.now(p.Now))
 		return j, n, nil
 	})
 }

@@ -21,10 +21,7 @@ func (s *Store) ReserveJob(ctx context.Context, p store.ReserveJobParams) (*dela
 			return nil, nil, fmt.Errorf("diskstore: reserve job %s: already reserved: %w", p.Ref, delayq.ErrState)
 		}
 		n := j.Clone()
-		n.State = delayq.StateReserved
-		n.Attempts++
-		n.Reservation = delayq.ReservationToken(n.Seq, n.Attempts)
-		n.Deadline = s.now(p.Now).Add(n.TTR)
+		store.Reserve(n, s.now(p.Now))
 		return j, n, nil
 	})
 }

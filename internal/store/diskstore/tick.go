@@ -93,10 +93,10 @@ func (s *Store) promote(t *txn, e *entry, now time.Time, res *store.TickResult) 
 		return nil
 	}
 	deadline := n.Deadline
-	unreserve(n)
+	store.Unreserve(n)
 	n.Timeouts++
-	if spent(n) {
-		bury(n, deadline)
+	if store.Spent(n) {
+		store.Bury(n, deadline)
 		res.Buried++
 	} else {
 		n.State, n.Due = delayq.StateReady, deadline

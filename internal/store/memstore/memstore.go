@@ -136,7 +136,7 @@ func (s *Store) findReserved(ref delayq.Ref) (*delayq.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	if j.State != delayq.StateReserved || ref.Reservation == "" || j.Reservation != ref.Reservation {
+	if !store.HeldBy(j, ref) {
 		return nil, fmt.Errorf("memstore: job %s: %w", ref, delayq.ErrNotReserved)
 	}
 	return j, nil
@@ -182,10 +182,7 @@ func (s *Store) Reserve(_ context.Context, p store.ReserveParams) ([]*delayq.Job
 		if len(out) >= p.Max {
 			break
 		}
-		j.State = delayq.StateReserved
-		j.Attempts++
-		j.Reservation = delayq.ReservationToken(j.Seq, j.Attempts)
-		j.Deadline = latest(now, j.Due).Add(j.TTR)
+		store.Reserve(j, store.ReserveStart(j, now))
 		out = append(out, j.Clone())
 	}
 	return out, nil
@@ -202,37 +199,21 @@ func (s *Store) Release(_ context.Context, p store.ReleaseParams) (*delayq.Job, 
 		return nil, err
 	}
 	now := s.now(p.Now)
-	unreserve(j)
+	store.Unreserve(j)
 	j.Releases++
 	j.Delay = p.Delay.Truncate(time.Millisecond)
 	if p.Priority != nil {
 		j.Priority = *p.Priority
 	}
 	switch due := delayq.TruncMilli(p.Due); {
-	case spent(j):
-		bury(j, now)
+	case store.Spent(j):
+		store.Bury(j, now)
 	case due.After(now):
 		j.State, j.Due = delayq.StateDelayed, due
 	default:
 		j.State, j.Due = delayq.StateReady, due
 	}
 	return j.Clone(), nil
-}
-
-// spent reports whether j has used up its reserves.
-func spent(j *delayq.Job) bool { return j.MaxAttempts > 0 && j.Attempts >= j.MaxAttempts }
-
-// unreserve clears the reservation fields of a job leaving reserved.
-func unreserve(j *delayq.Job) {
-	j.Reservation = ""
-	j.Deadline = time.Time{}
-}
-
-// bury moves j to buried at time at.
-func bury(j *delayq.Job, at time.Time) {
-	j.State = delayq.StateBuried
-	j.Due = at
-	j.Buries++
 }
 
 // Touch implements store.Store.
@@ -259,11 +240,11 @@ func (s *Store) Bury(_ context.Context, p store.BuryParams) (*delayq.Job, error)
 	if err != nil {
 		return nil, err
 	}
-	unreserve(j)
+	store.Unreserve(j)
 	if p.Priority != nil {
 		j.Priority = *p.Priority
 	}
-	bury(j, s.now(p.Now))
+	store.Bury(j, s.now(p.Now))
 	return j.Clone(), nil
 }
 
@@ -285,17 +266,10 @@ func (s *Store) Kick(_ context.Context, p store.KickParams) (int, error) {
 		if n >= p.Max {
 			break
 		}
-		kick(j, s.now(p.Now))
+		store.Kick(j, s.now(p.Now))
 		n++
 	}
 	return n, nil
-}
-
-// kick moves a buried or delayed job to ready at time now.
-func kick(j *delayq.Job, now time.Time) {
-	j.State = delayq.StateReady
-	j.Due = now
-	j.Kicks++
 }
 
 // KickJob implements store.Store.
@@ -311,7 +285,7 @@ func (s *Store) KickJob(_ context.Context, p store.KickJobParams) (*delayq.Job, 
 	if j.State != delayq.StateBuried && j.State != delayq.StateDelayed {
 		return nil, fmt.Errorf("memstore: kick %s job %s: %w", j.State, p.Ref, delayq.ErrState)
 	}
-	kick(j, s.now(p.Now))
+	store.Kick(j, s.now(p.Now))
 	return j.Clone(), nil
 }
 
@@ -496,10 +470,10 @@ func (s *Store) promote(j *delayq.Job, now time.Time, res *store.TickResult) {
 		return
 	}
 	deadline := j.Deadline
-	unreserve(j)
+	store.Unreserve(j)
 	j.Timeouts++
-	if spent(j) {
-		bury(j, deadline)
+	if store.Spent(j) {
+		store.Bury(j, deadline)
 		res.Buried++
 		return
 	}
@@ -602,14 +576,4 @@ func (s *Store) List(_ context.Context, p store.ListParams) (*store.ListResult, 
 		res.Jobs = append(res.Jobs, j.Clone())
 	}
 	return res, nil
-}
-
-// latest returns the later of a and b. A reservation starts no earlier
-// than its job's Due: a ready job put by a caller whose clock read came
-// after this reserve's still gets a full TTR.
-func latest(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }

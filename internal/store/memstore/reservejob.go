@@ -24,9 +24,6 @@ func (s *Store) ReserveJob(_ context.Context, p store.ReserveJobParams) (*delayq
 	if j.State == delayq.StateReserved {
 		return nil, fmt.Errorf("memstore: reserve job %s: already reserved: %w", p.Ref, delayq.ErrState)
 	}
-	j.State = delayq.StateReserved
-	j.Attempts++
-	j.Reservation = delayq.ReservationToken(j.Seq, j.Attempts)
-	j.Deadline = s.now(p.Now).Add(j.TTR)
+	store.Reserve(j, s.now(p.Now))
 	return j.Clone(), nil
 }
