@@ -38,33 +38,61 @@ install() {
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server >&2
 }
 
-# free_port prints a loopback port nothing listens on.
+# used holds every port this run has taken, with the cluster bus ports
+# (port+10000) of the cluster nodes, so no two servers collide.
+used=" "
+
+# listening reports whether something accepts connections on the port.
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# free_port prints a loopback port that is free, whose port+10000 (the
+# cluster bus port) is free too, and that neither is taken by this run.
+# Ports come from 20000-22767 so both the port and its bus port
+# (30000-32767) lie below Linux's ephemeral range (32768-60999): an
+# outgoing connection elsewhere on the machine (apt, the module proxy, a
+# test) cannot already hold the port we are about to bind.
 free_port() {
 	local p
 	while :; do
-		p=$((20000 + RANDOM % 30000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+		p=$((20000 + RANDOM % 2768))
+		case "$used" in *" $p "* | *" $((p + 10000)) "*) continue ;; esac
+		listening "$p" || listening "$((p + 10000))" || {
 			echo "$p"
 			return
-		fi
+		}
 	done
 }
 
-# start_server PORT NAME [extra redis-server args...]
+# start_server NAME [extra redis-server args...] starts one redis-server
+# on a free port and prints the port. A server that does not answer
+# within 10 s (a port taken between the check and the bind) is retried
+# on another port, up to 5 times; the last failure shows its log.
 start_server() {
-	local port="$1" name="$2"
-	shift 2
-	local d="$dir/$name"
-	mkdir -p "$d"
-	redis-server --bind 127.0.0.1 --port "$port" --dir "$d" --daemonize yes \
-		--pidfile "$d/redis.pid" --logfile "$d/redis.log" --save '' \
-		--appendonly yes --appendfsync everysec "$@" >&2
-	for _ in $(seq 100); do
-		redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
-		sleep 0.1
+	local name="$1"
+	shift
+	local d="$dir/$name" port attempt
+	for attempt in 1 2 3 4 5; do
+		port="$(free_port)"
+		rm -rf "$d"
+		mkdir -p "$d"
+		if redis-server --bind 127.0.0.1 --port "$port" --dir "$d" --daemonize yes \
+			--pidfile "$d/redis.pid" --logfile "$d/redis.log" --save '' \
+			--appendonly yes --appendfsync everysec "$@" >&2; then
+			for _ in $(seq 100); do
+				if redis-cli -p "$port" ping >/dev/null 2>&1; then
+					echo "$port"
+					return 0
+				fi
+				sleep 0.1
+			done
+		fi
+		log "redis-server $name on port $port did not start (attempt $attempt); its log:"
+		tail -n 20 "$d/redis.log" >&2 2>/dev/null || true
+		[ -f "$d/redis.pid" ] && kill "$(cat "$d/redis.pid")" 2>/dev/null || true
+		used="$used$port "
 	done
-	log "redis-server on port $port did not start; see $d/redis.log"
-	exit 1
+	log "giving up on redis-server $name"
+	return 1
 }
 
 alive() {
@@ -84,24 +112,29 @@ start() {
 	install
 	mkdir -p "$dir"
 	local single
-	single="$(free_port)"
-	start_server "$single" standalone
+	single="$(start_server standalone)"
+	used="$used$single "
 	local ports=() addrs=()
 	for i in 1 2 3; do
 		local p
-		p="$(free_port)"
-		while [ "$p" = "$single" ] || [[ " ${ports[*]} " == *" $p "* ]] || [[ " ${ports[*]} " == *" $((p + 10000)) "* ]]; do p="$(free_port)"; done
+		p="$(start_server "node$i" --cluster-enabled yes --cluster-config-file "$dir/node$i/nodes.conf" --cluster-node-timeout 5000)"
+		used="$used$p $((p + 10000)) "
 		ports+=("$p")
 		addrs+=("127.0.0.1:$p")
-		start_server "$p" "node$i" --cluster-enabled yes --cluster-config-file "$dir/node$i/nodes.conf" --cluster-node-timeout 5000
 	done
 	redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >&2
-	for _ in $(seq 100); do
+	local ok=""
+	for _ in $(seq 200); do
 		if redis-cli -p "${ports[0]}" cluster info 2>/dev/null | grep -q 'cluster_state:ok'; then
+			ok=1
 			break
 		fi
 		sleep 0.1
 	done
+	if [ -z "$ok" ]; then
+		log "the cluster on ${addrs[*]} did not reach cluster_state:ok in 20 s"
+		exit 1
+	fi
 	local cluster
 	cluster="$(IFS=,; echo "${addrs[*]}")"
 	{

@@ -22,8 +22,11 @@ go vet ./...
 
 echo "== redis"
 # shellcheck disable=SC1090
-eval "$(bash scripts/redis-test-env.sh start)"
+# The assignment, unlike a bare eval "$(...)", stops the run (set -e) when
+# the servers cannot be started.
 trap 'bash scripts/redis-test-env.sh stop >/dev/null 2>&1 || true' EXIT
+redis_env="$(bash scripts/redis-test-env.sh start)"
+eval "$redis_env"
 echo "DELAYQ_TEST_REDIS=$DELAYQ_TEST_REDIS DELAYQ_TEST_REDIS_CLUSTER=$DELAYQ_TEST_REDIS_CLUSTER"
 
 export DELAYQ_TEST_BEANSTALKD="${DELAYQ_TEST_BEANSTALKD:-$(command -v beanstalkd || true)}"
