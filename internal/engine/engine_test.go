@@ -385,3 +385,41 @@ func TestReserveValidation(t *testing.T) {
 		})
 	}
 }
+
+// freshSpy is a real memstore that also offers store.FreshPutter, and
+// counts the jobs that came that way.
+type freshSpy struct {
+	*memstore.Store
+	fresh int
+}
+
+func (s *freshSpy) PutFresh(ctx context.Context, jobs []*delayq.Job) error {
+	s.fresh += len(jobs)
+	return s.Store.Put(ctx, jobs)
+}
+
+// TestPutFreshOnlyForGeneratedIDs checks that the engine skips the store's
+// duplicate check only when it made every id itself: a batch with one
+// client id still goes through Put, which refuses a live id.
+func TestPutFreshOnlyForGeneratedIDs(t *testing.T) {
+	st := &freshSpy{Store: memstore.New()}
+	e := New(st, Config{})
+	ctx := context.Background()
+	gen := PutRequest{Topic: "t", TTR: time.Second}
+	if _, err := e.Put(ctx, []PutRequest{gen, gen}); err != nil {
+		t.Fatal(err)
+	}
+	if st.fresh != 2 {
+		t.Errorf("after a put of 2 generated ids, %d jobs went through PutFresh, want 2", st.fresh)
+	}
+	own := PutRequest{Topic: "t", TTR: time.Second, ID: "mine"}
+	if _, err := e.Put(ctx, []PutRequest{own}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Put(ctx, []PutRequest{gen, own}); !errors.Is(err, delayq.ErrExists) {
+		t.Errorf("batch of a generated id and the live id %q = %v, want ErrExists", own.ID, err)
+	}
+	if st.fresh != 2 {
+		t.Errorf("%d jobs went through PutFresh, want still 2 (client ids must be checked)", st.fresh)
+	}
+}

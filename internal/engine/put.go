@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
 )
 
 // MaxTTR is the longest time-to-run: beanstalkd's TTR is a uint32 of
@@ -49,15 +50,23 @@ func (e *Engine) put(ctx context.Context, reqs []PutRequest) ([]*delayq.Job, err
 		return nil, delayq.Invalid("batch_too_big", "jobs", "%d jobs in one batch, at most %d", len(reqs), delayq.MaxBatch)
 	}
 	now := delayq.TruncMilli(time.Now())
+	var err error
 	jobs := make([]*delayq.Job, len(reqs))
+	fresh := true // every id generated here, so none can be live
 	for i := range reqs {
 		j, err := e.newJob(&reqs[i], now)
 		if err != nil {
 			return nil, batchErr(err, i, len(reqs))
 		}
 		jobs[i] = j
+		fresh = fresh && reqs[i].ID == ""
 	}
-	if err := e.st.Put(ctx, jobs); err != nil {
+	if fp, ok := e.st.(store.FreshPutter); ok && fresh {
+		err = fp.PutFresh(ctx, jobs)
+	} else {
+		err = e.st.Put(ctx, jobs)
+	}
+	if err != nil {
 		return nil, err
 	}
 	e.announce(jobs...)

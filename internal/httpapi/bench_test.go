@@ -51,3 +51,26 @@ func BenchmarkPutParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkPutBatch100 measures batch puts of 100 delayed jobs, reported
+// per job: JSON decoding, validation and one durable write per batch.
+func BenchmarkPutBatch100(b *testing.B) {
+	a := newAPI(b, Options{})
+	var sb strings.Builder
+	sb.WriteString(`{"jobs":[`)
+	for i := range 100 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"body":"` + strings.Repeat("x", 100) + `","delay":"1h"}`)
+	}
+	sb.WriteString(`]}`)
+	req := sb.String()
+	b.ReportAllocs()
+	for b.Loop() {
+		if w := serve(a.h, "POST", "/v1/topics/t/jobs/batch", req); w.Code != http.StatusCreated {
+			b.Fatalf("batch = %d %s", w.Code, w.Body)
+		}
+	}
+	b.ReportMetric(float64(b.N*100)/b.Elapsed().Seconds(), "jobs/s")
+}

@@ -19,20 +19,28 @@ func truncate(j *delayq.Job) {
 	j.Delay = j.Delay.Truncate(time.Millisecond)
 }
 
-// Put implements store.Store. The id checks are point lookups that the
-// bloom filters answer without reading data blocks for new ids.
+// Put implements store.Store. The id checks are point lookups; the bloom
+// filters answer most misses without data blocks, but each still visits
+// every L0 table's filter.
 func (s *Store) Put(ctx context.Context, jobs []*delayq.Job) error {
+	return s.put(ctx, jobs, true)
+}
+
+var _ store.FreshPutter = (*Store)(nil)
+
+// PutFresh implements store.FreshPutter: Put without the lookup of each
+// id, which profiling showed to be ~85% of a batch put's foreground CPU
+// once the store holds a few hundred thousand jobs.
+func (s *Store) PutFresh(ctx context.Context, jobs []*delayq.Job) error {
+	return s.put(ctx, jobs, false)
+}
+
+func (s *Store) put(ctx context.Context, jobs []*delayq.Job, check bool) error {
 	return s.write(ctx, "put", func(t *txn) error {
-		seen := make(map[string]bool, len(jobs))
-		for _, j := range jobs {
-			_, found, err := s.get(jobKey(j.ID))
-			if err != nil {
-				return unavailable("put", err)
+		if check {
+			if err := s.checkNew(jobs); err != nil {
+				return err
 			}
-			if found || seen[j.ID] {
-				return fmt.Errorf("diskstore: put %q: %w", j.ID, delayq.ErrExists)
-			}
-			seen[j.ID] = true
 		}
 		for _, j := range jobs {
 			t.seq++
@@ -46,6 +54,22 @@ func (s *Store) Put(ctx context.Context, jobs []*delayq.Job) error {
 		}
 		return nil
 	})
+}
+
+// checkNew refuses jobs whose id is live or repeated. Requires mu.
+func (s *Store) checkNew(jobs []*delayq.Job) error {
+	seen := make(map[string]bool, len(jobs))
+	for _, j := range jobs {
+		_, found, err := s.get(jobKey(j.ID))
+		if err != nil {
+			return unavailable("put", err)
+		}
+		if found || seen[j.ID] {
+			return fmt.Errorf("diskstore: put %q: %w", j.ID, delayq.ErrExists)
+		}
+		seen[j.ID] = true
+	}
+	return nil
 }
 
 // Reserve implements store.Store.

@@ -97,6 +97,27 @@ func testPut(t *testing.T, f Factory) {
 		check(t, "Get(a)", h.get(delayq.Ref{ID: "a"}), again)
 		checkErr(t, "Get(old seq)", seqErr(h, first.Seq), delayq.ErrNotFound)
 	})
+	t.Run("FreshLikePut", func(t *testing.T) {
+		h := open(t, f)
+		fp, ok := h.s.(store.FreshPutter)
+		if !ok {
+			t.Skip("the store has no PutFresh")
+		}
+		a := ready("a", "t")
+		h.put(a)
+		b, c := ready("b", "t"), delayed("c", "u", 5000)
+		checkErr(t, "PutFresh(b, c)", fp.PutFresh(h.ctx, []*delayq.Job{b, c}), nil)
+		if !(a.Seq < b.Seq && b.Seq < c.Seq) {
+			t.Errorf("seqs a %d, b %d, c %d: want PutFresh to assign increasing seqs after Put's", a.Seq, b.Seq, c.Seq)
+		}
+		check(t, "Get(b)", h.get(delayq.Ref{ID: "b"}), b)
+		check(t, "Get(seq of c)", h.get(delayq.Ref{Seq: c.Seq}), c)
+		if h.f.Reopen != nil {
+			h.reopen()
+			check(t, "Get(c) after reopen", h.get(delayq.Ref{ID: "c"}), c)
+		}
+		checkErr(t, "Put(b) again", h.s.Put(h.ctx, []*delayq.Job{ready("b", "t")}), delayq.ErrExists)
+	})
 	t.Run("EmptyBatch", func(t *testing.T) {
 		h := open(t, f)
 		checkErr(t, "Put()", h.s.Put(h.ctx, nil), nil)

@@ -256,6 +256,18 @@ func (rr *randomRun) freeID() string {
 	return id
 }
 
+// allFree reports whether no job's id is live in the model or repeated.
+func (rr *randomRun) allFree(jobs []*delayq.Job) bool {
+	seen := map[string]bool{}
+	for _, j := range jobs {
+		if seen[j.ID] || rr.modelJob(j.ID) != nil {
+			return false
+		}
+		seen[j.ID] = true
+	}
+	return true
+}
+
 // modelJob returns the model's job for a random id, or nil.
 func (rr *randomRun) modelJob(id string) *delayq.Job {
 	j, err := rr.model.Get(rr.h.ctx, delayq.Ref{ID: id})
@@ -313,7 +325,15 @@ func (rr *randomRun) put() (string, any, any, error, error) {
 		sutJobs, modelJobs = append(sutJobs, j), append(modelJobs, j.Clone())
 		names = append(names, fmt.Sprintf("%s/%s due+%v", j.ID, j.Topic, due.Sub(rr.now)))
 	}
-	sutErr := rr.h.s.Put(rr.h.ctx, sutJobs)
+	var sutErr error
+	if fp, ok := rr.h.s.(store.FreshPutter); ok && rr.r.IntN(2) == 0 && rr.allFree(sutJobs) {
+		// The engine's way for ids it generated: only ids that are not
+		// live may go this way.
+		names[0] = "fresh " + names[0]
+		sutErr = fp.PutFresh(rr.h.ctx, sutJobs)
+	} else {
+		sutErr = rr.h.s.Put(rr.h.ctx, sutJobs)
+	}
 	modelErr := rr.model.Put(rr.h.ctx, modelJobs)
 	if sutErr == nil && modelErr == nil {
 		for i := range sutJobs {
