@@ -22,6 +22,7 @@ type serveCmd struct {
 	LogFormat        string        `name:"log-format" env:"DELAYQ_LOG_FORMAT" default:"${log_format}" enum:"text,json" help:"text or json."`
 
 	BeanstalkAddr string `name:"beanstalk-addr" env:"DELAYQ_BEANSTALK_ADDR" default:"${beanstalk_addr}" help:"host:port of the beanstalkd protocol (empty disables it)."`
+	DebugAddr     string `name:"debug-addr" env:"DELAYQ_DEBUG_ADDR" help:"host:port serving Go's profiler at /debug/pprof/ (off by default; no authentication, keep it on loopback)."`
 	Redis         string `name:"redis" env:"DELAYQ_REDIS" help:"Keep state in Redis instead of --data-dir: redis://host:port/db, rediss://..., ?addr=h:p for more Cluster seeds, ?master_set=name for Sentinel."`
 }
 
@@ -31,6 +32,7 @@ func (c *serveCmd) config() config.Config {
 		HTTPAddr:         c.HTTPAddr,
 		BeanstalkAddr:    c.BeanstalkAddr,
 		Redis:            c.Redis,
+		DebugAddr:        c.DebugAddr,
 		DataDir:          c.DataDir,
 		MaxBody:          c.MaxBody,
 		MaxWait:          c.MaxWait,

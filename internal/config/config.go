@@ -65,6 +65,12 @@ type Config struct {
 	// Default "127.0.0.1:11300"; "" disables it; port 0 picks a free port.
 	BeanstalkAddr string
 
+	// DebugAddr is the host:port of a listener serving Go's profiler
+	// (net/http/pprof under /debug/pprof/), kept off the API port so it is
+	// never exposed by accident. It has no authentication: keep it on
+	// loopback. Default "": off.
+	DebugAddr string
+
 	// Redis, when set, is the Redis the instance keeps its state in
 	// (redis://, rediss://, ?addr= for Cluster seeds, master_set= for
 	// Sentinel); DataDir is then ignored. Default "": the embedded store.
@@ -99,6 +105,11 @@ func (c Config) Validate() error {
 	if c.BeanstalkAddr != "" {
 		if err := checkAddr(c.BeanstalkAddr); err != nil {
 			add("beanstalk-addr", "%v", err)
+		}
+	}
+	if c.DebugAddr != "" {
+		if err := checkAddr(c.DebugAddr); err != nil {
+			add("debug-addr", "%v", err)
 		}
 	}
 	if c.Redis != "" {

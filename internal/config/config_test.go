@@ -30,6 +30,8 @@ func TestValidate(t *testing.T) {
 		{"upper-case level", func(c *Config) { c.LogLevel = "DEBUG" }, nil},
 		{"addr without port", func(c *Config) { c.HTTPAddr = "localhost" }, []string{"http-addr"}},
 		{"addr bad port", func(c *Config) { c.HTTPAddr = "localhost:99999" }, []string{"http-addr"}},
+		{"debug addr", func(c *Config) { c.DebugAddr = "127.0.0.1:6060" }, nil},
+		{"debug addr without port", func(c *Config) { c.DebugAddr = "localhost" }, []string{"debug-addr"}},
 		{"empty data dir", func(c *Config) { c.DataDir = " " }, []string{"data-dir"}},
 		{"zero body", func(c *Config) { c.MaxBody = 0 }, []string{"max-body"}},
 		{"huge body", func(c *Config) { c.MaxBody = MaxBodyLimit + 1 }, []string{"max-body"}},

@@ -52,6 +52,8 @@ type Server struct {
 	redis       *redisstore.Store // nil on the embedded store
 	beanstalkLn net.Listener      // nil when the beanstalkd protocol is off
 	beanstalk   *beanstalk.Server // nil when the beanstalkd protocol is off
+	debugLn     net.Listener      // nil unless cfg.DebugAddr is set
+	debug       *http.Server      // nil unless cfg.DebugAddr is set
 
 	group      *errgroup.Group
 	failed     context.Context    // done when a part stopped on its own with an error
@@ -116,7 +118,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.serve()
 	s.log.Info("delayq serving", "http", s.httpLn.Addr().String(), "beanstalk", s.cfg.BeanstalkAddr, "advertise_url", s.advertise,
-		"data_dir", s.cfg.DataDir, "max_wait", s.cfg.MaxWait, "max_body", s.cfg.MaxBody)
+		"debug", s.cfg.DebugAddr, "data_dir", s.cfg.DataDir, "max_wait", s.cfg.MaxWait, "max_body", s.cfg.MaxBody)
 	return nil
 }
 
@@ -157,6 +159,18 @@ func (s *Server) listen() error {
 		}
 		s.beanstalkLn = bl
 		s.beanstalk = &beanstalk.Server{Engine: s.eng, Logger: s.log.With("component", "beanstalk")}
+	}
+	if s.cfg.DebugAddr != "" {
+		dl, err := net.Listen("tcp", s.cfg.DebugAddr)
+		if err != nil {
+			ln.Close()
+			if s.beanstalkLn != nil {
+				s.beanstalkLn.Close()
+			}
+			return fmt.Errorf("server: listen debug: %w", err)
+		}
+		s.debugLn = dl
+		s.debug = &http.Server{Handler: debugHandler(), ReadHeaderTimeout: readHeaderTimeout}
 	}
 	s.advertise = s.cfg.AdvertiseURLFor(ln.Addr())
 	opts := httpapi.Options{
@@ -214,6 +228,14 @@ func (s *Server) serve() {
 		}
 		return nil
 	})
+	if s.debug != nil {
+		g.Go(func() error {
+			if err := s.debug.Serve(s.debugLn); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("debug: %w", err)
+			}
+			return nil
+		})
+	}
 	if s.beanstalk != nil {
 		g.Go(func() error {
 			if err := s.beanstalk.Serve(s.beanstalkLn); !errors.Is(err, beanstalk.ErrServerClosed) {
@@ -231,6 +253,15 @@ func (s *Server) BeanstalkAddr() net.Addr {
 		return nil
 	}
 	return s.beanstalkLn.Addr()
+}
+
+// DebugAddr is the address of the profiler listener, or nil when it is
+// off. Valid after Start.
+func (s *Server) DebugAddr() net.Addr {
+	if s.debugLn == nil {
+		return nil
+	}
+	return s.debugLn.Addr()
 }
 
 // Addr is the address the HTTP API listens on. Valid after Start.
@@ -262,6 +293,10 @@ func (s *Server) shutdown(ctx context.Context) error {
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- s.http.Shutdown(ctx) }()
 	var errs []error
+	if s.debug != nil {
+		// A profile in progress is cut off: it is no reason to wait.
+		_ = s.debug.Close()
+	}
 	// Closing beanstalkd connections releases their reserved jobs through
 	// the engine, so this must finish before the engine loop and the store
 	// stop.

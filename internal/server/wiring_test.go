@@ -97,3 +97,38 @@ func TestDashboardAndCrossOriginProtection(t *testing.T) {
 		t.Errorf("a cross-site put was stored: %v", ts)
 	}
 }
+
+// TestDebugListener checks that --debug-addr serves the profiler on its own
+// port, that the API port does not, and that it is off by default.
+func TestDebugListener(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.DebugAddr = "127.0.0.1:0"
+	s := New(cfg, nil)
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	defer s.Shutdown(context.Background())
+	get := func(url string) int {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatalf("GET %s: %v", url, err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := get("http://" + s.DebugAddr().String() + "/debug/pprof/cmdline"); code != http.StatusOK {
+		t.Errorf("debug listener /debug/pprof/cmdline = %d, want 200", code)
+	}
+	if code := get(s.URL() + "/debug/pprof/cmdline"); code != http.StatusNotFound {
+		t.Errorf("API port /debug/pprof/cmdline = %d, want 404", code)
+	}
+	off := New(testConfig(t), nil)
+	if err := off.Start(t.Context()); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	defer off.Shutdown(context.Background())
+	if a := off.DebugAddr(); a != nil {
+		t.Errorf("DebugAddr() = %v by default, want nil (off)", a)
+	}
+}
