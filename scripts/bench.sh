@@ -63,6 +63,7 @@ run "reserve c=32 delayq-beanstalk"  "$DQB" "$dq_pid"  --mode reserve -n 50000 -
 run "reserve c=32 beanstalkd-memory" "$BSM" "$bsm_pid" --mode reserve -n 50000 -c 32
 run "reserve c=32 beanstalkd-fsync"  "$BSD" "$bsd_pid" --mode reserve -n 50000 -c 32
 run "burst 100k c=32 delayq-http"    "$DQ"  "$dq_pid"  --mode burst -n 100000 -c 32 --batch 100 --lead 8s --body 100
+run "burst 100k c=32 take100 delayq-http" "$DQ" "$dq_pid" --mode burst -n 100000 -c 32 --batch 100 --take 100 --lead 8s --body 100
 run "burst 100k c=32 delayq-beanstalk" "$DQB" "$dq_pid" --mode burst -n 100000 -c 32 --lead 10s --body 100
 run "burst 100k c=32 beanstalkd-memory" "$BSM" "$bsm_pid" --mode burst -n 100000 -c 32 --lead 10s --body 100
 run "burst 10k c=32 delayq-http"     "$DQ"  "$dq_pid"  --mode burst -n 10000 -c 32 --batch 100 --lead 3s --body 100
@@ -72,5 +73,6 @@ run "spread 2k/s x10s delayq-http"   "$DQ"  "$dq_pid"  --mode spread --rate 2000
 run "spread 2k/s x10s delayq-beanstalk" "$DQB" "$dq_pid" --mode spread --rate 2000 --duration 10s -c 32 --lead 5s --body 100
 run "spread 2k/s x10s beanstalkd-memory" "$BSM" "$bsm_pid" --mode spread --rate 2000 --duration 10s -c 32 --lead 5s --body 100
 run "spread 10k/s x10s delayq-http"  "$DQ"  "$dq_pid"  --mode spread --rate 10000 --duration 10s -c 32 --batch 100 --lead 8s --body 100
+run "spread 10k/s x10s take100 delayq-http" "$DQ" "$dq_pid" --mode spread --rate 10000 --duration 10s -c 32 --batch 100 --take 100 --lead 8s --body 100
 run "spread 10k/s x10s delayq-beanstalk" "$DQB" "$dq_pid" --mode spread --rate 10000 --duration 10s -c 32 --lead 10s --body 100
 run "spread 10k/s x10s beanstalkd-memory" "$BSM" "$bsm_pid" --mode spread --rate 10000 --duration 10s -c 32 --lead 10s --body 100

@@ -34,6 +34,7 @@ type Options struct {
 	C        int           // concurrent connections
 	BodySize int           // bytes per body (at least 16 for lateness modes)
 	Batch    int           // jobs per HTTP batch put (1 = single puts)
+	Take     int           // jobs per HTTP reserve (its n); each is still finished on its own
 	Rate     int           // jobs/s due (spread)
 	Duration time.Duration // span of due times (spread)
 	Lead     time.Duration // time from the start of the run to the first due time (burst, spread)
@@ -54,6 +55,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Batch <= 0 {
 		o.Batch = 1
+	}
+	if o.Take <= 0 {
+		o.Take = 1
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 2 * time.Minute
@@ -137,7 +141,8 @@ type driver interface {
 	// put stores len(dues) jobs (one call; several only over HTTP batch).
 	put(ctx context.Context, topic string, body []byte, dues []time.Time) error
 	// reserve waits up to wait for one job; ok false when none came.
-	reserve(ctx context.Context, topic string, wait time.Duration) (j job, ok bool, err error)
+	// reserve returns up to n jobs (none when wait ran out).
+	reserve(ctx context.Context, topic string, n int, wait time.Duration) ([]job, error)
 	finish(ctx context.Context, j job) error
 	close() error
 }

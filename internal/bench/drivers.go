@@ -71,20 +71,20 @@ func (d *httpDriver) put(ctx context.Context, topic string, body []byte, dues []
 	return d.call(ctx, path+"/batch", api.BatchRequest{Jobs: reqs}, nil)
 }
 
-func (d *httpDriver) reserve(ctx context.Context, topic string, wait time.Duration) (job, bool, error) {
+func (d *httpDriver) reserve(ctx context.Context, topic string, n int, wait time.Duration) ([]job, error) {
 	w := api.Duration(wait)
 	var out api.JobsResponse
-	if err := d.call(ctx, "/v1/reserve", api.ReserveRequest{Topics: []string{topic}, N: 1, Wait: &w}, &out); err != nil {
-		return job{}, false, err
+	if err := d.call(ctx, "/v1/reserve", api.ReserveRequest{Topics: []string{topic}, N: n, Wait: &w}, &out); err != nil {
+		return nil, err
 	}
-	if len(out.Jobs) == 0 {
-		return job{}, false, nil
+	jobs := make([]job, len(out.Jobs))
+	for i, j := range out.Jobs {
+		if j.Body == nil {
+			return nil, errors.New("bench: job body is not text")
+		}
+		jobs[i] = job{id: j.ID + "\x00" + j.Reservation, body: []byte(*j.Body)}
 	}
-	j := out.Jobs[0]
-	if j.Body == nil {
-		return job{}, false, errors.New("bench: job body is not text")
-	}
-	return job{id: j.ID + "\x00" + j.Reservation, body: []byte(*j.Body)}, true, nil
+	return jobs, nil
 }
 
 func (d *httpDriver) finish(ctx context.Context, j job) error {
@@ -125,19 +125,21 @@ func (d *beanstalkDriver) put(_ context.Context, topic string, body []byte, dues
 	return nil
 }
 
-func (d *beanstalkDriver) reserve(_ context.Context, topic string, wait time.Duration) (job, bool, error) {
+// reserve takes one job whatever n is: the protocol has no batch reserve
+// (Run refuses Take > 1 for it).
+func (d *beanstalkDriver) reserve(_ context.Context, topic string, _ int, wait time.Duration) ([]job, error) {
 	if d.set == nil {
 		d.set = beanstalk.NewTubeSet(d.c, topic)
 	}
 	id, body, err := d.set.Reserve(wait)
 	var ce beanstalk.ConnError
 	if errors.As(err, &ce) && (ce.Err == beanstalk.ErrTimeout || ce.Err == beanstalk.ErrDeadline) {
-		return job{}, false, nil
+		return nil, nil
 	}
 	if err != nil {
-		return job{}, false, err
+		return nil, err
 	}
-	return job{id: fmt.Sprint(id), body: body}, true, nil
+	return []job{{id: fmt.Sprint(id), body: body}}, nil
 }
 
 func (d *beanstalkDriver) finish(_ context.Context, j job) error {

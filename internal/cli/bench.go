@@ -18,6 +18,7 @@ type benchCmd struct {
 	C        int           `short:"c" default:"1" help:"Concurrent connections."`
 	Body     int           `default:"8" help:"Body size in bytes (lateness modes need at least 20)."`
 	Batch    int           `default:"1" help:"Jobs per HTTP batch put (1 = single puts; beanstalkd has no batches)."`
+	Take     int           `default:"1" help:"Jobs per HTTP reserve (its n; each job is still finished on its own; beanstalkd reserves one at a time)."`
 	Rate     int           `help:"Jobs per second due (spread)."`
 	Duration time.Duration `help:"Span of the due times (spread)."`
 	Lead     time.Duration `default:"3s" help:"Time from the start to the first due time (burst, spread); puts must finish within it."`
@@ -33,8 +34,11 @@ func (c *benchCmd) Run(e *env) error {
 	if c.Batch > 1 && strings.HasPrefix(c.Target, "beanstalk") {
 		return usageError{msg: "--batch works only over HTTP: the beanstalkd protocol has no batch put"}
 	}
+	if c.Take > 1 && strings.HasPrefix(c.Target, "beanstalk") {
+		return usageError{msg: "--take works only over HTTP: the beanstalkd protocol reserves one job per command"}
+	}
 	res, err := bench.Run(e.ctx, bench.Options{
-		Target: c.Target, Mode: c.Mode, N: c.N, C: c.C, BodySize: c.Body, Batch: c.Batch,
+		Target: c.Target, Mode: c.Mode, N: c.N, C: c.C, BodySize: c.Body, Batch: c.Batch, Take: c.Take,
 		Rate: c.Rate, Duration: c.Duration, Lead: c.Lead, Timeout: c.Timeout, PID: c.PID, Delay: c.Delay, Spread: c.Spread,
 	})
 	if err != nil {

@@ -45,4 +45,18 @@ func TestBenchBothProtocols(t *testing.T) {
 	if code, _, errOut := run(t, "bench", targets["beanstalk"], "--batch", "10"); code != exitUsage || !strings.Contains(errOut, "only over HTTP") {
 		t.Errorf("bench --batch over beanstalk = %d %q, want a usage error", code, errOut)
 	}
+	if code, _, errOut := run(t, "bench", targets["beanstalk"], "--take", "10"); code != exitUsage || !strings.Contains(errOut, "only over HTTP") {
+		t.Errorf("bench --take over beanstalk = %d %q, want a usage error", code, errOut)
+	}
+	t.Run("http/burst/take", func(t *testing.T) {
+		code, out, errOut := run(t, "bench", targets["http"], "--mode", "burst", "-n", "300", "-c", "2", "--take", "50", "--lead", "2s", "--timeout", "60s", "--line")
+		if code != 0 {
+			t.Fatalf("bench exited %d: %s", code, errOut)
+		}
+		for _, want := range []string{"n=300", "take=50", "early=0"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("bench --take output lacks %q:\n%s", want, out)
+			}
+		}
+	})
 }

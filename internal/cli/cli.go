@@ -107,6 +107,7 @@ func defaultVars() kong.Vars {
 		"beanstalk_addr":     d.BeanstalkAddr,
 		"data_dir":           d.DataDir,
 		"max_body":           strconv.Itoa(d.MaxBody),
+		"cache_mib":          strconv.Itoa(d.CacheMiB),
 		"max_wait":           d.MaxWait.String(),
 		"max_reserve_topics": strconv.Itoa(d.MaxReserveTopics),
 		"shutdown_timeout":   d.ShutdownTimeout.String(),

@@ -32,6 +32,8 @@ func TestValidate(t *testing.T) {
 		{"addr bad port", func(c *Config) { c.HTTPAddr = "localhost:99999" }, []string{"http-addr"}},
 		{"debug addr", func(c *Config) { c.DebugAddr = "127.0.0.1:6060" }, nil},
 		{"debug addr without port", func(c *Config) { c.DebugAddr = "localhost" }, []string{"debug-addr"}},
+		{"tiny cache", func(c *Config) { c.CacheMiB = 1 }, []string{"cache-mib"}},
+		{"tiny cache with redis", func(c *Config) { c.CacheMiB = 0; c.Redis = "redis://127.0.0.1:1/0" }, nil},
 		{"empty data dir", func(c *Config) { c.DataDir = " " }, []string{"data-dir"}},
 		{"zero body", func(c *Config) { c.MaxBody = 0 }, []string{"max-body"}},
 		{"huge body", func(c *Config) { c.MaxBody = MaxBodyLimit + 1 }, []string{"max-body"}},
@@ -48,7 +50,7 @@ func TestValidate(t *testing.T) {
 			modify: func(c *Config) {
 				*c = Config{HTTPAddr: "nope", LogLevel: "loud", LogFormat: "xml", AdvertiseURL: "x"}
 			},
-			want: []string{"http-addr", "data-dir", "max-body", "max-wait", "max-reserve-topics",
+			want: []string{"http-addr", "data-dir", "cache-mib", "max-body", "max-wait", "max-reserve-topics",
 				"advertise-url", "shutdown-timeout", "log-level", "log-format"},
 		},
 	}

@@ -135,11 +135,14 @@ func (s *Server) openStore(ctx context.Context) (store.Store, error) {
 		s.log.Info("store opened", "store", "redis", "took", time.Since(start).Round(time.Microsecond))
 		return st, nil
 	}
-	st, err := diskstore.Open(s.cfg.DataDir, diskstore.Options{Logger: s.log.With("component", "diskstore")})
+	st, err := diskstore.Open(s.cfg.DataDir, diskstore.Options{
+		Logger:    s.log.With("component", "diskstore"),
+		CacheSize: int64(s.cfg.CacheMiB) << 20,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("server: open store in %s: %w", s.cfg.DataDir, err)
 	}
-	s.log.Info("store opened", "store", "disk", "data_dir", s.cfg.DataDir, "took", time.Since(start).Round(time.Microsecond))
+	s.log.Info("store opened", "store", "disk", "data_dir", s.cfg.DataDir, "cache_mib", s.cfg.CacheMiB, "took", time.Since(start).Round(time.Microsecond))
 	return st, nil
 }
 
