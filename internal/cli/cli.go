@@ -32,8 +32,13 @@ type root struct {
 	Put     putCmd     `cmd:"" help:"Put a job into a topic."`
 	Reserve reserveCmd `cmd:"" help:"Reserve ready jobs from one or more topics."`
 	Finish  finishCmd  `cmd:"" help:"Finish (delete) a job you reserved."`
+	Release releaseCmd `cmd:"" help:"Give back a job you reserved, ready now or after --delay."`
+	Touch   touchCmd   `cmd:"" help:"Restart the TTR of a job you reserved."`
+	Bury    buryCmd    `cmd:"" help:"Set aside a job you reserved until it is kicked."`
 	Delete  deleteCmd  `cmd:"" help:"Delete a job in any state (operator revoke)."`
 	Get     getCmd     `cmd:"" help:"Show a job."`
+	Update  updateCmd  `cmd:"" help:"Change the due time, body or priority of a job that is not reserved."`
+	List    listCmd    `cmd:"" help:"Browse a topic's jobs, a page at a time."`
 	Kick    kickCmd    `cmd:"" help:"Kick buried (else delayed) jobs of a topic, or one job by id, to ready."`
 	Topics  topicsCmd  `cmd:"" help:"List topics with their job counts."`
 	Stats   statsCmd   `cmd:"" help:"Show the server's health and job counts over all topics."`
