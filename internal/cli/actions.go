@@ -107,11 +107,7 @@ func (c *updateCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	if c.JSON {
-		return printJSON(e.stdout, wireJob(j))
-	}
-	printJob(e.stdout, j, time.Now())
-	return nil
+	return c.printOne(e.stdout, j)
 }
 
 // listCmd is `delayq list TOPIC [--state S] [--limit N] [--cursor C]`.

@@ -141,10 +141,16 @@ func (c *getCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	if c.JSON {
-		return printJSON(e.stdout, wireJob(j))
+	return c.printOne(e.stdout, j)
+}
+
+// printOne writes one job as --json asks: the API's JSON, or aligned
+// "field  value" lines.
+func (o outputFlags) printOne(w io.Writer, j *delayq.Job) error {
+	if o.JSON {
+		return printJSON(w, wireJob(j))
 	}
-	printJob(e.stdout, j, time.Now())
+	printJob(w, j, time.Now())
 	return nil
 }
 
