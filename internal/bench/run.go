@@ -161,6 +161,8 @@ func (r *runner) runLateness(ctx context.Context) (*Result, error) {
 					early.Add(1)
 				}
 				lat.add(late)
+			}
+			if len(jobs) > 0 {
 				last.Store(now.UnixNano())
 			}
 			for _, j := range jobs {

@@ -50,7 +50,6 @@ func (e *Engine) put(ctx context.Context, reqs []PutRequest) ([]*delayq.Job, err
 		return nil, delayq.Invalid("batch_too_big", "jobs", "%d jobs in one batch, at most %d", len(reqs), delayq.MaxBatch)
 	}
 	now := delayq.TruncMilli(time.Now())
-	var err error
 	jobs := make([]*delayq.Job, len(reqs))
 	fresh := true // every id generated here, so none can be live
 	for i := range reqs {
@@ -61,16 +60,20 @@ func (e *Engine) put(ctx context.Context, reqs []PutRequest) ([]*delayq.Job, err
 		jobs[i] = j
 		fresh = fresh && reqs[i].ID == ""
 	}
-	if fp, ok := e.st.(store.FreshPutter); ok && fresh {
-		err = fp.PutFresh(ctx, jobs)
-	} else {
-		err = e.st.Put(ctx, jobs)
-	}
-	if err != nil {
+	if err := e.putJobs(ctx, jobs, fresh); err != nil {
 		return nil, err
 	}
 	e.announce(jobs...)
 	return jobs, nil
+}
+
+// putJobs writes new jobs, through the store's PutFresh when every id was
+// generated here (the duplicate check is then needless).
+func (e *Engine) putJobs(ctx context.Context, jobs []*delayq.Job, fresh bool) error {
+	if fp, ok := e.st.(store.FreshPutter); ok && fresh {
+		return fp.PutFresh(ctx, jobs)
+	}
+	return e.st.Put(ctx, jobs)
 }
 
 // newJob validates r and builds the job it asks for.

@@ -148,31 +148,38 @@ func (s *Server) openStore(ctx context.Context) (store.Store, error) {
 
 // listen binds the front ends' listeners, so Addr is known as soon as
 // Start returns (port 0 picks a free port).
-func (s *Server) listen() error {
-	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+func (s *Server) listen() (err error) {
+	var bound []net.Listener
+	defer func() {
+		if err != nil { // a later bind failed: free the ports already taken
+			for _, l := range bound {
+				l.Close()
+			}
+		}
+	}()
+	bind := func(name, addr string) (net.Listener, error) {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("server: listen %s: %w", name, err)
+		}
+		bound = append(bound, l)
+		return l, nil
+	}
+	ln, err := bind("http", s.cfg.HTTPAddr)
 	if err != nil {
-		return fmt.Errorf("server: listen http: %w", err)
+		return err
 	}
 	s.httpLn = ln
 	if s.cfg.BeanstalkAddr != "" {
-		bl, err := net.Listen("tcp", s.cfg.BeanstalkAddr)
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("server: listen beanstalk: %w", err)
+		if s.beanstalkLn, err = bind("beanstalk", s.cfg.BeanstalkAddr); err != nil {
+			return err
 		}
-		s.beanstalkLn = bl
 		s.beanstalk = &beanstalk.Server{Engine: s.eng, Logger: s.log.With("component", "beanstalk")}
 	}
 	if s.cfg.DebugAddr != "" {
-		dl, err := net.Listen("tcp", s.cfg.DebugAddr)
-		if err != nil {
-			ln.Close()
-			if s.beanstalkLn != nil {
-				s.beanstalkLn.Close()
-			}
-			return fmt.Errorf("server: listen debug: %w", err)
+		if s.debugLn, err = bind("debug", s.cfg.DebugAddr); err != nil {
+			return err
 		}
-		s.debugLn = dl
 		s.debug = &http.Server{Handler: debugHandler(), ReadHeaderTimeout: readHeaderTimeout}
 	}
 	s.advertise = s.cfg.AdvertiseURLFor(ln.Addr())

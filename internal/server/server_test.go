@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -170,6 +171,7 @@ func TestStartFailures(t *testing.T) {
 	}{
 		{"invalid config names every field", func(c *config.Config) { c.MaxBody, c.LogFormat = 0, "xml" }, "max-body"},
 		{"port in use", func(c *config.Config) { c.HTTPAddr = busy.Addr().String() }, "listen http"},
+		{"debug port in use", func(c *config.Config) { c.DebugAddr = busy.Addr().String() }, "listen debug"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -191,6 +193,39 @@ func TestStartFailures(t *testing.T) {
 			}
 			st.Close()
 		})
+	}
+}
+
+// TestFailedBindFreesEarlierPorts checks that when a later listener cannot
+// bind, the ports already bound are given back.
+func TestFailedBindFreesEarlierPorts(t *testing.T) {
+	t.Parallel()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	free := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().String()
+	}
+	cfg := testConfig(t)
+	cfg.HTTPAddr, cfg.BeanstalkAddr, cfg.DebugAddr = free(), free(), busy.Addr().String()
+	s := New(cfg, nil)
+	if err := s.Start(t.Context()); err == nil || !strings.Contains(err.Error(), "listen debug") {
+		t.Fatalf("Start() = %v, want a listen debug error", err)
+	}
+	for _, addr := range []string{cfg.HTTPAddr, cfg.BeanstalkAddr} {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Errorf("%s still taken after the failed Start: %v", addr, err)
+			continue
+		}
+		l.Close()
 	}
 }
 

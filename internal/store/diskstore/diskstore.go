@@ -46,7 +46,7 @@ type Options struct {
 	// 64 MiB (see pebbleOptions for why).
 	MemTableSize uint64
 	// CacheSize is the size of Pebble's block cache in bytes. Defaults to
-	// 64 MiB.
+	// 128 MiB.
 	CacheSize int64
 
 	// nearChunk is how many due-index entries one load brings into memory;
@@ -58,7 +58,7 @@ type Options struct {
 
 const (
 	defaultMemTableSize = 64 << 20
-	defaultCacheSize    = 64 << 20
+	defaultCacheSize    = 128 << 20 // as config.Default's CacheMiB
 	defaultNearChunk    = 4096
 	defaultTickMax      = 1000
 )
