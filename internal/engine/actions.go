@@ -203,3 +203,39 @@ func (e *Engine) Pause(ctx context.Context, topic string, d time.Duration) error
 	time.AfterFunc(time.Until(until), func() { e.waiters.wake(topic, e.waiters.count(topic)) })
 	return e.record("pause", nil)
 }
+
+// FinishBatch finishes up to delayq.MaxBatch reserved jobs in one durable
+// write, as a consumer that collected several results would. Every ref
+// must carry its reservation. errs[i] is nil when refs[i] was finished,
+// or says why that entry alone failed (not found, not reserved by that
+// reservation, a missing reservation); err is for the whole call (too
+// many refs, store unavailable), in which case nothing was finished.
+func (e *Engine) FinishBatch(ctx context.Context, refs []delayq.Ref) (errs []error, err error) {
+	if len(refs) > delayq.MaxBatch {
+		return nil, e.record("finish", delayq.Invalid("batch_too_big", "jobs", "%d jobs in one batch, at most %d", len(refs), delayq.MaxBatch))
+	}
+	errs = make([]error, len(refs))
+	ps := make([]store.DeleteParams, 0, len(refs))
+	idx := make([]int, 0, len(refs))
+	for i, ref := range refs {
+		if ref.Reservation == "" {
+			errs[i] = delayq.Invalid("bad_reservation", "reservation", "finish needs the reservation that reserve handed out")
+			continue
+		}
+		ps = append(ps, store.DeleteParams{Ref: ref})
+		idx = append(idx, i)
+	}
+	if len(ps) > 0 {
+		_, res, err := e.st.DeleteBatch(ctx, ps)
+		if err != nil {
+			return nil, e.record("finish", err)
+		}
+		for k, i := range idx {
+			errs[i] = res[k]
+		}
+	}
+	for _, err := range errs {
+		e.record("finish", err)
+	}
+	return errs, nil
+}

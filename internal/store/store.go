@@ -108,6 +108,18 @@ type Store interface {
 	// at all; either failure is ErrNotReserved.
 	Delete(ctx context.Context, p DeleteParams) (*delayq.Job, error)
 
+	// DeleteBatch runs the deletes of ps (at most delayq.MaxBatch) as one
+	// transition of independent entries: each entry succeeds or fails on
+	// its own, exactly as Delete would have, seen in order (so a ref
+	// repeated in ps is ErrNotFound the second time), and the successes
+	// are durable together before it returns. jobs[i] is the deleted job
+	// when errs[i] is nil. err is for the whole call (unavailable,
+	// canceled); then nothing was deleted. A store that cannot make the
+	// batch one write (redisstore: the jobs may live in different hash
+	// slots) runs the entries one by one and fails an entry that meets an
+	// outage alone, with ErrUnavailable.
+	DeleteBatch(ctx context.Context, ps []DeleteParams) (jobs []*delayq.Job, errs []error, err error)
+
 	// Update changes a job that is not reserved (ErrNotReserved if it is).
 	// Nil fields are kept. A new Due makes the job ready (Due <= Now) or
 	// delayed, whatever its state was, buried included.

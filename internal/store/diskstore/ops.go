@@ -2,6 +2,7 @@ package diskstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -249,21 +250,27 @@ func (s *Store) KickJob(ctx context.Context, p store.KickJobParams) (*delayq.Job
 // Delete implements store.Store.
 func (s *Store) Delete(ctx context.Context, p store.DeleteParams) (*delayq.Job, error) {
 	return s.change(ctx, "delete", func() (*delayq.Job, *delayq.Job, error) {
-		j, err := s.lookup(p.Ref)
-		if err != nil {
-			return nil, nil, err
-		}
-		switch {
-		case p.Force:
-		case p.Ref.Reservation != "":
-			if j, err = s.reservedBy(p.Ref); err != nil {
-				return nil, nil, err
-			}
-		case j.State == delayq.StateReserved:
-			return nil, nil, fmt.Errorf("diskstore: delete reserved job %s: %w", p.Ref, delayq.ErrNotReserved)
-		}
-		return j, nil, nil
+		j, err := s.deletable(p)
+		return j, nil, err
 	})
+}
+
+// deletable returns the job p may delete. Requires mu.
+func (s *Store) deletable(p store.DeleteParams) (*delayq.Job, error) {
+	j, err := s.lookup(p.Ref)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case p.Force:
+	case p.Ref.Reservation != "":
+		if !store.HeldBy(j, p.Ref) {
+			return nil, fmt.Errorf("diskstore: job %s: %w", p.Ref, delayq.ErrNotReserved)
+		}
+	case j.State == delayq.StateReserved:
+		return nil, fmt.Errorf("diskstore: delete reserved job %s: %w", p.Ref, delayq.ErrNotReserved)
+	}
+	return j, nil
 }
 
 // Update implements store.Store.
@@ -301,4 +308,35 @@ func (s *Store) Pause(ctx context.Context, p store.PauseParams) error {
 		t.topicCounts(p.Topic).paused = delayq.TruncMilli(p.Until)
 		return nil
 	})
+}
+
+// DeleteBatch implements store.Store: every entry is checked against
+// memory and disk as Delete would, and the successes go into one batch,
+// one fsync.
+func (s *Store) DeleteBatch(ctx context.Context, ps []store.DeleteParams) ([]*delayq.Job, []error, error) {
+	jobs, errs := make([]*delayq.Job, len(ps)), make([]error, len(ps))
+	err := s.write(ctx, "delete", func(t *txn) error {
+		gone := make(map[uint64]bool, len(ps))
+		for i, p := range ps {
+			j, err := s.deletable(p)
+			if err == nil && gone[j.Seq] {
+				err = fmt.Errorf("diskstore: job %s: %w", p.Ref, delayq.ErrNotFound)
+			}
+			if err != nil {
+				if errors.Is(err, delayq.ErrUnavailable) {
+					return err
+				}
+				errs[i] = err
+				continue
+			}
+			gone[j.Seq] = true
+			t.stage(j, nil)
+			jobs[i] = j.Clone()
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return jobs, errs, nil
 }

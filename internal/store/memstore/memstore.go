@@ -295,6 +295,24 @@ func (s *Store) Delete(_ context.Context, p store.DeleteParams) (*delayq.Job, er
 		return nil, err
 	}
 	defer s.mu.Unlock()
+	return s.delete(p)
+}
+
+// DeleteBatch implements store.Store.
+func (s *Store) DeleteBatch(_ context.Context, ps []store.DeleteParams) ([]*delayq.Job, []error, error) {
+	if err := s.lock(); err != nil {
+		return nil, nil, err
+	}
+	defer s.mu.Unlock()
+	jobs, errs := make([]*delayq.Job, len(ps)), make([]error, len(ps))
+	for i, p := range ps {
+		jobs[i], errs[i] = s.delete(p)
+	}
+	return jobs, errs, nil
+}
+
+// delete is Delete under the lock.
+func (s *Store) delete(p store.DeleteParams) (*delayq.Job, error) {
 	j, err := s.find(p.Ref)
 	if err != nil {
 		return nil, err

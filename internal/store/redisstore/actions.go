@@ -230,6 +230,22 @@ func (s *Store) Delete(ctx context.Context, p store.DeleteParams) (*delayq.Job, 
 	return r.job, nil
 }
 
+// DeleteBatch implements store.Store. The jobs of a batch may live in
+// different hash slots, so no one script can take them all: each delete
+// is its own atomic script, run in order, and an entry that meets an
+// outage fails alone with ErrUnavailable (the contract's allowance for
+// stores that cannot make a batch one write).
+func (s *Store) DeleteBatch(ctx context.Context, ps []store.DeleteParams) ([]*delayq.Job, []error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	jobs, errs := make([]*delayq.Job, len(ps)), make([]error, len(ps))
+	for i, p := range ps {
+		jobs[i], errs[i] = s.Delete(ctx, p)
+	}
+	return jobs, errs, nil
+}
+
 // unindex drops a deleted job's global entries.
 func (s *Store) unindex(ctx context.Context, r record) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)

@@ -123,6 +123,13 @@ func (d *durable) Delete(ctx context.Context, p store.DeleteParams) (*delayq.Job
 	return d.mem.Delete(ctx, p)
 }
 
+func (d *durable) DeleteBatch(ctx context.Context, ps []store.DeleteParams) ([]*delayq.Job, []error, error) {
+	if err := d.check(); err != nil {
+		return nil, nil, err
+	}
+	return d.mem.DeleteBatch(ctx, ps)
+}
+
 func (d *durable) Update(ctx context.Context, p store.UpdateParams) (*delayq.Job, error) {
 	if err := d.check(); err != nil {
 		return nil, err
