@@ -83,12 +83,18 @@ type Store struct {
 	db    *pebble.DB
 	chunk int // due-index entries per near-future load
 
-	inflight sync.WaitGroup // writers waiting for their fsync; Close waits for them
+	kick  chan struct{}  // capacity 1: the open group has work (commit.go)
+	stop  chan struct{}  // closed by Close: the committer commits what is left and ends
+	syncq *groupQueue    // applied groups waiting for their fsync
+	bg    sync.WaitGroup // the committer and the syncer
 
-	mu       sync.Mutex
-	closed   bool              // guarded by mu
-	failed   error             // set once a write failed; guarded by mu
-	seq      uint64            // last seq assigned; guarded by mu
+	mu        sync.Mutex
+	closed    bool              // guarded by mu
+	failed    error             // set once a write failed; guarded by mu
+	open      *group            // transitions not yet committed to Pebble; guarded by mu
+	tail      *group            // the newest group that has a transition; guarded by mu
+	seq       uint64            // last seq assigned; guarded by mu
+	seqOnDisk uint64            // last seq written under metaSeqKey; guarded by mu
 	last     time.Time         // latest Now acted at; guarded by mu
 	topics   map[string]*topic // guarded by mu
 	entries  map[uint64]*entry // in-memory jobs by seq; guarded by mu
@@ -125,11 +131,20 @@ func Open(dir string, opts Options) (*Store, error) {
 		entries:  make(map[uint64]*entry),
 		reserved: queue{less: byAt},
 		near:     nearFuture{q: queue{less: byAt}},
+		kick:     make(chan struct{}, 1),
+		stop:     make(chan struct{}),
+		syncq:    newGroupQueue(),
+		tail:     closedGroup,
 	}
+	s.open = s.newGroup()
 	if err := s.load(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("diskstore: open %s: %w", dir, err)
 	}
+	s.seqOnDisk = s.seq
+	s.bg.Add(2)
+	go s.committer()
+	go s.syncer()
 	return s, nil
 }
 
@@ -143,7 +158,8 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	s.inflight.Wait()
+	close(s.stop)
+	s.bg.Wait()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("diskstore: close: %w", err)
 	}
@@ -174,23 +190,43 @@ func unavailable(op string, err error) error {
 	return fmt.Errorf("diskstore: %s: %w: %w", op, delayq.ErrUnavailable, err)
 }
 
-// read runs fn under the mutex for a call that changes nothing.
+// read runs fn under the mutex for a call that changes nothing. What fn
+// saw may include transitions whose group is not durable yet, so read
+// returns only once the newest group is.
 func (s *Store) read(ctx context.Context, fn func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if err := s.usable(); err != nil {
+		s.mu.Unlock()
 		return err
 	}
-	return fn()
+	err := fn()
+	g := s.tail
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.wait(ctx, g)
+}
+
+// wait waits for g to be durable.
+func (s *Store) wait(ctx context.Context, g *group) error {
+	select {
+	case <-g.done:
+		return g.err
+	case <-ctx.Done():
+		// The transition may still become durable; the caller cannot
+		// know, as with any request whose reply was lost.
+		return ctx.Err()
+	}
 }
 
 // write runs one transition: fn validates and stages it into a txn under
-// the mutex; write applies the batch to Pebble (fixing its WAL position),
-// applies the txn to memory, releases the mutex and waits for the fsync
-// it shares with concurrent writers.
+// the mutex; write applies the txn to memory, adds its batch to the open
+// group (commit.go), releases the mutex and waits for the group to be
+// durable, together with every transition staged alongside it.
 func (s *Store) write(ctx context.Context, op string, fn func(t *txn) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -211,31 +247,22 @@ func (s *Store) write(ctx context.Context, op string, fn func(t *txn) error) err
 		s.mu.Unlock()
 		return nil
 	}
-	t.finish()
-	if err := s.db.ApplyNoSyncWait(t.b, pebble.Sync); err != nil {
-		// The batch is not closed: Pebble may still reference it.
-		t.restore()
-		err = s.fail(op, err)
-		s.mu.Unlock()
-		return err
-	}
 	t.apply()
-	s.inflight.Add(1)
+	g := s.stageGroup(t)
 	s.mu.Unlock()
-	defer s.inflight.Done()
-	err := t.b.SyncWait()
-	if err != nil {
-		s.mu.Lock()
-		err = s.fail(op, err)
-		s.mu.Unlock()
-		return err
-	}
 	_ = t.b.Close()
-	return nil
+	// A transition is acknowledged only once durable: ctx does not cut
+	// the wait short, so a caller never sees "canceled" for a change
+	// that then survives.
+	return s.wait(context.WithoutCancel(ctx), g)
 }
 
-// get returns a copy of the value of key; found is false when it is absent.
+// get returns a copy of the value of key; found is false when it is
+// absent. It commits the open group first, so Pebble has every change
+// memory has.
+// Requires mu.
 func (s *Store) get(key []byte) (val []byte, found bool, err error) {
+	s.flushLocked()
 	v, closer, err := s.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, false, nil
@@ -295,6 +322,13 @@ func (s *Store) topic(name string) *topic {
 		s.topics[name] = tp
 	}
 	return tp
+}
+
+// iter opens an iterator over Pebble after committing the open group (see
+// get). Requires mu.
+func (s *Store) iter(o *pebble.IterOptions) (*pebble.Iterator, error) {
+	s.flushLocked()
+	return s.db.NewIter(o)
 }
 
 // now returns the time to act at: p.Now in store precision, or the latest

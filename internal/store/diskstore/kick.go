@@ -49,7 +49,7 @@ func (s *Store) scanIDs(prefix []byte, max int) ([]string, error) {
 	if max <= 0 {
 		return nil, nil
 	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	it, err := s.iter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	if err != nil {
 		return nil, unavailable("scan index", err)
 	}

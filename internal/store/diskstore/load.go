@@ -51,7 +51,7 @@ func (s *Store) checkVersion() error {
 		}
 		return nil
 	}
-	it, err := s.db.NewIter(nil)
+	it, err := s.iter(nil)
 	if err != nil {
 		return err
 	}
@@ -67,7 +67,7 @@ func (s *Store) checkVersion() error {
 
 func (s *Store) loadTopics() error {
 	prefix := []byte{prefixCounter}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	it, err := s.iter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func (s *Store) loadTopics() error {
 // loadEntries brings a topic's ready or reserved index into memory.
 func (s *Store) loadEntries(name string, st byte) error {
 	prefix := stateIndexPrefix(name, st)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
+	it, err := s.iter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	if err != nil {
 		return err
 	}

@@ -59,7 +59,7 @@ func (n *nearFuture) scanFrom(s *Store) (*pebble.Iterator, error) {
 	if n.horizon != nil {
 		lower = append(bytes.Clone(n.horizon), 0)
 	}
-	return s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: []byte{prefixDue + 1}})
+	return s.iter(&pebble.IterOptions{LowerBound: lower, UpperBound: []byte{prefixDue + 1}})
 }
 
 // load brings the next chunk of the due index into the heap. Requires mu.

@@ -94,7 +94,7 @@ func (s *Store) listState(p store.ListParams, st byte, after []byte, res *store.
 	if after != nil && after[0] == st {
 		lower = append(append(bytes.Clone(prefix), after[1:]...), 0)
 	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
+	it, err := s.iter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
 	if err != nil {
 		return false, unavailable("list", err)
 	}

@@ -119,20 +119,6 @@ func (t *txn) stage(old, new *delayq.Job) {
 	t.topicCounts(new.Topic).add(new, 1)
 }
 
-// finish writes the counters and the seq the txn changed.
-func (t *txn) finish() {
-	for name, c := range t.counts {
-		if c.empty() {
-			t.b.Delete(counterKey(name), nil)
-		} else {
-			t.b.Set(counterKey(name), encodeCounts(c), nil)
-		}
-	}
-	if t.seq != t.s.seq {
-		t.b.Set(metaSeqKey, binary.BigEndian.AppendUint64(nil, t.seq), nil)
-	}
-}
-
 // apply makes memory match the batch Pebble accepted. Requires mu.
 func (t *txn) apply() {
 	s := t.s

@@ -1,0 +1,199 @@
+package diskstore
+
+import (
+	"encoding/binary"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Group commit.
+//
+// A transition validates and changes memory under the store mutex and
+// adds its keys to the open group: one Pebble batch that collects every
+// transition staged since the last commit. The committer goroutine takes
+// the open group (under the mutex, so the WAL order is the order of the
+// memory changes), applies it to Pebble in one commit and hands it to the
+// syncer, which waits for its fsync and wakes every transition of the
+// group at once. So a burst of concurrent puts, reserves and finishes
+// costs one Pebble commit and one sync per group instead of one per
+// transition, and keys that every transition would rewrite (a topic's
+// counters, the last seq) are written once per group.
+//
+// Memory runs ahead of the disk only by the open and in-flight groups,
+// and nothing leaves the store before its group is durable: a transition
+// returns after its group's sync, and a read (Get, List, Topics) waits for
+// the group that holds the newest change it could have seen. A Pebble
+// read under the mutex first applies the open group (flushLocked), so it
+// sees every change memory has.
+//
+// A commit or sync error fails the store (fail): memory is then ahead of
+// the disk, and every transition of that group and later ones gets the
+// error.
+
+// group is one commit's worth of transitions.
+type group struct {
+	b      *pebble.Batch
+	topics map[string]bool // topics whose counters changed
+	ops    int             // transitions staged
+	done   chan struct{}   // closed once the group is durable or failed
+	err    error           // set before done closes
+}
+
+func (s *Store) newGroup() *group {
+	return &group{b: s.db.NewBatch(), topics: make(map[string]bool), done: make(chan struct{})}
+}
+
+// closedGroup is a group with nothing to wait for.
+var closedGroup = func() *group {
+	g := &group{done: make(chan struct{})}
+	close(g.done)
+	return g
+}()
+
+// stageGroup adds a staged transition to the open group and wakes the
+// committer. It returns the group to wait for. Requires mu.
+func (s *Store) stageGroup(t *txn) *group {
+	g := s.open
+	if err := g.b.Apply(t.b, nil); err != nil {
+		// Apply only fails on a corrupt batch representation, which
+		// this package never builds.
+		panic("diskstore: group apply: " + err.Error())
+	}
+	for name := range t.counts {
+		g.topics[name] = true
+	}
+	g.ops++
+	s.tail = g
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	return g
+}
+
+// flushLocked commits the open group to Pebble (not waiting for its sync)
+// and opens a new one. Requires mu.
+func (s *Store) flushLocked() {
+	g := s.open
+	if g.ops == 0 {
+		return
+	}
+	s.open = s.newGroup()
+	for name := range g.topics {
+		if tp := s.topics[name]; tp != nil && !tp.empty() {
+			g.b.Set(counterKey(name), encodeCounts(&tp.counts), nil)
+		} else {
+			g.b.Delete(counterKey(name), nil)
+		}
+	}
+	if s.seq != s.seqOnDisk {
+		g.b.Set(metaSeqKey, binary.BigEndian.AppendUint64(nil, s.seq), nil)
+		s.seqOnDisk = s.seq
+	}
+	if s.failed != nil {
+		g.err = s.failed
+		close(g.done)
+		return
+	}
+	if err := s.db.ApplyNoSyncWait(g.b, pebble.Sync); err != nil {
+		// The batch is not closed: Pebble may still reference it.
+		g.err = s.fail("commit", err)
+		close(g.done)
+		return
+	}
+	s.syncq.push(g)
+}
+
+// committer applies the open group whenever a transition wakes it, until
+// stop closes; then it commits what is left.
+func (s *Store) committer() {
+	defer s.bg.Done()
+	for {
+		select {
+		case <-s.kick:
+		case <-s.stop:
+			s.mu.Lock()
+			s.flushLocked()
+			s.mu.Unlock()
+			s.syncq.close()
+			return
+		}
+		s.mu.Lock()
+		s.flushLocked()
+		s.mu.Unlock()
+	}
+}
+
+// syncer waits for each applied group's fsync, in commit order, and
+// wakes its transitions.
+func (s *Store) syncer() {
+	defer s.bg.Done()
+	for {
+		g, ok := s.syncq.pop()
+		if !ok {
+			return
+		}
+		if err := g.b.SyncWait(); err != nil {
+			s.mu.Lock()
+			g.err = s.fail("sync", err)
+			s.mu.Unlock()
+		} else {
+			_ = g.b.Close()
+		}
+		close(g.done)
+	}
+}
+
+// groupQueue is an unbounded FIFO of applied groups: flushLocked pushes
+// under the store mutex and must never block there.
+type groupQueue struct {
+	mu     sync.Mutex
+	gs     []*group
+	closed bool
+	sig    chan struct{} // capacity 1: something was pushed or the queue closed
+}
+
+func newGroupQueue() *groupQueue { return &groupQueue{sig: make(chan struct{}, 1)} }
+
+func (q *groupQueue) push(g *group) {
+	q.mu.Lock()
+	q.gs = append(q.gs, g)
+	q.mu.Unlock()
+	q.signal()
+}
+
+func (q *groupQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.signal()
+}
+
+func (q *groupQueue) signal() {
+	select {
+	case q.sig <- struct{}{}:
+	default:
+	}
+}
+
+// pop returns the oldest group, waiting for one; false once the queue is
+// closed and empty.
+func (q *groupQueue) pop() (*group, bool) {
+	for {
+		q.mu.Lock()
+		if len(q.gs) > 0 {
+			g := q.gs[0]
+			q.gs[0] = nil
+			q.gs = q.gs[1:]
+			q.mu.Unlock()
+			return g, true
+		}
+		closed := q.closed
+		q.mu.Unlock()
+		if closed {
+			return nil, false
+		}
+		<-q.sig
+	}
+}
