@@ -113,6 +113,7 @@ func defaultVars() kong.Vars {
 		"data_dir":           d.DataDir,
 		"max_body":           strconv.Itoa(d.MaxBody),
 		"cache_mib":          strconv.Itoa(d.CacheMiB),
+		"hot_mib":            strconv.Itoa(d.HotMiB),
 		"max_wait":           d.MaxWait.String(),
 		"max_reserve_topics": strconv.Itoa(d.MaxReserveTopics),
 		"shutdown_timeout":   d.ShutdownTimeout.String(),

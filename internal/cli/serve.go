@@ -14,6 +14,7 @@ type serveCmd struct {
 	HTTPAddr         string        `name:"http-addr" env:"DELAYQ_HTTP_ADDR" default:"${http_addr}" help:"host:port of the HTTP API (port 0 picks a free port)."`
 	DataDir          string        `name:"data-dir" env:"DELAYQ_DATA_DIR" default:"${data_dir}" type:"path" help:"Directory of the embedded store (created if missing)."`
 	CacheMiB         int           `name:"cache-mib" env:"DELAYQ_CACHE_MIB" default:"${cache_mib}" help:"Block cache of the embedded store, in MiB (fills only with what reserves and finishes read)."`
+	HotMiB           int           `name:"hot-mib" env:"DELAYQ_HOT_MIB" default:"${hot_mib}" help:"Job records the embedded store keeps in memory beside its ready, reserved and near-future jobs, in MiB (0 keeps none)."`
 	MaxBody          int           `name:"max-body" env:"DELAYQ_MAX_BODY" default:"${max_body}" help:"Largest job body, in bytes."`
 	MaxWait          time.Duration `name:"max-wait" env:"DELAYQ_MAX_WAIT" default:"${max_wait}" help:"Longest a reserve may long-poll."`
 	MaxReserveTopics int           `name:"max-reserve-topics" env:"DELAYQ_MAX_RESERVE_TOPICS" default:"${max_reserve_topics}" help:"Most topics one reserve may list."`
@@ -36,6 +37,7 @@ func (c *serveCmd) config() config.Config {
 		DebugAddr:        c.DebugAddr,
 		DataDir:          c.DataDir,
 		CacheMiB:         c.CacheMiB,
+		HotMiB:           c.HotMiB,
 		MaxBody:          c.MaxBody,
 		MaxWait:          c.MaxWait,
 		MaxReserveTopics: c.MaxReserveTopics,

@@ -47,6 +47,12 @@ type Config struct {
 	// Default 128: against 64, a burst of 100k jobs drained 25% faster.
 	// Ignored with Redis.
 	CacheMiB int
+	// HotMiB bounds the job records the embedded store keeps in memory
+	// beside its ready, reserved and near-future jobs, so reserve, finish
+	// and the timer read nothing from disk; records beyond it are read
+	// from disk when needed. Default 128; 0 keeps none. Ignored with
+	// Redis.
+	HotMiB int
 	// MaxBody is the largest job body, in bytes. Default 65,535
 	// (beanstalkd's max-job-size); at most MaxBodyLimit.
 	MaxBody int
@@ -92,6 +98,7 @@ func Default() Config {
 		BeanstalkAddr:    "127.0.0.1:11300",
 		DataDir:          "./delayq-data",
 		CacheMiB:         128,
+		HotMiB:           128,
 		MaxBody:          delayq.MaxBodyDefault,
 		MaxWait:          delayq.MaxWaitDefault,
 		MaxReserveTopics: 1000,
@@ -131,6 +138,9 @@ func (c Config) Validate() error {
 	}
 	if c.Redis == "" && (c.CacheMiB < MinCacheMiB || c.CacheMiB > MaxCacheMiB) {
 		add("cache-mib", "%d is out of range (%d to %d MiB)", c.CacheMiB, MinCacheMiB, MaxCacheMiB)
+	}
+	if c.Redis == "" && (c.HotMiB < 0 || c.HotMiB > MaxCacheMiB) {
+		add("hot-mib", "%d is out of range (0 to %d MiB)", c.HotMiB, MaxCacheMiB)
 	}
 	if c.MaxBody < 1 || c.MaxBody > MaxBodyLimit {
 		add("max-body", "%d is out of range (1 to %d bytes)", c.MaxBody, MaxBodyLimit)

@@ -138,11 +138,12 @@ func (s *Server) openStore(ctx context.Context) (store.Store, error) {
 	st, err := diskstore.Open(s.cfg.DataDir, diskstore.Options{
 		Logger:    s.log.With("component", "diskstore"),
 		CacheSize: int64(s.cfg.CacheMiB) << 20,
+		HotSize:   hotBytes(s.cfg.HotMiB),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: open store in %s: %w", s.cfg.DataDir, err)
 	}
-	s.log.Info("store opened", "store", "disk", "data_dir", s.cfg.DataDir, "cache_mib", s.cfg.CacheMiB, "took", time.Since(start).Round(time.Microsecond))
+	s.log.Info("store opened", "store", "disk", "data_dir", s.cfg.DataDir, "cache_mib", s.cfg.CacheMiB, "hot_mib", s.cfg.HotMiB, "took", time.Since(start).Round(time.Microsecond))
 	return st, nil
 }
 
@@ -345,4 +346,13 @@ func (s *Server) closeStore() error {
 	}
 	s.log.Info("shutdown: store closed")
 	return nil
+}
+
+// hotBytes is diskstore's HotSize for --hot-mib: 0 MiB keeps no records
+// (diskstore reads 0 as its default, a negative size as none).
+func hotBytes(mib int) int {
+	if mib == 0 {
+		return -1
+	}
+	return mib << 20
 }

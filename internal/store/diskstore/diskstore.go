@@ -48,6 +48,13 @@ type Options struct {
 	// CacheSize is the size of Pebble's block cache in bytes. Defaults to
 	// 128 MiB.
 	CacheSize int64
+	// HotSize bounds, in bytes, the job records kept in memory beside
+	// the ready, reserved and near-future delayed jobs' index entries
+	// (see hotSize for how a job is counted), so that reserve, finish and
+	// the timer read nothing from Pebble. Records beyond it are spilled:
+	// the job keeps its place and its record is read from Pebble when
+	// needed. Defaults to 128 MiB; a negative value keeps none.
+	HotSize int
 
 	// nearChunk is how many due-index entries one load brings into memory;
 	// tests lower it. Defaults to defaultNearChunk.
@@ -59,6 +66,7 @@ type Options struct {
 const (
 	defaultMemTableSize = 64 << 20
 	defaultCacheSize    = 128 << 20 // as config.Default's CacheMiB
+	defaultHotSize      = 128 << 20 // as config.Default's HotMiB
 	defaultNearChunk    = 4096
 	defaultTickMax      = 1000
 )
@@ -72,6 +80,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.CacheSize == 0 {
 		o.CacheSize = defaultCacheSize
+	}
+	if o.HotSize == 0 {
+		o.HotSize = defaultHotSize
 	}
 	if o.nearChunk <= 0 {
 		o.nearChunk = defaultNearChunk
@@ -95,11 +106,14 @@ type Store struct {
 	tail      *group            // the newest group that has a transition; guarded by mu
 	seq       uint64            // last seq assigned; guarded by mu
 	seqOnDisk uint64            // last seq written under metaSeqKey; guarded by mu
-	last     time.Time         // latest Now acted at; guarded by mu
-	topics   map[string]*topic // guarded by mu
-	entries  map[uint64]*entry // in-memory jobs by seq; guarded by mu
-	reserved queue             // reserved jobs by deadline; guarded by mu
-	near     nearFuture        // guarded by mu
+	last      time.Time         // latest Now acted at; guarded by mu
+	topics    map[string]*topic // guarded by mu
+	entries   map[uint64]*entry // in-memory jobs by seq; guarded by mu
+	byID      map[string]*entry // the same entries by id; guarded by mu
+	hot       int               // bytes of records held by entries; guarded by mu
+	hotMax    int               // budget for hot; records beyond it stay on disk only
+	reserved  queue             // reserved jobs by deadline; guarded by mu
+	near      nearFuture        // guarded by mu
 }
 
 // topic is what memory keeps of a topic: its counters and pause (mirrored
@@ -129,6 +143,8 @@ func Open(dir string, opts Options) (*Store, error) {
 		chunk:    opts.nearChunk,
 		topics:   make(map[string]*topic),
 		entries:  make(map[uint64]*entry),
+		byID:     make(map[string]*entry),
+		hotMax:   opts.HotSize,
 		reserved: queue{less: byAt},
 		near:     nearFuture{q: queue{less: byAt}},
 		kick:     make(chan struct{}, 1),
@@ -275,8 +291,18 @@ func (s *Store) get(key []byte) (val []byte, found bool, err error) {
 	return val, true, nil
 }
 
-// lookup reads the live job ref names. Requires mu.
+// lookup returns the live job ref names, from memory when it is hot,
+// else from Pebble. The job must not be modified. Requires mu.
 func (s *Store) lookup(ref delayq.Ref) (*delayq.Job, error) {
+	var e *entry
+	if ref.ID != "" {
+		e = s.byID[ref.ID]
+	} else {
+		e = s.entries[ref.Seq]
+	}
+	if e != nil {
+		return s.mustRecord(e)
+	}
 	id := ref.ID
 	if id == "" {
 		v, ok, err := s.get(seqKey(ref.Seq))

@@ -23,6 +23,10 @@ func TestConformance(t *testing.T) {
 	// Chunks of two due-index entries force every path of the near-future
 	// heap (loads, trims, disk-only deletes and updates) in every test.
 	t.Run("TinyChunks", func(t *testing.T) { runSuite(t, Options{nearChunk: 2}) })
+	// Every record read from Pebble, and a budget of about three jobs, so
+	// hot and spilled jobs mix in every test.
+	t.Run("NoHot", func(t *testing.T) { runSuite(t, Options{HotSize: -1}) })
+	t.Run("TinyHot", func(t *testing.T) { runSuite(t, Options{HotSize: 3 * 400, nearChunk: 2}) })
 }
 
 // runSuite runs storetest on stores in temp dirs; Reopen closes and opens

@@ -1,19 +1,31 @@
 package diskstore
 
-import "container/heap"
+import (
+	"container/heap"
+
+	"github.com/delayq/delayq"
+)
 
 // entry is what memory keeps of a ready, reserved or near-future delayed
-// job: enough to order it and to find its record, never its body.
+// job: enough to order it and to find its record, and, while the hot
+// budget allows, the record itself (job), so reserve, finish and the
+// timer read nothing from Pebble.
 type entry struct {
 	seq   uint64
 	id    string
 	topic string
 	state byte
 	pri   uint32
-	at    int64  // ms: due (ready, delayed) or deadline (reserved)
-	due   int64  // ms: the job's Due (for a topic's oldest ready job)
-	pos   [2]int // index in each heap holding the entry; slot 0 or 1
+	at    int64       // ms: due (ready, delayed) or deadline (reserved)
+	due   int64       // ms: the job's Due (for a topic's oldest ready job)
+	pos   [2]int      // index in each heap holding the entry; slot 0 or 1
+	job   *delayq.Job // the record, or nil when it was spilled (read it from Pebble); never modified
+	size  int         // bytes job is counted for in the hot budget
 }
+
+// hotSize is what a job kept in memory is counted for: its variable parts
+// and a fixed allowance for the Job and entry structs and map slots.
+func hotSize(j *delayq.Job) int { return len(j.Body) + 2*len(j.ID) + len(j.Topic) + 320 }
 
 // queue is an indexed binary heap of entries: it can remove any entry in
 // O(log n), so a deleted or changed job leaves no stale entry behind and

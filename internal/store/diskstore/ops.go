@@ -61,6 +61,9 @@ func (s *Store) put(ctx context.Context, jobs []*delayq.Job, check bool) error {
 func (s *Store) checkNew(jobs []*delayq.Job) error {
 	seen := make(map[string]bool, len(jobs))
 	for _, j := range jobs {
+		if s.byID[j.ID] != nil || seen[j.ID] {
+			return fmt.Errorf("diskstore: put %q: %w", j.ID, delayq.ErrExists)
+		}
 		_, found, err := s.get(jobKey(j.ID))
 		if err != nil {
 			return unavailable("put", err)
@@ -132,6 +135,9 @@ func pickReady(topics []*topic) *entry {
 // mustRecord reads the record of an in-memory entry; its absence means
 // memory and disk disagree. Requires mu.
 func (s *Store) mustRecord(e *entry) (*delayq.Job, error) {
+	if e.job != nil {
+		return e.job, nil
+	}
 	j, ok, err := s.record(e.id)
 	if err != nil {
 		return nil, err

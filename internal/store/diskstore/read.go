@@ -18,7 +18,9 @@ func (s *Store) Get(ctx context.Context, ref delayq.Ref) (*delayq.Job, error) {
 	var out *delayq.Job
 	err := s.read(ctx, func() error {
 		j, err := s.lookup(ref)
-		out = j
+		if err == nil {
+			out = j.Clone()
+		}
 		return err
 	})
 	if err != nil {

@@ -169,6 +169,8 @@ func (s *Store) unindex(j *delayq.Job) {
 // drop takes an entry out of every structure holding it. Requires mu.
 func (s *Store) drop(e *entry) {
 	delete(s.entries, e.seq)
+	delete(s.byID, e.id)
+	s.hot -= e.size
 	switch e.state {
 	case stReady:
 		if tp := s.topics[e.topic]; tp != nil {
@@ -185,6 +187,8 @@ func (s *Store) drop(e *entry) {
 // reinsert puts back an entry that drop took out. Requires mu.
 func (s *Store) reinsert(e *entry) {
 	s.entries[e.seq] = e
+	s.byID[e.id] = e
+	s.hot += e.size
 	switch e.state {
 	case stReady:
 		tp := s.topic(e.topic)
@@ -213,6 +217,9 @@ func (s *Store) index(j *delayq.Job) {
 		}
 	default:
 		return
+	}
+	if size := hotSize(j); s.hot+size <= s.hotMax {
+		e.job, e.size = j, size
 	}
 	s.reinsert(e)
 }

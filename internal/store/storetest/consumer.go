@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -159,6 +160,47 @@ func testDelete(t *testing.T, f Factory) {
 		check(t, "Delete(a, force)", got, j)
 		checkErr(t, "Get(a) after Delete", getErr(h, "a"), delayq.ErrNotFound)
 	})
+}
+
+// testDeleteBatch checks that each entry of a batch succeeds or fails as
+// Delete would have, in order, and that only the successes are gone.
+func testDeleteBatch(t *testing.T, f Factory) {
+	h := open(t, f)
+	a := h.putReserved("a", base, nil)
+	b := h.putReserved("b", base, nil)
+	c := h.putReserved("c", base, nil)
+	r := ready("r", "t")
+	h.put(r)
+	ps := []store.DeleteParams{
+		{Ref: held(a)},
+		{Ref: delayq.Ref{ID: "b", Reservation: "bogus"}},    // stale: b stays
+		{Ref: delayq.Ref{ID: "nosuch", Reservation: "1-1"}}, // unknown
+		{Ref: held(a)}, // a again: gone by now
+		{Ref: delayq.Ref{Seq: c.Seq, Reservation: c.Reservation}}, // by seq
+		{Ref: delayq.Ref{ID: "r", Reservation: "1-1"}},            // not reserved
+		{Ref: delayq.Ref{ID: "r"}, Force: true},                   // operator delete
+	}
+	jobs, errs, err := h.s.DeleteBatch(h.ctx, ps)
+	checkErr(t, "DeleteBatch()", err, nil)
+	if len(jobs) != len(ps) || len(errs) != len(ps) {
+		t.Fatalf("DeleteBatch() = %d jobs, %d errs; want %d of each", len(jobs), len(errs), len(ps))
+	}
+	want := []error{nil, delayq.ErrNotReserved, delayq.ErrNotFound, delayq.ErrNotFound, nil, delayq.ErrNotReserved, nil}
+	for i, w := range want {
+		checkErr(t, fmt.Sprintf("DeleteBatch() entry %d", i), errs[i], w)
+	}
+	check(t, "DeleteBatch() job 0", jobs[0], a)
+	check(t, "DeleteBatch() job 4", jobs[4], c)
+	check(t, "DeleteBatch() job 6", jobs[6], r)
+	for _, id := range []string{"a", "c", "r"} {
+		checkErr(t, "Get("+id+") after DeleteBatch", getErr(h, id), delayq.ErrNotFound)
+	}
+	check(t, "Get(b) after a stale entry", h.get(delayq.Ref{ID: "b"}), b)
+	jobs, errs, err = h.s.DeleteBatch(h.ctx, nil)
+	checkErr(t, "DeleteBatch(nil)", err, nil)
+	if len(jobs) != 0 || len(errs) != 0 {
+		t.Fatalf("DeleteBatch(nil) = %v, %v; want nothing", jobs, errs)
+	}
 }
 
 // testStaleReservation checks that a consumer whose TTR ran out cannot act

@@ -56,6 +56,7 @@ func Run(t *testing.T, f Factory) {
 		{"KickJob", testKickJob},
 		{"ReserveJob", testReserveJob},
 		{"Delete", testDelete},
+		{"DeleteBatch", testDeleteBatch},
 		{"StaleReservation", testStaleReservation},
 		{"Update", testUpdate},
 		{"List", testList},

@@ -1,0 +1,100 @@
+package diskstore
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// TestHotBudgetSpills puts more ready and near-future delayed jobs than
+// the hot budget holds: the budget is respected, and every job still comes
+// out in serving order with its own body, across a restart too.
+func TestHotBudgetSpills(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	now := time.Date(2031, 1, 2, 3, 4, 5, 0, time.UTC)
+	const n = 300
+	job := func(i int) *delayq.Job {
+		j := &delayq.Job{
+			ID: fmt.Sprintf("job-%03d", i), Topic: "t", TTR: time.Minute, Created: now,
+			Body: []byte(fmt.Sprintf("body of job %d, padded %0100d", i, i)), Priority: uint32(n - i),
+			State: delayq.StateReady, Due: now,
+		}
+		if i%3 == 0 { // every third is due a little later: near-future delayed
+			j.State, j.Due = delayq.StateDelayed, now.Add(time.Duration(i)*time.Millisecond)
+		}
+		return j
+	}
+	budget := 20 * hotSize(job(0))
+	s := openAt(t, dir, Options{HotSize: budget, nearChunk: 16})
+	for i := range n {
+		if err := s.Put(ctx, []*delayq.Job{job(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.mu.Lock()
+	hot, held := s.hot, 0
+	for _, e := range s.entries {
+		if e.job != nil {
+			held++
+		}
+	}
+	s.mu.Unlock()
+	if hot > budget || held == 0 || held >= n {
+		t.Fatalf("hot = %d bytes in %d records, want within %d bytes and some but not all of %d jobs", hot, held, budget, n)
+	}
+
+	// Half now, half after a restart, which brings every job back cold.
+	got := drain(t, s, now, n/2)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, dir, Options{HotSize: budget, nearChunk: 16})
+	defer s.Close()
+	got = append(got, drain(t, s, now, n-n/2)...)
+
+	// Serving order is priority, and priority falls with i; delayed jobs
+	// join as the timer readies them, all before the reserves start.
+	for k, j := range got {
+		want := job(n - 1 - k)
+		if j.ID != want.ID || string(j.Body) != string(want.Body) {
+			t.Fatalf("reserve %d got %s %q, want %s %q", k, j.ID, j.Body, want.ID, want.Body)
+		}
+	}
+	if ts, err := s.Topics(ctx); err != nil || len(ts) != 0 {
+		t.Fatalf("Topics() = %v, %v; want no topic left", ts, err)
+	}
+}
+
+// drain readies every due job, then reserves and finishes k jobs one at
+// a time, returning them in the order they were served.
+func drain(t *testing.T, s *Store, now time.Time, k int) []*delayq.Job {
+	t.Helper()
+	ctx := t.Context()
+	later := now.Add(time.Second)
+	for {
+		res, err := s.Tick(ctx, store.TickParams{Now: later})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Next.IsZero() || res.Next.After(later) {
+			break
+		}
+	}
+	var out []*delayq.Job
+	for range k {
+		js, err := s.Reserve(ctx, store.ReserveParams{Topics: []string{"t"}, Max: 1, Now: later})
+		if err != nil || len(js) != 1 {
+			t.Fatalf("Reserve = %v, %v; want one job", js, err)
+		}
+		ps := []store.DeleteParams{{Ref: delayq.Ref{ID: js[0].ID, Reservation: js[0].Reservation}}}
+		if _, errs, err := s.DeleteBatch(ctx, ps); err != nil || errs[0] != nil {
+			t.Fatalf("DeleteBatch = %v, %v", errs, err)
+		}
+		out = append(out, js[0])
+	}
+	return out
+}
