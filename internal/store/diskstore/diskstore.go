@@ -106,6 +106,7 @@ type Store struct {
 	tail      *group            // the newest group that has a transition; guarded by mu
 	seq       uint64            // last seq assigned; guarded by mu
 	seqOnDisk uint64            // last seq written under metaSeqKey; guarded by mu
+	stats     struct{ groups, ops int } // groups committed and their transitions (benchmarks); guarded by mu
 	last      time.Time         // latest Now acted at; guarded by mu
 	topics    map[string]*topic // guarded by mu
 	entries   map[uint64]*entry // in-memory jobs by seq; guarded by mu
@@ -279,6 +280,12 @@ func (s *Store) write(ctx context.Context, op string, fn func(t *txn) error) err
 // Requires mu.
 func (s *Store) get(key []byte) (val []byte, found bool, err error) {
 	s.flushLocked()
+	return s.peek(key)
+}
+
+// peek is get without committing the open group first: for keys the
+// caller knows the open group does not write. Requires mu.
+func (s *Store) peek(key []byte) (val []byte, found bool, err error) {
 	v, closer, err := s.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, false, nil

@@ -64,7 +64,13 @@ func (s *Store) checkNew(jobs []*delayq.Job) error {
 		if s.byID[j.ID] != nil || seen[j.ID] {
 			return fmt.Errorf("diskstore: put %q: %w", j.ID, delayq.ErrExists)
 		}
-		_, found, err := s.get(jobKey(j.ID))
+		// Only a record the open group writes needs that group
+		// committed first; any other is as Pebble has it.
+		get := s.peek
+		if s.open.ids[j.ID] {
+			get = s.get
+		}
+		_, found, err := get(jobKey(j.ID))
 		if err != nil {
 			return unavailable("put", err)
 		}
