@@ -277,12 +277,10 @@ type Notifier interface {
 	Notify(ctx context.Context) (<-chan Event, error)
 }
 
-// FreshPutter is implemented by stores whose duplicate-id check costs a
-// read per job (diskstore: a Pebble point lookup, which under sustained
-// puts is most of a put's CPU because it consults every L0 table's
-// filter). The engine calls PutFresh instead of Put when it generated
-// every id itself just now (UUIDv7: a millisecond timestamp and 74 random
-// bits), so none can be live.
+// FreshPutter is implemented by stores for which checking that an id is
+// not live is a cost worth skipping. The engine calls PutFresh instead of
+// Put when it generated every id itself just now (UUIDv7: a millisecond
+// timestamp and 74 random bits), so none can be live.
 type FreshPutter interface {
 	// PutFresh is Put for jobs whose ids cannot be live: it may skip the
 	// duplicate-id check, and is otherwise the same (one durable write,
