@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/delayq/delayq"
@@ -10,8 +9,7 @@ import (
 )
 
 // ReserveJob reserves one chosen job that is ready, delayed or buried
-// (beanstalkd's reserve-job). Stores that are not a store.JobReserver
-// answer ErrState.
+// (beanstalkd's reserve-job).
 func (e *Engine) ReserveJob(ctx context.Context, ref delayq.Ref) (*delayq.Job, error) {
 	j, err := e.reserveJob(ctx, ref)
 	return j, e.record("reserve", err)
@@ -21,11 +19,7 @@ func (e *Engine) reserveJob(ctx context.Context, ref delayq.Ref) (*delayq.Job, e
 	if e.Draining() {
 		return nil, delayq.ErrDraining
 	}
-	jr, ok := e.st.(store.JobReserver)
-	if !ok {
-		return nil, fmt.Errorf("engine: this store cannot reserve a job by id: %w", delayq.ErrState)
-	}
-	j, err := jr.ReserveJob(ctx, store.ReserveJobParams{Ref: ref, Now: delayq.TruncMilli(time.Now())})
+	j, err := e.st.ReserveJob(ctx, store.ReserveJobParams{Ref: ref, Now: delayq.TruncMilli(time.Now())})
 	if err != nil {
 		return nil, err
 	}

@@ -1,30 +1,106 @@
 package store
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/delayq/delayq"
 )
 
-// The field effects of the contract (see Store), written once for the
-// stores that keep jobs as delayq.Job values (memstore, diskstore);
-// redisstore applies the same rules in its Lua scripts.
+// The guards and field effects of the contract (see Store), written once
+// for the stores that keep jobs as delayq.Job values (memstore, diskstore)
+// so the two cannot drift; redisstore applies the same rules in its Lua
+// scripts. Each Apply function changes j in place: a store that must keep
+// the old version (diskstore, to update its indexes) applies it to a
+// clone. The times passed in are already in store precision and clamped
+// by a Clock.
 
-// Spent reports whether j has used all of its MaxAttempts reserves.
-func Spent(j *delayq.Job) bool { return j.MaxAttempts > 0 && j.Attempts >= j.MaxAttempts }
-
-// HeldBy reports whether j is reserved under the reservation ref presents.
-func HeldBy(j *delayq.Job, ref delayq.Ref) bool {
-	return j.State == delayq.StateReserved && ref.Reservation != "" && j.Reservation == ref.Reservation
+// Clock is a store's "Now never goes back" clamp (see Store): callers read
+// the clock before they wait for the store, so their Nows can arrive out
+// of order, and acting at an earlier Now than a previous transition could
+// start a reservation before the Tick that readied its job. The zero value
+// is ready to use; it is not safe for concurrent use (stores call it under
+// their lock).
+type Clock struct {
+	last time.Time // latest time handed out
 }
 
-// Reserve moves j to reserved at start: Attempts+1, a fresh reservation
-// token, Deadline = start+TTR.
-func Reserve(j *delayq.Job, start time.Time) {
-	j.State = delayq.StateReserved
-	j.Attempts++
-	j.Reservation = delayq.ReservationToken(j.Seq, j.Attempts)
-	j.Deadline = start.Add(j.TTR)
+// At returns the time to act at for a caller's now: t in store precision,
+// or the latest time At returned if that is later.
+func (c *Clock) At(t time.Time) time.Time {
+	t = delayq.TruncMilli(t)
+	if t.Before(c.last) {
+		return c.last
+	}
+	c.last = t
+	return t
+}
+
+// Truncate drops sub-millisecond precision from every time and duration of
+// j, the precision stores keep, so a job reads back as it compares.
+func Truncate(j *delayq.Job) {
+	j.Due = delayq.TruncMilli(j.Due)
+	j.Created = delayq.TruncMilli(j.Created)
+	j.Deadline = delayq.TruncMilli(j.Deadline)
+	j.TTR = j.TTR.Truncate(time.Millisecond)
+	j.Delay = j.Delay.Truncate(time.Millisecond)
+}
+
+// Spent reports whether j has used all of its MaxAttempts reserves, so
+// that leaving reserved buries it instead of readying it.
+func Spent(j *delayq.Job) bool { return j.MaxAttempts > 0 && j.Attempts >= j.MaxAttempts }
+
+// CheckHeld refuses a consumer call (Release, Touch, Bury, Delete with a
+// reservation) unless j is reserved under the reservation ref presents: a
+// consumer whose TTR ran out must not act on the next consumer's job.
+func CheckHeld(j *delayq.Job, ref delayq.Ref) error {
+	if j.State != delayq.StateReserved || ref.Reservation == "" || j.Reservation != ref.Reservation {
+		return fmt.Errorf("job %q: %w", j.ID, delayq.ErrNotReserved)
+	}
+	return nil
+}
+
+// CheckDeletable refuses a Delete that p may not make: with Force anything
+// goes; with a reservation it must hold j; without one j must not be
+// reserved, so an operator cannot pull a job from under its consumer by
+// accident.
+func CheckDeletable(j *delayq.Job, p DeleteParams) error {
+	switch {
+	case p.Force:
+		return nil
+	case p.Ref.Reservation != "":
+		return CheckHeld(j, p.Ref)
+	case j.State == delayq.StateReserved:
+		return fmt.Errorf("job %q: delete a reserved job: %w", j.ID, delayq.ErrNotReserved)
+	}
+	return nil
+}
+
+// CheckKickable refuses KickJob of a job that is neither buried nor
+// delayed: only those wait for something a kick can cut short.
+func CheckKickable(j *delayq.Job) error {
+	if j.State != delayq.StateBuried && j.State != delayq.StateDelayed {
+		return fmt.Errorf("job %q: kick a %s job: %w", j.ID, j.State, delayq.ErrState)
+	}
+	return nil
+}
+
+// CheckReservable refuses ReserveJob of a reserved job: it would take the
+// job from the consumer holding it.
+func CheckReservable(j *delayq.Job) error {
+	if j.State == delayq.StateReserved {
+		return fmt.Errorf("job %q: already reserved: %w", j.ID, delayq.ErrState)
+	}
+	return nil
+}
+
+// CheckUpdatable refuses Update of a reserved job: its consumer works on
+// the job as it was handed out.
+func CheckUpdatable(j *delayq.Job) error {
+	if j.State == delayq.StateReserved {
+		return fmt.Errorf("job %q: update a reserved job: %w", j.ID, delayq.ErrNotReserved)
+	}
+	return nil
 }
 
 // ReserveStart is when a reservation made at now of a ready job begins:
@@ -37,22 +113,108 @@ func ReserveStart(j *delayq.Job, now time.Time) time.Time {
 	return now
 }
 
-// Unreserve clears the reservation fields of a job leaving reserved.
-func Unreserve(j *delayq.Job) {
+// ApplyReserve moves j to reserved at start: Attempts+1, a fresh
+// reservation token, Deadline = start+TTR; Due unchanged.
+func ApplyReserve(j *delayq.Job, start time.Time) {
+	j.State = delayq.StateReserved
+	j.Attempts++
+	j.Reservation = delayq.ReservationToken(j.Seq, j.Attempts)
+	j.Deadline = start.Add(j.TTR)
+}
+
+// ApplyRelease hands reserved j back at now: Releases+1, Delay = p.Delay,
+// the new priority if any; then buried (Due = now) when its attempts are
+// spent, else delayed or ready at p.Due.
+func ApplyRelease(j *delayq.Job, p ReleaseParams, now time.Time) {
+	unreserve(j)
+	j.Releases++
+	j.Delay = p.Delay.Truncate(time.Millisecond)
+	if p.Priority != nil {
+		j.Priority = *p.Priority
+	}
+	switch due := delayq.TruncMilli(p.Due); {
+	case Spent(j):
+		bury(j, now)
+	case due.After(now):
+		j.State, j.Due = delayq.StateDelayed, due
+	default:
+		j.State, j.Due = delayq.StateReady, due
+	}
+}
+
+// ApplyTouch gives reserved j a full TTR again from now.
+func ApplyTouch(j *delayq.Job, now time.Time) {
+	j.Deadline = now.Add(j.TTR)
+}
+
+// ApplyBury moves reserved j to buried at now, with the new priority if
+// p has one.
+func ApplyBury(j *delayq.Job, p BuryParams, now time.Time) {
+	unreserve(j)
+	if p.Priority != nil {
+		j.Priority = *p.Priority
+	}
+	bury(j, now)
+}
+
+// ApplyKick moves a buried or delayed job to ready at now.
+func ApplyKick(j *delayq.Job, now time.Time) {
+	j.State = delayq.StateReady
+	j.Due = now
+	j.Kicks++
+}
+
+// ApplyUpdate changes an unreserved j as p asks at now: a non-nil Body or
+// Priority replaces the old one, and a Due (with its Delay) makes j ready
+// or delayed by that Due, whatever its state was. now is read only when p
+// has a Due: an update that sets no time acts at none.
+func ApplyUpdate(j *delayq.Job, p UpdateParams, now time.Time) {
+	if p.Body != nil {
+		j.Body = append([]byte{}, p.Body...)
+	}
+	if p.Priority != nil {
+		j.Priority = *p.Priority
+	}
+	if p.Due != nil {
+		j.Due = delayq.TruncMilli(*p.Due)
+		j.Delay = p.Delay.Truncate(time.Millisecond)
+		j.State = delayq.StateReady
+		if j.Due.After(now) {
+			j.State = delayq.StateDelayed
+		}
+	}
+}
+
+// ApplyDue makes a delayed job whose Due has come ready; Due stays, so
+// the lateness (now - Due) can be measured.
+func ApplyDue(j *delayq.Job) {
+	j.State = delayq.StateReady
+}
+
+// ApplyTimeout is Tick's effect on reserved j whose TTR ran out:
+// Timeouts+1, Due = the expired Deadline, and ready, or buried (Buries+1)
+// when its attempts are spent. Acting at the Deadline rather than the
+// Tick's now keeps the job's history independent of how late Tick ran.
+func ApplyTimeout(j *delayq.Job) {
+	deadline := j.Deadline
+	unreserve(j)
+	j.Timeouts++
+	if Spent(j) {
+		bury(j, deadline)
+		return
+	}
+	j.State, j.Due = delayq.StateReady, deadline
+}
+
+// unreserve clears the reservation fields of a job leaving reserved.
+func unreserve(j *delayq.Job) {
 	j.Reservation = ""
 	j.Deadline = time.Time{}
 }
 
-// Bury moves j to buried at time at.
-func Bury(j *delayq.Job, at time.Time) {
+// bury moves j to buried at time at.
+func bury(j *delayq.Job, at time.Time) {
 	j.State = delayq.StateBuried
 	j.Due = at
 	j.Buries++
-}
-
-// Kick moves a buried or delayed job to ready at now.
-func Kick(j *delayq.Job, now time.Time) {
-	j.State = delayq.StateReady
-	j.Due = now
-	j.Kicks++
 }

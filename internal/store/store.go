@@ -1,6 +1,8 @@
 // Package store defines the contract between the engine and a backend: the
-// Store interface, its parameter and result types, and the optional
-// Notifier of stores shared by several instances. It holds no state.
+// Store interface, its parameter and result types, the optional Notifier
+// of stores shared by several instances and FreshPutter of stores with a
+// costly duplicate-id check, and the guards and field effects the stores
+// that hold delayq.Job values share (effects.go). It holds no state.
 //
 // Every backend (memstore, diskstore, redisstore) must pass the shared
 // conformance suite in package storetest.
@@ -44,7 +46,7 @@ import (
 //
 //   - Durations (TTR, Delay) are kept with millisecond precision too, and
 //     every comparison with Now uses the truncated values.
-//   - Reserve: Attempts+1; Due unchanged.
+//   - Reserve, ReserveJob: Attempts+1; Due unchanged.
 //   - Release: Releases+1, Delay = p.Delay; Due = p.Due when it goes ready
 //     or delayed; when buried instead, Buries+1 and Due = p.Now.
 //   - Bury: Buries+1, Due = p.Now.
@@ -79,6 +81,12 @@ type Store interface {
 	// whose clock read came later still gets a full TTR). Nothing ready: an
 	// empty slice, nil error.
 	Reserve(ctx context.Context, p ReserveParams) ([]*delayq.Job, error)
+
+	// ReserveJob moves the job p.Ref names from ready, delayed or buried
+	// to reserved, whatever its topic's pause (beanstalkd's reserve-job),
+	// with the field effects of Reserve (Attempts+1, Reservation, Deadline
+	// = p.Now+TTR; Due unchanged). A reserved job: ErrState.
+	ReserveJob(ctx context.Context, p ReserveJobParams) (*delayq.Job, error)
 
 	// Release hands a reserved job back: ready when p.Due <= p.Now,
 	// delayed otherwise, or buried when MaxAttempts > 0 and Attempts >=
@@ -269,12 +277,10 @@ type Notifier interface {
 	Notify(ctx context.Context) (<-chan Event, error)
 }
 
-// FreshPutter is implemented by stores whose duplicate-id check costs a
-// read per job (diskstore: a Pebble point lookup, which under sustained
-// puts is most of a put's CPU because it consults every L0 table's
-// filter). The engine calls PutFresh instead of Put when it generated
-// every id itself just now (UUIDv7: a millisecond timestamp and 74 random
-// bits), so none can be live.
+// FreshPutter is implemented by stores for which checking that an id is
+// not live is a cost worth skipping. The engine calls PutFresh instead of
+// Put when it generated every id itself just now (UUIDv7: a millisecond
+// timestamp and 74 random bits), so none can be live.
 type FreshPutter interface {
 	// PutFresh is Put for jobs whose ids cannot be live: it may skip the
 	// duplicate-id check, and is otherwise the same (one durable write,
@@ -282,18 +288,7 @@ type FreshPutter interface {
 	PutFresh(ctx context.Context, jobs []*delayq.Job) error
 }
 
-// JobReserver is implemented by stores that can reserve one chosen job
-// (beanstalkd's reserve-job). It is optional so that existing backends
-// keep compiling; the engine answers ErrState for stores without it.
-type JobReserver interface {
-	// ReserveJob moves the job p.Ref names from ready, delayed or buried
-	// to reserved, whatever its topic's pause, with the field effects of
-	// Reserve (Attempts+1, Reservation, Deadline = p.Now+TTR; Due
-	// unchanged). A reserved job: ErrState. No live job: ErrNotFound.
-	ReserveJob(ctx context.Context, p ReserveJobParams) (*delayq.Job, error)
-}
-
-// ReserveJobParams are the arguments of JobReserver.ReserveJob.
+// ReserveJobParams are the arguments of Store.ReserveJob.
 type ReserveJobParams struct {
 	Ref delayq.Ref
 	Now time.Time

@@ -27,7 +27,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -100,21 +99,21 @@ type Store struct {
 	bg    sync.WaitGroup // the committer and the syncer
 
 	mu        sync.Mutex
-	closed    bool              // guarded by mu
-	failed    error             // set once a write failed; guarded by mu
-	open      *group            // transitions not yet committed to Pebble; guarded by mu
-	tail      *group            // the newest group that has a transition; guarded by mu
-	seq       uint64            // last seq assigned; guarded by mu
-	seqOnDisk uint64            // last seq written under metaSeqKey; guarded by mu
+	closed    bool                      // guarded by mu
+	failed    error                     // set once a write failed; guarded by mu
+	open      *group                    // transitions not yet committed to Pebble; guarded by mu
+	tail      *group                    // the newest group that has a transition; guarded by mu
+	seq       uint64                    // last seq assigned; guarded by mu
+	seqOnDisk uint64                    // last seq written under metaSeqKey; guarded by mu
 	stats     struct{ groups, ops int } // groups committed and their transitions (benchmarks); guarded by mu
-	last      time.Time         // latest Now acted at; guarded by mu
-	topics    map[string]*topic // guarded by mu
-	entries   map[uint64]*entry // in-memory jobs by seq; guarded by mu
-	byID      map[string]*entry // the same entries by id; guarded by mu
-	hot       int               // bytes of records held by entries; guarded by mu
-	hotMax    int               // budget for hot; records beyond it stay on disk only
-	reserved  queue             // reserved jobs by deadline; guarded by mu
-	near      nearFuture        // guarded by mu
+	clock     store.Clock               // guarded by mu
+	topics    map[string]*topic         // guarded by mu
+	entries   map[uint64]*entry         // in-memory jobs by seq; guarded by mu
+	byID      map[string]*entry         // the same entries by id; guarded by mu
+	hot       int                       // bytes of records held by entries; guarded by mu
+	hotMax    int                       // budget for hot; records beyond it stay on disk only
+	reserved  queue                     // reserved jobs by deadline; guarded by mu
+	near      nearFuture                // guarded by mu
 }
 
 // topic is what memory keeps of a topic: its counters and pause (mirrored
@@ -362,17 +361,4 @@ func (s *Store) topic(name string) *topic {
 func (s *Store) iter(o *pebble.IterOptions) (*pebble.Iterator, error) {
 	s.flushLocked()
 	return s.db.NewIter(o)
-}
-
-// now returns the time to act at: p.Now in store precision, or the latest
-// Now acted at if that is later (the contract's "Now never goes back"), so
-// a reservation never starts before the Tick that readied its job.
-// Requires mu.
-func (s *Store) now(t time.Time) time.Time {
-	t = delayq.TruncMilli(t)
-	if t.Before(s.last) {
-		return s.last
-	}
-	s.last = t
-	return t
 }

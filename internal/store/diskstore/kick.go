@@ -21,7 +21,7 @@ func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
 		if err != nil {
 			return err
 		}
-		now := s.now(p.Now)
+		now := s.clock.At(p.Now)
 		for _, id := range ids {
 			j, ok, err := s.record(id)
 			if err != nil {
@@ -31,7 +31,7 @@ func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
 				continue
 			}
 			k := j.Clone()
-			store.Kick(k, now)
+			store.ApplyKick(k, now)
 			t.stage(j, k)
 		}
 		n = len(t.changes)

@@ -10,16 +10,6 @@ import (
 	"github.com/delayq/delayq/internal/store"
 )
 
-// truncate drops sub-millisecond precision from every time and duration,
-// the precision the store keeps.
-func truncate(j *delayq.Job) {
-	j.Due = delayq.TruncMilli(j.Due)
-	j.Created = delayq.TruncMilli(j.Created)
-	j.Deadline = delayq.TruncMilli(j.Deadline)
-	j.TTR = j.TTR.Truncate(time.Millisecond)
-	j.Delay = j.Delay.Truncate(time.Millisecond)
-}
-
 // Put implements store.Store. The id checks are point lookups; the bloom
 // filters answer most misses without data blocks, but each still visits
 // every L0 table's filter.
@@ -30,8 +20,11 @@ func (s *Store) Put(ctx context.Context, jobs []*delayq.Job) error {
 var _ store.FreshPutter = (*Store)(nil)
 
 // PutFresh implements store.FreshPutter: Put without the lookup of each
-// id, which profiling showed to be ~85% of a batch put's foreground CPU
-// once the store holds a few hundred thousand jobs.
+// id. That lookup is a Pebble point read, and under sustained puts it is
+// most of a put's CPU (profiling showed ~85% of a batch put's foreground
+// CPU once the store holds a few hundred thousand jobs): each miss, even
+// one the bloom filters answer, consults the filter of every L0 table,
+// and sustained puts keep L0 deep.
 func (s *Store) PutFresh(ctx context.Context, jobs []*delayq.Job) error {
 	return s.put(ctx, jobs, false)
 }
@@ -47,7 +40,7 @@ func (s *Store) put(ctx context.Context, jobs []*delayq.Job, check bool) error {
 			t.seq++
 			c := j.Clone()
 			c.Seq = t.seq
-			truncate(c)
+			store.Truncate(c)
 			t.stage(nil, c)
 		}
 		for i, j := range jobs {
@@ -86,7 +79,7 @@ func (s *Store) checkNew(jobs []*delayq.Job) error {
 func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.Job, error) {
 	out := []*delayq.Job{}
 	err := s.write(ctx, "reserve", func(t *txn) error {
-		now := s.now(p.Now)
+		now := s.clock.At(p.Now)
 		topics := s.serving(p.Topics, now)
 		for len(out) < p.Max {
 			e := pickReady(topics)
@@ -99,7 +92,7 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.J
 				return err
 			}
 			n := j.Clone()
-			store.Reserve(n, store.ReserveStart(n, now))
+			store.ApplyReserve(n, store.ReserveStart(n, now))
 			t.stage(j, n)
 			out = append(out, n.Clone())
 		}
@@ -154,19 +147,6 @@ func (s *Store) mustRecord(e *entry) (*delayq.Job, error) {
 	return j, nil
 }
 
-// reservedBy returns the job ref names if it is reserved under
-// ref.Reservation. Requires mu.
-func (s *Store) reservedBy(ref delayq.Ref) (*delayq.Job, error) {
-	j, err := s.lookup(ref)
-	if err != nil {
-		return nil, err
-	}
-	if !store.HeldBy(j, ref) {
-		return nil, fmt.Errorf("diskstore: job %s: %w", ref, delayq.ErrNotReserved)
-	}
-	return j, nil
-}
-
 // change runs a transition of one job: fn reads it, returns its new state
 // (nil deletes it) and the job to return.
 func (s *Store) change(ctx context.Context, op string, fn func() (old, new *delayq.Job, err error)) (*delayq.Job, error) {
@@ -187,75 +167,74 @@ func (s *Store) change(ctx context.Context, op string, fn func() (old, new *dela
 	return out, err
 }
 
-// Release implements store.Store.
-func (s *Store) Release(ctx context.Context, p store.ReleaseParams) (*delayq.Job, error) {
-	return s.change(ctx, "release", func() (*delayq.Job, *delayq.Job, error) {
-		j, err := s.reservedBy(p.Ref)
+// edit is change for a transition that keeps the job ref names: fn checks
+// and changes a copy of it in place.
+func (s *Store) edit(ctx context.Context, op string, ref delayq.Ref, fn func(n *delayq.Job) error) (*delayq.Job, error) {
+	return s.change(ctx, op, func() (*delayq.Job, *delayq.Job, error) {
+		j, err := s.lookup(ref)
 		if err != nil {
 			return nil, nil, err
 		}
-		n, now := j.Clone(), s.now(p.Now)
-		store.Unreserve(n)
-		n.Releases++
-		n.Delay = p.Delay.Truncate(time.Millisecond)
-		if p.Priority != nil {
-			n.Priority = *p.Priority
-		}
-		switch due := delayq.TruncMilli(p.Due); {
-		case store.Spent(n):
-			store.Bury(n, now)
-		case due.After(now):
-			n.State, n.Due = delayq.StateDelayed, due
-		default:
-			n.State, n.Due = delayq.StateReady, due
+		n := j.Clone()
+		if err := fn(n); err != nil {
+			return nil, nil, err
 		}
 		return j, n, nil
+	})
+}
+
+// ReserveJob implements store.Store (beanstalkd's reserve-job).
+func (s *Store) ReserveJob(ctx context.Context, p store.ReserveJobParams) (*delayq.Job, error) {
+	return s.edit(ctx, "reserve job", p.Ref, func(n *delayq.Job) error {
+		if err := store.CheckReservable(n); err != nil {
+			return err
+		}
+		store.ApplyReserve(n, s.clock.At(p.Now))
+		return nil
+	})
+}
+
+// Release implements store.Store.
+func (s *Store) Release(ctx context.Context, p store.ReleaseParams) (*delayq.Job, error) {
+	return s.edit(ctx, "release", p.Ref, func(n *delayq.Job) error {
+		if err := store.CheckHeld(n, p.Ref); err != nil {
+			return err
+		}
+		store.ApplyRelease(n, p, s.clock.At(p.Now))
+		return nil
 	})
 }
 
 // Touch implements store.Store.
 func (s *Store) Touch(ctx context.Context, p store.TouchParams) (*delayq.Job, error) {
-	return s.change(ctx, "touch", func() (*delayq.Job, *delayq.Job, error) {
-		j, err := s.reservedBy(p.Ref)
-		if err != nil {
-			return nil, nil, err
+	return s.edit(ctx, "touch", p.Ref, func(n *delayq.Job) error {
+		if err := store.CheckHeld(n, p.Ref); err != nil {
+			return err
 		}
-		n := j.Clone()
-		n.Deadline = s.now(p.Now).Add(n.TTR)
-		return j, n, nil
+		store.ApplyTouch(n, s.clock.At(p.Now))
+		return nil
 	})
 }
 
 // Bury implements store.Store.
 func (s *Store) Bury(ctx context.Context, p store.BuryParams) (*delayq.Job, error) {
-	return s.change(ctx, "bury", func() (*delayq.Job, *delayq.Job, error) {
-		j, err := s.reservedBy(p.Ref)
-		if err != nil {
-			return nil, nil, err
+	return s.edit(ctx, "bury", p.Ref, func(n *delayq.Job) error {
+		if err := store.CheckHeld(n, p.Ref); err != nil {
+			return err
 		}
-		n := j.Clone()
-		store.Unreserve(n)
-		if p.Priority != nil {
-			n.Priority = *p.Priority
-		}
-		store.Bury(n, s.now(p.Now))
-		return j, n, nil
+		store.ApplyBury(n, p, s.clock.At(p.Now))
+		return nil
 	})
 }
 
 // KickJob implements store.Store.
 func (s *Store) KickJob(ctx context.Context, p store.KickJobParams) (*delayq.Job, error) {
-	return s.change(ctx, "kick job", func() (*delayq.Job, *delayq.Job, error) {
-		j, err := s.lookup(p.Ref)
-		if err != nil {
-			return nil, nil, err
+	return s.edit(ctx, "kick job", p.Ref, func(n *delayq.Job) error {
+		if err := store.CheckKickable(n); err != nil {
+			return err
 		}
-		if j.State != delayq.StateBuried && j.State != delayq.StateDelayed {
-			return nil, nil, fmt.Errorf("diskstore: kick %s job %s: %w", j.State, p.Ref, delayq.ErrState)
-		}
-		n := j.Clone()
-		store.Kick(n, s.now(p.Now))
-		return j, n, nil
+		store.ApplyKick(n, s.clock.At(p.Now))
+		return nil
 	})
 }
 
@@ -273,44 +252,24 @@ func (s *Store) deletable(p store.DeleteParams) (*delayq.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case p.Force:
-	case p.Ref.Reservation != "":
-		if !store.HeldBy(j, p.Ref) {
-			return nil, fmt.Errorf("diskstore: job %s: %w", p.Ref, delayq.ErrNotReserved)
-		}
-	case j.State == delayq.StateReserved:
-		return nil, fmt.Errorf("diskstore: delete reserved job %s: %w", p.Ref, delayq.ErrNotReserved)
+	if err := store.CheckDeletable(j, p); err != nil {
+		return nil, err
 	}
 	return j, nil
 }
 
 // Update implements store.Store.
 func (s *Store) Update(ctx context.Context, p store.UpdateParams) (*delayq.Job, error) {
-	return s.change(ctx, "update", func() (*delayq.Job, *delayq.Job, error) {
-		j, err := s.lookup(p.Ref)
-		if err != nil {
-			return nil, nil, err
+	return s.edit(ctx, "update", p.Ref, func(n *delayq.Job) error {
+		if err := store.CheckUpdatable(n); err != nil {
+			return err
 		}
-		if j.State == delayq.StateReserved {
-			return nil, nil, fmt.Errorf("diskstore: update reserved job %s: %w", p.Ref, delayq.ErrNotReserved)
-		}
-		n := j.Clone()
-		if p.Body != nil {
-			n.Body = append([]byte(nil), p.Body...)
-		}
-		if p.Priority != nil {
-			n.Priority = *p.Priority
-		}
+		var now time.Time // only a new Due acts at a time
 		if p.Due != nil {
-			n.Due = delayq.TruncMilli(*p.Due)
-			n.Delay = p.Delay.Truncate(time.Millisecond)
-			n.State = delayq.StateReady
-			if n.Due.After(s.now(p.Now)) {
-				n.State = delayq.StateDelayed
-			}
+			now = s.clock.At(p.Now)
 		}
-		return j, n, nil
+		store.ApplyUpdate(n, p, now)
+		return nil
 	})
 }
 

@@ -20,7 +20,7 @@ func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult
 	res := &store.TickResult{Ready: map[string]int{}}
 	var now time.Time
 	err := s.write(ctx, "tick", func(t *txn) error {
-		now = s.now(p.Now)
+		now = s.clock.At(p.Now)
 		for range limit {
 			e, err := s.due(now.UnixMilli())
 			if e == nil || err != nil {
@@ -86,20 +86,14 @@ func (s *Store) promote(t *txn, e *entry, now time.Time, res *store.TickResult) 
 	}
 	n := j.Clone()
 	if j.State == delayq.StateDelayed {
-		n.State = delayq.StateReady
-		res.Ready[n.Topic]++
+		store.ApplyDue(n)
 		res.Lateness = append(res.Lateness, now.Sub(n.Due))
-		t.stage(j, n)
-		return nil
+	} else {
+		store.ApplyTimeout(n)
 	}
-	deadline := n.Deadline
-	store.Unreserve(n)
-	n.Timeouts++
-	if store.Spent(n) {
-		store.Bury(n, deadline)
+	if n.State == delayq.StateBuried {
 		res.Buried++
 	} else {
-		n.State, n.Due = delayq.StateReady, deadline
 		res.Ready[n.Topic]++
 	}
 	t.stage(j, n)

@@ -35,19 +35,7 @@ type Store struct {
 	jobs   map[uint64]*delayq.Job // live jobs by seq; guarded by mu
 	ids    map[string]uint64      // live job id -> seq; guarded by mu
 	pauses map[string]time.Time   // topic -> pause end; guarded by mu
-	last   time.Time              // latest Now acted at; guarded by mu
-}
-
-// now returns the time to act at: p.Now in store precision, or the latest
-// Now acted at if that is later (the contract's "Now never goes back").
-// Requires mu.
-func (s *Store) now(t time.Time) time.Time {
-	t = delayq.TruncMilli(t)
-	if t.Before(s.last) {
-		return s.last
-	}
-	s.last = t
-	return t
+	clock  store.Clock            // guarded by mu
 }
 
 // New returns an empty store.
@@ -97,20 +85,11 @@ func (s *Store) Put(_ context.Context, jobs []*delayq.Job) error {
 		s.seq++
 		j.Seq = s.seq
 		c := j.Clone()
-		truncate(c)
+		store.Truncate(c)
 		s.jobs[c.Seq] = c
 		s.ids[c.ID] = c.Seq
 	}
 	return nil
-}
-
-// truncate drops sub-millisecond precision from every time and duration.
-func truncate(j *delayq.Job) {
-	j.Due = delayq.TruncMilli(j.Due)
-	j.Created = delayq.TruncMilli(j.Created)
-	j.Deadline = delayq.TruncMilli(j.Deadline)
-	j.TTR = j.TTR.Truncate(time.Millisecond)
-	j.Delay = j.Delay.Truncate(time.Millisecond)
 }
 
 // find returns the live job ref names, or ErrNotFound.
@@ -129,17 +108,27 @@ func (s *Store) find(ref delayq.Ref) (*delayq.Job, error) {
 	return j, nil
 }
 
-// findReserved returns the job ref names if it is reserved under
-// ref.Reservation.
-func (s *Store) findReserved(ref delayq.Ref) (*delayq.Job, error) {
+// change runs a transition of the one job ref names: fn checks the job
+// and changes it in place (or removes it), and change returns a copy of
+// what fn left.
+func (s *Store) change(ref delayq.Ref, fn func(j *delayq.Job) error) (*delayq.Job, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	return s.apply(ref, fn)
+}
+
+// apply is change under the lock. Requires mu.
+func (s *Store) apply(ref delayq.Ref, fn func(j *delayq.Job) error) (*delayq.Job, error) {
 	j, err := s.find(ref)
 	if err != nil {
 		return nil, err
 	}
-	if !store.HeldBy(j, ref) {
-		return nil, fmt.Errorf("memstore: job %s: %w", ref, delayq.ErrNotReserved)
+	if err := fn(j); err != nil {
+		return nil, err
 	}
-	return j, nil
+	return j.Clone(), nil
 }
 
 // Get implements store.Store.
@@ -167,7 +156,7 @@ func (s *Store) Reserve(_ context.Context, p store.ReserveParams) ([]*delayq.Job
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	now := s.now(p.Now)
+	now := s.clock.At(p.Now)
 	topics := make(map[string]bool, len(p.Topics))
 	for _, t := range p.Topics {
 		if !s.paused(t, now) {
@@ -182,70 +171,54 @@ func (s *Store) Reserve(_ context.Context, p store.ReserveParams) ([]*delayq.Job
 		if len(out) >= p.Max {
 			break
 		}
-		store.Reserve(j, store.ReserveStart(j, now))
+		store.ApplyReserve(j, store.ReserveStart(j, now))
 		out = append(out, j.Clone())
 	}
 	return out, nil
 }
 
+// ReserveJob implements store.Store.
+func (s *Store) ReserveJob(_ context.Context, p store.ReserveJobParams) (*delayq.Job, error) {
+	return s.change(p.Ref, func(j *delayq.Job) error {
+		if err := store.CheckReservable(j); err != nil {
+			return err
+		}
+		store.ApplyReserve(j, s.clock.At(p.Now))
+		return nil
+	})
+}
+
 // Release implements store.Store.
 func (s *Store) Release(_ context.Context, p store.ReleaseParams) (*delayq.Job, error) {
-	if err := s.lock(); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	j, err := s.findReserved(p.Ref)
-	if err != nil {
-		return nil, err
-	}
-	now := s.now(p.Now)
-	store.Unreserve(j)
-	j.Releases++
-	j.Delay = p.Delay.Truncate(time.Millisecond)
-	if p.Priority != nil {
-		j.Priority = *p.Priority
-	}
-	switch due := delayq.TruncMilli(p.Due); {
-	case store.Spent(j):
-		store.Bury(j, now)
-	case due.After(now):
-		j.State, j.Due = delayq.StateDelayed, due
-	default:
-		j.State, j.Due = delayq.StateReady, due
-	}
-	return j.Clone(), nil
+	return s.change(p.Ref, func(j *delayq.Job) error {
+		if err := store.CheckHeld(j, p.Ref); err != nil {
+			return err
+		}
+		store.ApplyRelease(j, p, s.clock.At(p.Now))
+		return nil
+	})
 }
 
 // Touch implements store.Store.
 func (s *Store) Touch(_ context.Context, p store.TouchParams) (*delayq.Job, error) {
-	if err := s.lock(); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	j, err := s.findReserved(p.Ref)
-	if err != nil {
-		return nil, err
-	}
-	j.Deadline = s.now(p.Now).Add(j.TTR)
-	return j.Clone(), nil
+	return s.change(p.Ref, func(j *delayq.Job) error {
+		if err := store.CheckHeld(j, p.Ref); err != nil {
+			return err
+		}
+		store.ApplyTouch(j, s.clock.At(p.Now))
+		return nil
+	})
 }
 
 // Bury implements store.Store.
 func (s *Store) Bury(_ context.Context, p store.BuryParams) (*delayq.Job, error) {
-	if err := s.lock(); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	j, err := s.findReserved(p.Ref)
-	if err != nil {
-		return nil, err
-	}
-	store.Unreserve(j)
-	if p.Priority != nil {
-		j.Priority = *p.Priority
-	}
-	store.Bury(j, s.now(p.Now))
-	return j.Clone(), nil
+	return s.change(p.Ref, func(j *delayq.Job) error {
+		if err := store.CheckHeld(j, p.Ref); err != nil {
+			return err
+		}
+		store.ApplyBury(j, p, s.clock.At(p.Now))
+		return nil
+	})
 }
 
 // Kick implements store.Store.
@@ -266,7 +239,7 @@ func (s *Store) Kick(_ context.Context, p store.KickParams) (int, error) {
 		if n >= p.Max {
 			break
 		}
-		store.Kick(j, s.now(p.Now))
+		store.ApplyKick(j, s.clock.At(p.Now))
 		n++
 	}
 	return n, nil
@@ -274,28 +247,18 @@ func (s *Store) Kick(_ context.Context, p store.KickParams) (int, error) {
 
 // KickJob implements store.Store.
 func (s *Store) KickJob(_ context.Context, p store.KickJobParams) (*delayq.Job, error) {
-	if err := s.lock(); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	j, err := s.find(p.Ref)
-	if err != nil {
-		return nil, err
-	}
-	if j.State != delayq.StateBuried && j.State != delayq.StateDelayed {
-		return nil, fmt.Errorf("memstore: kick %s job %s: %w", j.State, p.Ref, delayq.ErrState)
-	}
-	store.Kick(j, s.now(p.Now))
-	return j.Clone(), nil
+	return s.change(p.Ref, func(j *delayq.Job) error {
+		if err := store.CheckKickable(j); err != nil {
+			return err
+		}
+		store.ApplyKick(j, s.clock.At(p.Now))
+		return nil
+	})
 }
 
 // Delete implements store.Store.
 func (s *Store) Delete(_ context.Context, p store.DeleteParams) (*delayq.Job, error) {
-	if err := s.lock(); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	return s.delete(p)
+	return s.change(p.Ref, s.remove(p))
 }
 
 // DeleteBatch implements store.Store.
@@ -306,59 +269,37 @@ func (s *Store) DeleteBatch(_ context.Context, ps []store.DeleteParams) ([]*dela
 	defer s.mu.Unlock()
 	jobs, errs := make([]*delayq.Job, len(ps)), make([]error, len(ps))
 	for i, p := range ps {
-		jobs[i], errs[i] = s.delete(p)
+		jobs[i], errs[i] = s.apply(p.Ref, s.remove(p))
 	}
 	return jobs, errs, nil
 }
 
-// delete is Delete under the lock.
-func (s *Store) delete(p store.DeleteParams) (*delayq.Job, error) {
-	j, err := s.find(p.Ref)
-	if err != nil {
-		return nil, err
-	}
-	if !p.Force {
-		if p.Ref.Reservation != "" {
-			if _, err := s.findReserved(p.Ref); err != nil {
-				return nil, err
-			}
-		} else if j.State == delayq.StateReserved {
-			return nil, fmt.Errorf("memstore: delete reserved job %s: %w", p.Ref, delayq.ErrNotReserved)
+// remove returns the change that deletes a job as p asks. Requires mu
+// when called.
+func (s *Store) remove(p store.DeleteParams) func(j *delayq.Job) error {
+	return func(j *delayq.Job) error {
+		if err := store.CheckDeletable(j, p); err != nil {
+			return err
 		}
+		delete(s.jobs, j.Seq)
+		delete(s.ids, j.ID)
+		return nil
 	}
-	delete(s.jobs, j.Seq)
-	delete(s.ids, j.ID)
-	return j.Clone(), nil
 }
 
 // Update implements store.Store.
 func (s *Store) Update(_ context.Context, p store.UpdateParams) (*delayq.Job, error) {
-	if err := s.lock(); err != nil {
-		return nil, err
-	}
-	defer s.mu.Unlock()
-	j, err := s.find(p.Ref)
-	if err != nil {
-		return nil, err
-	}
-	if j.State == delayq.StateReserved {
-		return nil, fmt.Errorf("memstore: update reserved job %s: %w", p.Ref, delayq.ErrNotReserved)
-	}
-	if p.Body != nil {
-		j.Body = append([]byte{}, p.Body...)
-	}
-	if p.Priority != nil {
-		j.Priority = *p.Priority
-	}
-	if p.Due != nil {
-		j.Due = delayq.TruncMilli(*p.Due)
-		j.Delay = p.Delay.Truncate(time.Millisecond)
-		j.State = delayq.StateReady
-		if j.Due.After(s.now(p.Now)) {
-			j.State = delayq.StateDelayed
+	return s.change(p.Ref, func(j *delayq.Job) error {
+		if err := store.CheckUpdatable(j); err != nil {
+			return err
 		}
-	}
-	return j.Clone(), nil
+		var now time.Time // only a new Due acts at a time
+		if p.Due != nil {
+			now = s.clock.At(p.Now)
+		}
+		store.ApplyUpdate(j, p, now)
+		return nil
+	})
 }
 
 // Pause implements store.Store.
@@ -429,7 +370,7 @@ func (s *Store) Tick(_ context.Context, p store.TickParams) (*store.TickResult, 
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	now := s.now(p.Now)
+	now := s.clock.At(p.Now)
 	limit := p.Max
 	if limit <= 0 {
 		limit = defaultTickMax
@@ -482,21 +423,15 @@ func pendingAt(j *delayq.Job) time.Time {
 // last attempt) and records it in res.
 func (s *Store) promote(j *delayq.Job, now time.Time, res *store.TickResult) {
 	if j.State == delayq.StateDelayed {
-		j.State = delayq.StateReady
-		res.Ready[j.Topic]++
+		store.ApplyDue(j)
 		res.Lateness = append(res.Lateness, now.Sub(j.Due))
-		return
+	} else {
+		store.ApplyTimeout(j)
 	}
-	deadline := j.Deadline
-	store.Unreserve(j)
-	j.Timeouts++
-	if store.Spent(j) {
-		store.Bury(j, deadline)
+	if j.State == delayq.StateBuried {
 		res.Buried++
 		return
 	}
-	j.State = delayq.StateReady
-	j.Due = deadline
 	res.Ready[j.Topic]++
 }
 

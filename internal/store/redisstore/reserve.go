@@ -187,8 +187,6 @@ func cmpU(a, b uint64) int {
 // dueTime converts unix ms to a time for events.
 func dueTime(v int64) time.Time { return fromMS(v) }
 
-var _ store.JobReserver = (*Store)(nil)
-
 // reserveJobScript reserves one chosen job (beanstalkd reserve-job),
 // whatever its topic's pause.
 //
@@ -211,7 +209,7 @@ save(seq, j)
 return {'OK', reply(seq)}
 `)
 
-// ReserveJob implements store.JobReserver.
+// ReserveJob implements store.Store.
 func (s *Store) ReserveJob(ctx context.Context, p store.ReserveJobParams) (*delayq.Job, error) {
 	r, err := s.runJob(ctx, "reserve job", reserveJobScript, p.Ref, msString(p.Now))
 	if err != nil {

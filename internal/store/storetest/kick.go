@@ -172,28 +172,23 @@ func testUpdate(t *testing.T, f Factory) {
 	})
 }
 
-// testReserveJob checks the optional store.JobReserver (beanstalkd
-// reserve-job).
+// testReserveJob checks Store.ReserveJob (beanstalkd reserve-job).
 func testReserveJob(t *testing.T, f Factory) {
 	h := open(t, f)
-	jr, ok := h.s.(store.JobReserver)
-	if !ok {
-		t.Skip("the store does not implement store.JobReserver")
-	}
 	r, d := ready("r", "t"), delayed("d", "t", 5000)
 	h.put(r, d)
 	b := h.buryAt("b", "p", at(10))
 	h.pause("t", at(60_000))
 	now := at(100)
 	for _, j := range []*delayq.Job{r, d, b} {
-		got, err := jr.ReserveJob(h.ctx, store.ReserveJobParams{Ref: delayq.Ref{Seq: j.Seq}, Now: now})
+		got, err := h.s.ReserveJob(h.ctx, store.ReserveJobParams{Ref: delayq.Ref{Seq: j.Seq}, Now: now})
 		checkErr(t, "ReserveJob("+j.ID+")", err, nil)
 		check(t, "ReserveJob("+j.ID+")", got, reservedAs(j, now))
 		check(t, "Get("+j.ID+")", h.get(delayq.Ref{ID: j.ID}), reservedAs(j, now))
 	}
-	_, err := jr.ReserveJob(h.ctx, store.ReserveJobParams{Ref: delayq.Ref{ID: "r"}, Now: now})
+	_, err := h.s.ReserveJob(h.ctx, store.ReserveJobParams{Ref: delayq.Ref{ID: "r"}, Now: now})
 	checkErr(t, "ReserveJob(r) of a reserved job", err, delayq.ErrState)
-	_, err = jr.ReserveJob(h.ctx, store.ReserveJobParams{Ref: delayq.Ref{ID: "nope"}, Now: now})
+	_, err = h.s.ReserveJob(h.ctx, store.ReserveJobParams{Ref: delayq.Ref{ID: "nope"}, Now: now})
 	checkErr(t, "ReserveJob(nope)", err, delayq.ErrNotFound)
 	check(t, "Tick() with jobs reserved by ReserveJob", h.tick(now, 0), &store.TickResult{Next: at(10_100)})
 }

@@ -502,17 +502,12 @@ func (rr *randomRun) pause() (string, any, any, error, error) {
 	return fmt.Sprintf("(%s, until+%v)", p.Topic, p.Until.Sub(rr.now)), nil, nil, sutErr, modelErr
 }
 
-// reserveJob runs the optional store.JobReserver; a store without it is
-// compared on Get instead.
+// reserveJob runs Store.ReserveJob.
 func (rr *randomRun) reserveJob() (string, any, any, error, error) {
-	jr, ok := rr.h.s.(store.JobReserver)
-	if !ok {
-		return rr.get()
-	}
 	p := store.ReserveJobParams{Ref: rr.ref(false), Now: rr.now}
 	sp := p
 	sp.Ref = rr.sutRef(p.Ref)
-	sut, sutErr := jr.ReserveJob(rr.h.ctx, sp)
-	model, modelErr := rr.model.(store.JobReserver).ReserveJob(rr.h.ctx, p)
+	sut, sutErr := rr.h.s.ReserveJob(rr.h.ctx, sp)
+	model, modelErr := rr.model.ReserveJob(rr.h.ctx, p)
 	return fmt.Sprintf("(%+v)", p.Ref), sut, model, sutErr, modelErr
 }
