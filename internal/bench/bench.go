@@ -143,7 +143,8 @@ type driver interface {
 	// reserve waits up to wait for one job; ok false when none came.
 	// reserve returns up to n jobs (none when wait ran out).
 	reserve(ctx context.Context, topic string, n int, wait time.Duration) ([]job, error)
-	finish(ctx context.Context, j job) error
+	// finish finishes jobs: over HTTP several in one batch finish.
+	finish(ctx context.Context, jobs []job) error
 	close() error
 }
 

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	beanstalk "github.com/beanstalkd/go-beanstalk"
@@ -87,9 +88,40 @@ func (d *httpDriver) reserve(ctx context.Context, topic string, n int, wait time
 	return jobs, nil
 }
 
-func (d *httpDriver) finish(ctx context.Context, j job) error {
-	id, res, _ := bytes.Cut([]byte(j.id), []byte{0})
-	return d.call(ctx, "/v1/jobs/"+url.PathEscape(string(id))+"/finish", api.ActionRequest{Reservation: string(res)}, nil)
+// finish finishes one job with its own call, several with one batch
+// finish (POST /v1/jobs/finish), failing if any entry failed.
+func (d *httpDriver) finish(ctx context.Context, jobs []job) error {
+	type ref struct {
+		ID          string `json:"id"`
+		Reservation string `json:"reservation"`
+	}
+	refs := make([]ref, len(jobs))
+	for i, j := range jobs {
+		id, res, _ := strings.Cut(j.id, "\x00")
+		refs[i] = ref{id, res}
+	}
+	if len(refs) == 1 {
+		return d.call(ctx, "/v1/jobs/"+url.PathEscape(refs[0].ID)+"/finish", api.ActionRequest{Reservation: refs[0].Reservation}, nil)
+	}
+	var out struct {
+		Results []struct {
+			ID    string          `json:"id"`
+			OK    bool            `json:"ok"`
+			Error json.RawMessage `json:"error"`
+		} `json:"results"`
+	}
+	if err := d.call(ctx, "/v1/jobs/finish", map[string]any{"jobs": refs}, &out); err != nil {
+		return err
+	}
+	if len(out.Results) != len(refs) {
+		return fmt.Errorf("bench: batch finish of %d jobs answered %d results", len(refs), len(out.Results))
+	}
+	for _, r := range out.Results {
+		if !r.OK {
+			return fmt.Errorf("bench: finish %s: %s", r.ID, r.Error)
+		}
+	}
+	return nil
 }
 
 func (d *httpDriver) close() error { return nil }
@@ -142,12 +174,17 @@ func (d *beanstalkDriver) reserve(_ context.Context, topic string, _ int, wait t
 	return []job{{id: fmt.Sprint(id), body: body}}, nil
 }
 
-func (d *beanstalkDriver) finish(_ context.Context, j job) error {
-	var id uint64
-	if _, err := fmt.Sscan(j.id, &id); err != nil {
-		return err
+func (d *beanstalkDriver) finish(_ context.Context, jobs []job) error {
+	for _, j := range jobs {
+		var id uint64
+		if _, err := fmt.Sscan(j.id, &id); err != nil {
+			return err
+		}
+		if err := d.c.Delete(id); err != nil {
+			return err
+		}
 	}
-	return d.c.Delete(id)
+	return nil
 }
 
 func (d *beanstalkDriver) close() error { return d.c.Close() }

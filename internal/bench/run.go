@@ -112,15 +112,18 @@ func (r *runner) runReserve(ctx context.Context) (*Result, error) {
 			if err != nil {
 				return err
 			}
-			for _, j := range jobs {
-				if err := d.finish(ctx, j); err != nil {
-					return err
-				}
-				// With Take > 1 a job's latency includes the finishes of
-				// the jobs before it in its reserve.
-				lat.add(time.Since(t0))
-				done.Add(1)
+			if len(jobs) == 0 {
+				continue
 			}
+			if err := d.finish(ctx, jobs); err != nil {
+				return err
+			}
+			// With Take > 1 every job of a reserve counts the whole
+			// reserve and its (batch) finish.
+			for range jobs {
+				lat.add(time.Since(t0))
+			}
+			done.Add(int64(len(jobs)))
 		}
 		return nil
 	})
@@ -165,11 +168,11 @@ func (r *runner) runLateness(ctx context.Context) (*Result, error) {
 			if len(jobs) > 0 {
 				last.Store(now.UnixNano())
 			}
-			for _, j := range jobs {
-				if err := d.finish(ctx, j); err != nil {
+			if len(jobs) > 0 {
+				if err := d.finish(ctx, jobs); err != nil {
 					return err
 				}
-				done.Add(1)
+				done.Add(int64(len(jobs)))
 			}
 		}
 		return nil

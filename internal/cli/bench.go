@@ -18,7 +18,7 @@ type benchCmd struct {
 	C        int           `short:"c" default:"1" help:"Concurrent connections."`
 	Body     int           `default:"8" help:"Body size in bytes (lateness modes need at least 20)."`
 	Batch    int           `default:"1" help:"Jobs per HTTP batch put (1 = single puts; beanstalkd has no batches)."`
-	Take     int           `default:"1" help:"Jobs per HTTP reserve (its n; each job is still finished on its own; beanstalkd reserves one at a time)."`
+	Take     int           `default:"1" help:"Jobs per HTTP reserve (its n); the jobs of one reserve are finished with one batch finish. beanstalkd reserves one at a time."`
 	Rate     int           `help:"Jobs per second due (spread)."`
 	Duration time.Duration `help:"Span of the due times (spread)."`
 	Lead     time.Duration `default:"3s" help:"Time from the start to the first due time (burst, spread); puts must finish within it."`

@@ -131,8 +131,9 @@ func (w *workload) produce(ctx context.Context, g int) {
 }
 
 // consume reserves batches, checks each job against the ledger, and
-// finishes it, except 10% it abandons (while the kills go on) so TTR
-// expiry hands them out again.
+// finishes it (one by one, or the whole reserve in one batch finish),
+// except 10% it abandons (while the kills go on) so TTR expiry hands them
+// out again.
 func (w *workload) consume(ctx context.Context, c int) {
 	for ctx.Err() == nil {
 		in := api.ReserveRequest{Topics: crashTopics, N: 1 + rand.IntN(5), Wait: ptrTo(api.Duration(500 * time.Millisecond))}
@@ -142,21 +143,75 @@ func (w *workload) consume(ctx context.Context, c int) {
 			continue
 		}
 		recv := time.Now()
+		if c%2 == 1 { // half the consumers finish a reserve's jobs in one batch
+			w.handleBatch(ctx, c, out.Jobs, recv)
+			continue
+		}
 		for _, j := range out.Jobs {
 			w.handle(ctx, c, j, recv)
 		}
 	}
 }
 
-func (w *workload) handle(ctx context.Context, c int, j api.Job, recv time.Time) {
+// handleBatch records a reserve's jobs and finishes those it does not
+// abandon with one batch finish (POST /v1/jobs/finish); each entry the
+// server answers ok is an acknowledged finish.
+func (w *workload) handleBatch(ctx context.Context, c int, jobs []api.Job, recv time.Time) {
+	type ref struct {
+		ID          string `json:"id"`
+		Reservation string `json:"reservation"`
+	}
+	var in struct {
+		Jobs []ref `json:"jobs"`
+	}
+	for _, j := range jobs {
+		if !w.reserved(c, j, recv) {
+			continue
+		}
+		w.l.finishSent(j.ID)
+		in.Jobs = append(in.Jobs, ref{j.ID, j.Reservation})
+	}
+	if len(in.Jobs) == 0 {
+		return
+	}
+	var out struct {
+		Results []struct {
+			ID string `json:"id"`
+			OK bool   `json:"ok"`
+		} `json:"results"`
+	}
+	if _, err := call(ctx, w.hc, "POST", w.d.url()+"/v1/jobs/finish", in, &out); err != nil {
+		return
+	}
+	if len(out.Results) != len(in.Jobs) {
+		w.l.violate("batch finish of %d jobs answered %d results", len(in.Jobs), len(out.Results))
+		return
+	}
+	for i, r := range out.Results {
+		if r.ID != in.Jobs[i].ID {
+			w.l.violate("batch finish result %d is for %s, want %s", i, r.ID, in.Jobs[i].ID)
+		} else if r.OK {
+			w.l.finishAcked(r.ID, in.Jobs[i].Reservation)
+		}
+	}
+}
+
+// reserved records a delivery in the ledger and reports whether the
+// consumer should finish it (10% are abandoned while the kills go on, so
+// TTR expiry hands them out again).
+func (w *workload) reserved(c int, j api.Job, recv time.Time) bool {
 	if j.Deadline == nil || j.Reservation == "" {
 		w.l.violate("reserved job %s came without reservation or deadline", j.ID)
-		return
+		return false
 	}
 	ttr := time.Duration(j.TTR * float64(time.Second))
 	w.l.reserved(j.ID, resRec{token: j.Reservation, reservedAt: j.Deadline.Add(-ttr), deadline: j.Deadline.Time,
 		due: j.Due.Time, recv: recv, consumer: c})
-	if !w.settling.Load() && rand.IntN(10) == 0 {
+	return w.settling.Load() || rand.IntN(10) != 0
+}
+
+func (w *workload) handle(ctx context.Context, c int, j api.Job, recv time.Time) {
+	if !w.reserved(c, j, recv) {
 		return // abandoned: comes back after its TTR
 	}
 	w.l.finishSent(j.ID)
