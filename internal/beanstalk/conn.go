@@ -82,6 +82,12 @@ func (c *conn) serve() {
 		default:
 			c.dispatch(line)
 		}
+		// A client that pipelines commands gets their replies in one
+		// write: flush only when no further command is buffered (or the
+		// replies grow large), as the reply order is kept either way.
+		if lineEnd(c.buf[:c.n]) >= 0 && c.out.Len() < 16<<10 && !c.quit {
+			continue
+		}
 		if err := c.flush(); err != nil {
 			return
 		}

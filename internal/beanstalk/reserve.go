@@ -14,6 +14,11 @@ import (
 // client that hangs up while waiting gets TIMED_OUT.
 func (c *conn) reserve(timeout int64) error {
 	c.setWorker()
+	if timeout != 0 {
+		// Replies of commands pipelined before this one go out before
+		// it waits (serve holds them back while commands are buffered).
+		_ = c.flush()
+	}
 	soon, holds := c.soonestDeadline()
 	if holds && !time.Now().Before(soon.Add(-deadlineMargin)) {
 		return c.reserveNow(errDeadlineSoon)

@@ -1,6 +1,7 @@
 package beanstalk
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -64,4 +65,28 @@ func startDelayq(t *testing.T, limits Limits) *testServer {
 		time.Sleep(time.Millisecond)
 	}
 	return &testServer{srv: s, engine: e, addr: l.Addr().String()}
+}
+
+// TestPipelinedRepliesBeforeBlockingReserve sends a put and a blocking
+// reserve in one write: the put's reply must arrive while the reserve
+// still waits, though serve batches the replies of pipelined commands.
+func TestPipelinedRepliesBeforeBlockingReserve(t *testing.T) {
+	ts := startDelayq(t, Limits{})
+	nc, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	// Without the flush the replies never come: fail instead of hanging.
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := nc.Write([]byte("use other\r\nput 0 0 60 2\r\nhi\r\nreserve\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(nc)
+	for _, want := range []string{"USING other\r\n", "INSERTED 1\r\n"} {
+		got, err := r.ReadString('\n')
+		if err != nil || got != want {
+			t.Fatalf("read %q, %v; want %q", got, err, want)
+		}
+	}
 }
