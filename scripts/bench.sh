@@ -5,6 +5,7 @@
 #
 #   bash scripts/bench.sh            # every run below (a few minutes)
 #   bash scripts/bench.sh put        # only runs whose name contains "put"
+#   bash scripts/bench.sh history    # (4): the figures again after 10M far-future jobs and 1M passed through
 #
 # Set FSYNC_DELAY_US=1000 to add 1 ms to every fsync of delayq and the
 # durable beanstalkd (needs strace), as a real disk would.
@@ -50,29 +51,43 @@ run() { # name target pid args...
 DQ="http://127.0.0.1:$dq_http"; DQB="beanstalk://127.0.0.1:$dq_bs"
 BSM="beanstalk://127.0.0.1:$bs_mem"; BSD="beanstalk://127.0.0.1:$bs_disk"
 
-for c in 1 32; do
-  n=$(( c == 1 ? 5000 : 50000 ))
-  run "put c=$c delayq-http"        "$DQ"  "$dq_pid"  --mode put -n $n -c $c
-  run "put c=$c delayq-beanstalk"   "$DQB" "$dq_pid"  --mode put -n $n -c $c
-  run "put c=$c beanstalkd-memory"  "$BSM" "$bsm_pid" --mode put -n $n -c $c
-  run "put c=$c beanstalkd-fsync"   "$BSD" "$bsd_pid" --mode put -n $n -c $c
-done
-run "put batch100 c=4 delayq-http"   "$DQ"  "$dq_pid"  --mode put -n 200000 -c 4 --batch 100
-run "reserve c=32 delayq-http"       "$DQ"  "$dq_pid"  --mode reserve -n 50000 -c 32 --batch 100
-run "reserve c=32 delayq-beanstalk"  "$DQB" "$dq_pid"  --mode reserve -n 50000 -c 32
-run "reserve c=32 beanstalkd-memory" "$BSM" "$bsm_pid" --mode reserve -n 50000 -c 32
-run "reserve c=32 beanstalkd-fsync"  "$BSD" "$bsd_pid" --mode reserve -n 50000 -c 32
-run "burst 100k c=32 delayq-http"    "$DQ"  "$dq_pid"  --mode burst -n 100000 -c 32 --batch 100 --lead 8s --body 100
-run "burst 100k c=32 take100 delayq-http" "$DQ" "$dq_pid" --mode burst -n 100000 -c 32 --batch 100 --take 100 --lead 8s --body 100
-run "burst 100k c=32 delayq-beanstalk" "$DQB" "$dq_pid" --mode burst -n 100000 -c 32 --lead 10s --body 100
-run "burst 100k c=32 beanstalkd-memory" "$BSM" "$bsm_pid" --mode burst -n 100000 -c 32 --lead 10s --body 100
-run "burst 10k c=32 delayq-http"     "$DQ"  "$dq_pid"  --mode burst -n 10000 -c 32 --batch 100 --lead 3s --body 100
-run "burst 10k c=32 delayq-beanstalk" "$DQB" "$dq_pid"  --mode burst -n 10000 -c 32 --lead 4s --body 100
-run "burst 10k c=32 beanstalkd-memory" "$BSM" "$bsm_pid" --mode burst -n 10000 -c 32 --lead 4s --body 100
-run "spread 2k/s x10s delayq-http"   "$DQ"  "$dq_pid"  --mode spread --rate 2000 --duration 10s -c 32 --batch 100 --lead 3s --body 100
-run "spread 2k/s x10s delayq-beanstalk" "$DQB" "$dq_pid" --mode spread --rate 2000 --duration 10s -c 32 --lead 5s --body 100
-run "spread 2k/s x10s beanstalkd-memory" "$BSM" "$bsm_pid" --mode spread --rate 2000 --duration 10s -c 32 --lead 5s --body 100
-run "spread 10k/s x10s delayq-http"  "$DQ"  "$dq_pid"  --mode spread --rate 10000 --duration 10s -c 32 --batch 100 --lead 8s --body 100
-run "spread 10k/s x10s take100 delayq-http" "$DQ" "$dq_pid" --mode spread --rate 10000 --duration 10s -c 32 --batch 100 --take 100 --lead 8s --body 100
-run "spread 10k/s x10s delayq-beanstalk" "$DQB" "$dq_pid" --mode spread --rate 10000 --duration 10s -c 32 --lead 10s --body 100
-run "spread 10k/s x10s beanstalkd-memory" "$BSM" "$bsm_pid" --mode spread --rate 10000 --duration 10s -c 32 --lead 10s --body 100
+# The aims of issue 8, in its order; 100-byte bodies throughout.
+B=(--body 100)
+# (1) put and reserve+delete, 32 connections.
+run "put c=32 delayq-beanstalk"      "$DQB" "$dq_pid"  --mode put -n 100000 -c 32 "${B[@]}"
+run "put c=32 beanstalkd-memory"     "$BSM" "$bsm_pid" --mode put -n 100000 -c 32 "${B[@]}"
+run "put c=32 beanstalkd-fsync"      "$BSD" "$bsd_pid" --mode put -n 30000 -c 32 "${B[@]}"
+run "put c=32 delayq-http"           "$DQ"  "$dq_pid"  --mode put -n 50000 -c 32 "${B[@]}"
+run "put c=1 delayq-beanstalk"       "$DQB" "$dq_pid"  --mode put -n 5000 -c 1 "${B[@]}"
+run "put c=1 beanstalkd-memory"      "$BSM" "$bsm_pid" --mode put -n 5000 -c 1 "${B[@]}"
+run "reserve c=32 delayq-beanstalk"  "$DQB" "$dq_pid"  --mode reserve -n 100000 -c 32 "${B[@]}"
+run "reserve c=32 beanstalkd-memory" "$BSM" "$bsm_pid" --mode reserve -n 100000 -c 32 "${B[@]}"
+run "reserve c=32 beanstalkd-fsync"  "$BSD" "$bsd_pid" --mode reserve -n 30000 -c 32 "${B[@]}"
+run "reserve c=32 delayq-http"       "$DQ"  "$dq_pid"  --mode reserve -n 50000 -c 32 --batch 100 "${B[@]}"
+# (6) HTTP batches: batch put of 100; reserve 100 + batch finish of 100.
+run "put batch100 c=4 delayq-http"   "$DQ"  "$dq_pid"  --mode put -n 300000 -c 4 --batch 100 "${B[@]}"
+run "reserve take100 c=4 delayq-http" "$DQ" "$dq_pid"  --mode reserve -n 300000 -c 4 --batch 100 --take 100 "${B[@]}"
+# (2) 5,000 jobs/s due uniformly over 5 s, 32 consumers.
+run "spread 5k/s x5s delayq-http"        "$DQ"  "$dq_pid"  --mode spread --rate 5000 --duration 5s -c 32 --batch 100 --lead 2s "${B[@]}"
+run "spread 5k/s x5s delayq-beanstalk"   "$DQB" "$dq_pid"  --mode spread --rate 5000 --duration 5s -c 32 --lead 4s "${B[@]}"
+run "spread 5k/s x5s beanstalkd-memory"  "$BSM" "$bsm_pid" --mode spread --rate 5000 --duration 5s -c 32 --lead 4s "${B[@]}"
+# (3) 100,000 jobs due at one instant.
+run "burst 100k c=32 delayq-beanstalk"   "$DQB" "$dq_pid"  --mode burst -n 100000 -c 32 --lead 10s "${B[@]}"
+run "burst 100k c=32 beanstalkd-memory"  "$BSM" "$bsm_pid" --mode burst -n 100000 -c 32 --lead 10s "${B[@]}"
+run "burst 100k c=32 take100 delayq-http" "$DQ" "$dq_pid"  --mode burst -n 100000 -c 32 --batch 100 --take 100 --lead 8s "${B[@]}"
+run "burst 100k c=32 delayq-http"        "$DQ"  "$dq_pid"  --mode burst -n 100000 -c 32 --batch 100 --lead 8s "${B[@]}"
+
+# (4) History: only when asked for by name (`bash scripts/bench.sh history`),
+# it takes several minutes. HISTORY_FAR far-future jobs (default
+# 10,000,000) are put and HISTORY_THROUGH jobs (default 1,000,000) pass
+# through the store, then (1) is measured again on the same server.
+if [ "$filter" = history ]; then
+  far="${HISTORY_FAR:-10000000}"; through="${HISTORY_THROUGH:-1000000}"
+  filter=""
+  run "history fresh: put c=32 delayq-beanstalk"     "$DQB" "$dq_pid" --mode put -n 100000 -c 32 "${B[@]}"
+  run "history fresh: reserve c=32 delayq-beanstalk" "$DQB" "$dq_pid" --mode reserve -n 100000 -c 32 "${B[@]}"
+  run "history load: $far far-future puts"           "$DQ"  "$dq_pid" --mode put -n "$far" -c 4 --batch 1000 --delay 1h --spread 23h --timeout 30m "${B[@]}"
+  run "history load: $through through the store"     "$DQ"  "$dq_pid" --mode reserve -n "$through" -c 8 --batch 100 --take 100 --timeout 30m "${B[@]}"
+  run "history after: put c=32 delayq-beanstalk"     "$DQB" "$dq_pid" --mode put -n 100000 -c 32 "${B[@]}"
+  run "history after: reserve c=32 delayq-beanstalk" "$DQB" "$dq_pid" --mode reserve -n 100000 -c 32 "${B[@]}"
+fi

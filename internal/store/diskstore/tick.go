@@ -36,18 +36,23 @@ func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult
 	if err != nil {
 		return nil, err
 	}
-	// The batch is applied: memory shows what is left.
-	err = s.read(ctx, func() error {
-		next, err := s.nextAt()
-		if next != nil && !next.After(now) {
-			res.Next = now
-		} else if next != nil {
-			res.Next = *next
-		}
-		return err
-	})
+	// The batch is durable: memory shows what is left. Unlike a read,
+	// this waits for no later group: the next due time is the timer's
+	// own business, and waiting would make every firing a sync later.
+	s.mu.Lock()
+	err = s.usable()
+	var next *time.Time
+	if err == nil {
+		next, err = s.nextAt()
+	}
+	s.mu.Unlock()
 	if err != nil {
 		return nil, err
+	}
+	if next != nil && !next.After(now) {
+		res.Next = now
+	} else if next != nil {
+		res.Next = *next
 	}
 	return res, nil
 }
