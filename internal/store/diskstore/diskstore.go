@@ -26,7 +26,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -136,6 +138,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	defer cache.Unref()
 	db, err := pebble.Open(dir, pebbleOptions(opts, cache))
 	if err != nil {
+		if locked(err) {
+			return nil, fmt.Errorf("data directory %s is in use by another delayq server (its LOCK file is held): %w", dir, err)
+		}
 		return nil, fmt.Errorf("diskstore: open %s: %w", dir, err)
 	}
 	s := &Store{
@@ -361,4 +366,11 @@ func (s *Store) topic(name string) *topic {
 func (s *Store) iter(o *pebble.IterOptions) (*pebble.Iterator, error) {
 	s.flushLocked()
 	return s.db.NewIter(o)
+}
+
+// locked reports whether Open failed because another process (flock
+// answers EAGAIN) or this one (Pebble's own check) holds the directory.
+func locked(err error) bool {
+	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EWOULDBLOCK) ||
+		strings.Contains(err.Error(), "lock held by current process")
 }

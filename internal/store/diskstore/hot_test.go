@@ -2,6 +2,7 @@ package diskstore
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,4 +98,16 @@ func drain(t *testing.T, s *Store, now time.Time, k int) []*delayq.Job {
 		out = append(out, js[0])
 	}
 	return out
+}
+
+// TestOpenLockedNamesTheLock opens a directory a store already holds: the
+// error says the directory is in use, not a bare errno.
+func TestOpenLockedNamesTheLock(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, Options{})
+	defer s.Close()
+	_, err := Open(dir, Options{})
+	if err == nil || !strings.Contains(err.Error(), "in use by another delayq server") {
+		t.Fatalf("Open(held dir) = %v, want an error naming the held lock", err)
+	}
 }
