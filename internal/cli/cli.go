@@ -42,6 +42,7 @@ type root struct {
 	Kick    kickCmd    `cmd:"" help:"Kick buried (else delayed) jobs of a topic, or one job by id, to ready."`
 	Topics  topicsCmd  `cmd:"" help:"List topics with their job counts."`
 	Stats   statsCmd   `cmd:"" help:"Show the server's health and job counts over all topics."`
+	Backup  backupCmd  `cmd:"" help:"Copy a running server's embedded store into a new data directory."`
 	Bench   benchCmd   `cmd:"" help:"Measure a delayq or beanstalkd server: put, reserve+delete, firing lateness."`
 }
 

@@ -29,6 +29,7 @@ func (h *handler) routes() {
 	m.HandleFunc("POST /v1/jobs/{id}/bury", h.buryJob)
 	m.HandleFunc("POST /v1/jobs/{id}/kick", h.kickJob)
 
+	m.HandleFunc("GET /v1/backup", h.backup)
 	m.HandleFunc("GET /v1/cluster", h.cluster)
 	m.HandleFunc("GET /healthz", h.healthz)
 	m.Handle("GET /metrics", promhttp.HandlerFor(h.e.Metrics().Registry, promhttp.HandlerOpts{}))

@@ -10,6 +10,7 @@ package store
 
 import (
 	"context"
+	"io"
 	"time"
 
 	"github.com/delayq/delayq"
@@ -292,4 +293,12 @@ type FreshPutter interface {
 type ReserveJobParams struct {
 	Ref delayq.Ref
 	Now time.Time
+}
+
+// Backuper is implemented by stores that can copy themselves while they
+// serve (diskstore). A Redis-backed deployment backs up Redis instead.
+type Backuper interface {
+	// Backup writes a consistent copy of the store to w as a tar archive
+	// that, extracted into an empty directory, the store opens as it is.
+	Backup(ctx context.Context, w io.Writer) error
 }

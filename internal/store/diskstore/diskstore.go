@@ -99,6 +99,9 @@ type Store struct {
 	stop  chan struct{}  // closed by Close: the committer commits what is left and ends
 	syncq *groupQueue    // applied groups waiting for their fsync
 	bg    sync.WaitGroup // the committer and the syncer
+	dir   string         // the data directory
+
+	inflight sync.WaitGroup // backups reading the db; Close waits for them
 
 	mu        sync.Mutex
 	closed    bool                      // guarded by mu
@@ -145,6 +148,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		db:       db,
+		dir:      dir,
 		chunk:    opts.nearChunk,
 		topics:   make(map[string]*topic),
 		entries:  make(map[uint64]*entry),
@@ -181,6 +185,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	close(s.stop)
 	s.bg.Wait()
+	s.inflight.Wait()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("diskstore: close: %w", err)
 	}

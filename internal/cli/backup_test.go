@@ -1,0 +1,55 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/delayq/delayq/internal/store/diskstore"
+)
+
+// TestBackupRestores takes a backup of a serving store with jobs in
+// several states, opens the backup as a data directory, and finds the same
+// jobs; a second backup into the same, now full, directory is refused.
+func TestBackupRestores(t *testing.T) {
+	srv := startServer(t)
+	for _, id := range []string{"a1", "a2", "a3"} {
+		mustRun(t, "put", "--server", srv, "mail", "hello "+id, "--id", id)
+	}
+	mustRun(t, "put", "--server", srv, "mail", "later", "--id", "d1", "--delay", "1h")
+	mustRun(t, "put", "--server", srv, "sms", "text", "--id", "s1")
+	mustRun(t, "reserve", "--server", srv, "sms")
+
+	dir := filepath.Join(t.TempDir(), "backup")
+	out := mustRun(t, "backup", "--server", srv, dir)
+	if !strings.HasPrefix(out, "backup written to "+dir) {
+		t.Fatalf("backup printed %q", out)
+	}
+
+	s, err := diskstore.Open(dir, diskstore.Options{})
+	if err != nil {
+		t.Fatalf("opening the backup: %v", err)
+	}
+	defer s.Close()
+	ts, err := s.Topics(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][4]int{}
+	for _, tp := range ts {
+		got[tp.Name] = [4]int{tp.Ready, tp.Delayed, tp.Reserved, tp.Buried}
+	}
+	want := map[string][4]int{"mail": {3, 1, 0, 0}, "sms": {0, 0, 1, 0}}
+	if len(got) != len(want) || got["mail"] != want["mail"] || got["sms"] != want["sms"] {
+		t.Fatalf("backup holds %v (ready, delayed, reserved, buried), want %v", got, want)
+	}
+
+	code, _, errOut := run(t, "backup", "--server", srv, dir)
+	if code == 0 || !strings.Contains(errOut, "not empty") {
+		t.Fatalf("backup into a full directory: exit %d, stderr %q; want a refusal", code, errOut)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dir)); len(entries) == 0 {
+		t.Fatal("the refused backup emptied the directory")
+	}
+}

@@ -1,0 +1,29 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// ErrNoBackup is returned by Backup when the store cannot copy itself.
+var ErrNoBackup = fmt.Errorf("this store takes no backups (back up Redis itself): %w", delayq.ErrState)
+
+// Backup writes a consistent copy of the store, taken while it serves, to
+// w as a tar archive that is a data directory once extracted.
+func (e *Engine) Backup(ctx context.Context, w io.Writer) error {
+	b, ok := e.st.(store.Backuper)
+	if !ok {
+		return e.record("backup", ErrNoBackup)
+	}
+	start := time.Now()
+	err := b.Backup(ctx, w)
+	if err == nil {
+		e.log.Info("backup written", "took", time.Since(start).Round(time.Millisecond))
+	}
+	return e.record("backup", err)
+}
