@@ -22,6 +22,9 @@ var (
 	ErrDraining = errors.New("delayq: server is draining")
 	// ErrUnavailable: the store cannot be reached or has failed.
 	ErrUnavailable = errors.New("delayq: store unavailable")
+	// ErrDiskFull: the store's disk is below its free-space floor, so it
+	// takes no new jobs; the jobs it has are still served.
+	ErrDiskFull = errors.New("delayq: disk full")
 	// ErrInvalid: the request is malformed; a *ValidationError says how.
 	ErrInvalid = errors.New("delayq: invalid request")
 )

@@ -16,6 +16,7 @@ const (
 	CodeBadState    = "bad_state"
 	CodeDraining    = "draining"
 	CodeUnavailable = "unavailable"
+	CodeDiskFull    = "disk_full"
 	CodeInternal    = "internal"
 	CodeTooLarge    = "request_too_large"
 )
@@ -33,6 +34,7 @@ var sentinels = []struct {
 	{delayq.ErrState, CodeBadState, http.StatusConflict},
 	{delayq.ErrDraining, CodeDraining, http.StatusServiceUnavailable},
 	{delayq.ErrUnavailable, CodeUnavailable, http.StatusServiceUnavailable},
+	{delayq.ErrDiskFull, CodeDiskFull, http.StatusInsufficientStorage},
 }
 
 // CodeOf returns the wire code and HTTP status for err. Unknown errors are

@@ -40,6 +40,9 @@ func replyLine(err error) (line string, unexpected bool) {
 		return "NOT_FOUND", false
 	case errors.Is(err, delayq.ErrDraining):
 		return "DRAINING", false
+	case errors.Is(err, delayq.ErrDiskFull):
+		// beanstalkd's answer when it cannot take a job.
+		return "OUT_OF_MEMORY", false
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// Only a reserve is cut short by its client hanging up (or by a
 		// shutdown); beanstalkd answers a half-closed waiter TIMED_OUT.

@@ -115,6 +115,7 @@ func defaultVars() kong.Vars {
 		"max_body":           strconv.Itoa(d.MaxBody),
 		"cache_mib":          strconv.Itoa(d.CacheMiB),
 		"hot_mib":            strconv.Itoa(d.HotMiB),
+		"min_free_mib":       strconv.Itoa(d.MinFreeMiB),
 		"max_wait":           d.MaxWait.String(),
 		"max_reserve_topics": strconv.Itoa(d.MaxReserveTopics),
 		"shutdown_timeout":   d.ShutdownTimeout.String(),

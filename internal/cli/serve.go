@@ -15,6 +15,7 @@ type serveCmd struct {
 	DataDir          string        `name:"data-dir" env:"DELAYQ_DATA_DIR" default:"${data_dir}" type:"path" help:"Directory of the embedded store (created if missing)."`
 	CacheMiB         int           `name:"cache-mib" env:"DELAYQ_CACHE_MIB" default:"${cache_mib}" help:"Block cache of the embedded store, in MiB (fills only with what reserves and finishes read)."`
 	HotMiB           int           `name:"hot-mib" env:"DELAYQ_HOT_MIB" default:"${hot_mib}" help:"Job records the embedded store keeps in memory beside its ready, reserved and near-future jobs, in MiB (0 keeps none)."`
+	MinFreeMiB       int           `name:"min-free-mib" env:"DELAYQ_MIN_FREE_MIB" default:"${min_free_mib}" help:"Free disk space below which new jobs are refused (disk_full) while existing ones are still served, in MiB (0 turns the check off)."`
 	MaxBody          int           `name:"max-body" env:"DELAYQ_MAX_BODY" default:"${max_body}" help:"Largest job body, in bytes."`
 	MaxWait          time.Duration `name:"max-wait" env:"DELAYQ_MAX_WAIT" default:"${max_wait}" help:"Longest a reserve may long-poll."`
 	MaxReserveTopics int           `name:"max-reserve-topics" env:"DELAYQ_MAX_RESERVE_TOPICS" default:"${max_reserve_topics}" help:"Most topics one reserve may list."`
@@ -38,6 +39,7 @@ func (c *serveCmd) config() config.Config {
 		DataDir:          c.DataDir,
 		CacheMiB:         c.CacheMiB,
 		HotMiB:           c.HotMiB,
+		MinFreeMiB:       c.MinFreeMiB,
 		MaxBody:          c.MaxBody,
 		MaxWait:          c.MaxWait,
 		MaxReserveTopics: c.MaxReserveTopics,

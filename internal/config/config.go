@@ -53,6 +53,11 @@ type Config struct {
 	// from disk when needed. Default 128; 0 keeps none. Ignored with
 	// Redis.
 	HotMiB int
+	// MinFreeMiB is the free disk space below which the embedded store
+	// refuses new jobs (HTTP 507 disk_full, beanstalkd OUT_OF_MEMORY)
+	// while it keeps serving the jobs it has. Default 256; 0 turns the
+	// check off. Ignored with Redis.
+	MinFreeMiB int
 	// MaxBody is the largest job body, in bytes. Default 65,535
 	// (beanstalkd's max-job-size); at most MaxBodyLimit.
 	MaxBody int
@@ -99,6 +104,7 @@ func Default() Config {
 		DataDir:          "./delayq-data",
 		CacheMiB:         128,
 		HotMiB:           128,
+		MinFreeMiB:       256,
 		MaxBody:          delayq.MaxBodyDefault,
 		MaxWait:          delayq.MaxWaitDefault,
 		MaxReserveTopics: 1000,
@@ -141,6 +147,9 @@ func (c Config) Validate() error {
 	}
 	if c.Redis == "" && (c.HotMiB < 0 || c.HotMiB > MaxCacheMiB) {
 		add("hot-mib", "%d is out of range (0 to %d MiB)", c.HotMiB, MaxCacheMiB)
+	}
+	if c.Redis == "" && (c.MinFreeMiB < 0 || c.MinFreeMiB > MaxCacheMiB*1024) {
+		add("min-free-mib", "%d is out of range (0 to %d MiB)", c.MinFreeMiB, MaxCacheMiB*1024)
 	}
 	if c.MaxBody < 1 || c.MaxBody > MaxBodyLimit {
 		add("max-body", "%d is out of range (1 to %d bytes)", c.MaxBody, MaxBodyLimit)

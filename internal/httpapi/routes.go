@@ -32,6 +32,7 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /v1/backup", h.backup)
 	m.HandleFunc("GET /v1/cluster", h.cluster)
 	m.HandleFunc("GET /healthz", h.healthz)
+	m.HandleFunc("GET /readyz", h.readyz)
 	m.Handle("GET /metrics", promhttp.HandlerFor(h.e.Metrics().Registry, promhttp.HandlerOpts{}))
 
 	// The original protocol lives on POST / only; GET / leads to the

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/delayq/delayq"
@@ -117,12 +118,33 @@ func (h *handler) cluster(w http.ResponseWriter, r *http.Request) {
 
 // healthz: GET /healthz → 200 {"status":"ok"}; 503 draining while the
 // server shuts down, so load balancers stop sending work.
+// healthz answers whether the process is alive: 200 "ok", or 200
+// "degraded" with the reason while it serves with limits (a disk below its
+// free-space floor takes no new jobs); 503 while draining.
 func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
 	if h.e.Draining() {
 		h.writeError(w, r, delayq.ErrDraining)
 		return
 	}
+	if reason := h.e.Health(); reason != "" {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "degraded", "reason": strings.TrimPrefix(reason, "delayq: ")})
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz answers whether a load balancer should send new work here: 503
+// while draining or degraded, with the reason, else 200.
+func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
+	if h.e.Draining() {
+		h.writeError(w, r, delayq.ErrDraining)
+		return
+	}
+	if reason := h.e.Health(); reason != "" {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "degraded", "reason": strings.TrimPrefix(reason, "delayq: ")})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

@@ -139,6 +139,7 @@ func (s *Server) openStore(ctx context.Context) (store.Store, error) {
 		Logger:    s.log.With("component", "diskstore"),
 		CacheSize: int64(s.cfg.CacheMiB) << 20,
 		HotSize:   hotBytes(s.cfg.HotMiB),
+		MinFree:   minFreeBytes(s.cfg.MinFreeMiB),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: open store in %s: %w", s.cfg.DataDir, err)
@@ -355,4 +356,13 @@ func hotBytes(mib int) int {
 		return -1
 	}
 	return mib << 20
+}
+
+// minFreeBytes is diskstore's MinFree for --min-free-mib: 0 MiB turns the
+// check off (diskstore reads 0 as its default, a negative value as off).
+func minFreeBytes(mib int) int64 {
+	if mib == 0 {
+		return -1
+	}
+	return int64(mib) << 20
 }

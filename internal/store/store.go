@@ -302,3 +302,10 @@ type Backuper interface {
 	// that, extracted into an empty directory, the store opens as it is.
 	Backup(ctx context.Context, w io.Writer) error
 }
+
+// Healther is implemented by stores that can be degraded while they still
+// serve (diskstore below its free-space floor).
+type Healther interface {
+	// Health says why the store is degraded, or "" when it is well.
+	Health() string
+}

@@ -56,18 +56,25 @@ type Options struct {
 	// the job keeps its place and its record is read from Pebble when
 	// needed. Defaults to 128 MiB; a negative value keeps none.
 	HotSize int
+	// MinFree is the free space, in bytes, below which the store refuses
+	// new jobs with ErrDiskFull (see space.go). Defaults to 256 MiB; a
+	// negative value turns the check off.
+	MinFree int64
 
 	// nearChunk is how many due-index entries one load brings into memory;
 	// tests lower it. Defaults to defaultNearChunk.
 	nearChunk int
 	// fs replaces the real filesystem in tests that inject I/O errors.
 	fs vfs.FS
+	// freeBytes replaces statfs in tests. Defaults to statfsFree.
+	freeBytes func(dir string) (uint64, error)
 }
 
 const (
 	defaultMemTableSize = 64 << 20
 	defaultCacheSize    = 128 << 20 // as config.Default's CacheMiB
 	defaultHotSize      = 128 << 20 // as config.Default's HotMiB
+	defaultMinFree      = 256 << 20 // as config.Default's MinFreeMiB
 	defaultNearChunk    = 4096
 	defaultTickMax      = 1000
 )
@@ -84,6 +91,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.HotSize == 0 {
 		o.HotSize = defaultHotSize
+	}
+	if o.MinFree == 0 {
+		o.MinFree = defaultMinFree
+	}
+	if o.freeBytes == nil {
+		o.freeBytes = statfsFree
 	}
 	if o.nearChunk <= 0 {
 		o.nearChunk = defaultNearChunk
@@ -119,6 +132,7 @@ type Store struct {
 	hotMax    int                       // budget for hot; records beyond it stay on disk only
 	reserved  queue                     // reserved jobs by deadline; guarded by mu
 	near      nearFuture                // guarded by mu
+	space     space                     // guarded by mu
 }
 
 // topic is what memory keeps of a topic: its counters and pause (mirrored
@@ -154,6 +168,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		entries:  make(map[uint64]*entry),
 		byID:     make(map[string]*entry),
 		hotMax:   opts.HotSize,
+		space:    space{floor: uint64(max(opts.MinFree, 0)), free: opts.freeBytes},
 		reserved: queue{less: byAt},
 		near:     nearFuture{q: queue{less: byAt}},
 		kick:     make(chan struct{}, 1),

@@ -31,6 +31,9 @@ func (s *Store) PutFresh(ctx context.Context, jobs []*delayq.Job) error {
 
 func (s *Store) put(ctx context.Context, jobs []*delayq.Job, check bool) error {
 	return s.write(ctx, "put", func(t *txn) error {
+		if err := s.checkPut(); err != nil {
+			return err
+		}
 		if check {
 			if err := s.checkNew(jobs); err != nil {
 				return err

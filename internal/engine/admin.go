@@ -27,3 +27,12 @@ func (e *Engine) Backup(ctx context.Context, w io.Writer) error {
 	}
 	return e.record("backup", err)
 }
+
+// Health says why the store is degraded (below its free-space floor,
+// failed), or "" when it is well or cannot tell.
+func (e *Engine) Health() string {
+	if h, ok := e.st.(store.Healther); ok {
+		return h.Health()
+	}
+	return ""
+}
