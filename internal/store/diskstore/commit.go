@@ -130,7 +130,7 @@ func (s *Store) committer() {
 			return
 		}
 		s.mu.Lock()
-		g := s.open
+		g, flushed := s.open, s.open.ops > 0
 		s.flushLocked()
 		s.mu.Unlock()
 		// One group in flight at a time: what arrives during its sync
@@ -139,7 +139,7 @@ func (s *Store) committer() {
 		// per group with groups overlapping, 16 with one in flight, at
 		// 32 concurrent reserve+deletes). A read may have committed the
 		// open group already; then there is nothing to wait for.
-		if g.ops > 0 {
+		if flushed {
 			<-g.done
 		}
 	}

@@ -111,3 +111,113 @@ func TestOpenLockedNamesTheLock(t *testing.T) {
 		t.Fatalf("Open(held dir) = %v, want an error naming the held lock", err)
 	}
 }
+
+// TestChurnThroughCompactions runs jobs through every transition with a
+// tiny memtable, so sets and their single deletes meet in many flushes,
+// then compacts everything and reopens: no deleted key comes back (the
+// indexes, counters and records agree with what is live).
+func TestChurnThroughCompactions(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	opts := Options{MemTableSize: 1 << 20, nearChunk: 8}
+	s := openAt(t, dir, opts)
+	now := time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC)
+	live := map[string]bool{}
+	for round := range 40 {
+		var jobs []*delayq.Job
+		for i := range 50 {
+			id := fmt.Sprintf("r%d-%d", round, i)
+			j := &delayq.Job{ID: id, Topic: "t", Body: make([]byte, 200), TTR: time.Second, State: delayq.StateReady, Due: now, Created: now}
+			if i%5 == 0 {
+				j.State, j.Due = delayq.StateDelayed, now.Add(time.Duration(i)*time.Millisecond)
+			}
+			jobs = append(jobs, j)
+			live[id] = true
+		}
+		if err := s.Put(ctx, jobs); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(time.Second)
+		if _, err := s.Tick(ctx, store.TickParams{Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		js, err := s.Reserve(ctx, store.ReserveParams{Topics: []string{"t"}, Max: 40, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, j := range js {
+			ref := delayq.Ref{ID: j.ID, Reservation: j.Reservation}
+			switch k % 4 {
+			case 0, 1: // finished
+				if _, err := s.Delete(ctx, store.DeleteParams{Ref: ref}); err != nil {
+					t.Fatal(err)
+				}
+				delete(live, j.ID)
+			case 2: // touched, then released with the same priority: same X key again
+				if _, err := s.Touch(ctx, store.TouchParams{Ref: ref, Now: now}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.Release(ctx, store.ReleaseParams{Ref: ref, Due: now, Now: now}); err != nil {
+					t.Fatal(err)
+				}
+			case 3: // left to time out
+			}
+		}
+	}
+	if err := s.db.Compact(ctx, []byte{0}, []byte{0xff}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, dir, opts)
+	defer s.Close()
+	ts, err := s.Topics(ctx)
+	if err != nil || len(ts) != 1 {
+		t.Fatalf("Topics() = %v, %v", ts, err)
+	}
+	if n := ts[0].Ready + ts[0].Delayed + ts[0].Reserved + ts[0].Buried; n != len(live) {
+		t.Fatalf("counters say %d live jobs, want %d", n, len(live))
+	}
+	seen := 0
+	for cursor, pages := "", 0; ; pages++ {
+		if pages > len(live) {
+			t.Fatalf("List did not end after %d pages", pages)
+		}
+		page, err := s.List(ctx, store.ListParams{Topic: "t", Cursor: cursor, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range page.Jobs {
+			if !live[j.ID] {
+				t.Fatalf("deleted job %s listed after compaction", j.ID)
+			}
+			seen++
+		}
+		if cursor = page.Next; cursor == "" {
+			break
+		}
+	}
+	if seen != len(live) {
+		t.Fatalf("List found %d jobs, want %d", seen, len(live))
+	}
+	// Every job can still be finished or deleted, which reads its index.
+	now = now.Add(time.Hour)
+	for steps := 0; ; steps++ {
+		if steps > len(live) {
+			t.Fatalf("Tick still has work after %d steps", steps)
+		}
+		res, err := s.Tick(ctx, store.TickParams{Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Next.IsZero() || res.Next.After(now) {
+			break
+		}
+	}
+	for id := range live {
+		if _, err := s.Delete(ctx, store.DeleteParams{Ref: delayq.Ref{ID: id}, Force: true}); err != nil {
+			t.Fatalf("Delete(%s) = %v", id, err)
+		}
+	}
+}

@@ -94,18 +94,26 @@ func (t *txn) topicCounts(name string) *counts {
 }
 
 // stage writes the keys of one transition into the batch.
+//
+// The S, X and G keys go with SingleDelete: each is Set exactly once
+// before it is deleted (S at the put; X and G name the state, the sort
+// key and the seq, and a transition always deletes the old state's keys
+// before it sets the new ones, even when they are equal). So when a set
+// and its single delete meet in a flush or compaction both vanish, and a
+// short-lived job leaves only its J tombstone behind instead of four
+// (the J record is rewritten by every transition, so it needs Delete).
 func (t *txn) stage(old, new *delayq.Job) {
 	t.changes = append(t.changes, change{old, new})
 	if old != nil {
-		t.b.Delete(indexKey(old), nil)
+		t.b.SingleDelete(indexKey(old), nil)
 		if old.State == delayq.StateDelayed {
-			t.b.Delete(dueKey(old), nil)
+			t.b.SingleDelete(dueKey(old), nil)
 		}
 		t.topicCounts(old.Topic).add(old, -1)
 	}
 	if new == nil {
 		t.b.Delete(jobKey(old.ID), nil)
-		t.b.Delete(seqKey(old.Seq), nil)
+		t.b.SingleDelete(seqKey(old.Seq), nil)
 		return
 	}
 	if old == nil {
