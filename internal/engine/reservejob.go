@@ -21,7 +21,7 @@ func (e *Engine) reserveJob(ctx context.Context, ref delayq.Ref) (*delayq.Job, e
 	}
 	j, err := e.st.ReserveJob(ctx, store.ReserveJobParams{Ref: ref, Now: delayq.TruncMilli(time.Now())})
 	if err != nil {
-		return nil, err
+		return nil, delayq.ForJob(ref, err)
 	}
 	e.announce(j)
 	return j, nil

@@ -46,6 +46,9 @@ var commands = map[string]func(*handler, *http.Request, *api.CommandRequest) (ap
 // runCommand decodes and runs one valid-JSON command.
 func (h *handler) runCommand(r *http.Request, body []byte) api.CommandResponse {
 	var req api.CommandRequest
+	if err := api.CheckUTF8(body); err != nil {
+		return failed(err)
+	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		return failed(jsonError(err))
 	}
@@ -73,9 +76,11 @@ func (h *handler) cmdAdd(r *http.Request, req *api.CommandRequest) (api.CommandR
 	if p.Body, err = commandBody(req.Body); err != nil {
 		return api.CommandResponse{}, err
 	}
-	if p.Delay, err = seconds("delay", req.Delay, 0); err != nil {
+	delay, err := seconds("delay", req.Delay, 0)
+	if err != nil {
 		return api.CommandResponse{}, err
 	}
+	p.Delay = &delay
 	if p.TTR, err = seconds("TTR", req.TTR, delayq.DefaultTTR); err != nil {
 		return api.CommandResponse{}, err
 	}
@@ -141,17 +146,20 @@ func seconds(field string, v *float64, def time.Duration) (time.Duration, error)
 		return def, nil
 	}
 	if math.IsNaN(*v) || math.Abs(*v) > float64(math.MaxInt64)/float64(time.Second) {
-		return 0, delayq.Invalid("bad_"+strings.ToLower(field), field, "%v seconds is out of range", *v)
+		return 0, delayq.Invalid(secondsCodes[field], field, "%v seconds is out of range", *v)
 	}
 	return time.Duration(*v * float64(time.Second)), nil
 }
+
+// secondsCodes names the code of each field seconds reads.
+var secondsCodes = map[string]string{"delay": delayq.CodeBadDelay, "TTR": delayq.CodeBadTTR, "timeout": delayq.CodeBadTimeout}
 
 // failed is the answer to a command that failed with err.
 func failed(err error) api.CommandResponse {
 	if errors.As(err, new(*http.MaxBytesError)) {
 		return api.CommandResponse{Error: "request body is too large"}
 	}
-	return api.CommandResponse{Error: strings.TrimPrefix(err.Error(), "delayq: ")}
+	return api.CommandResponse{Error: delayq.Message(err)}
 }
 
 func quote(s string) string {

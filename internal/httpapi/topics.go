@@ -8,14 +8,8 @@ import (
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/api"
-	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/engine"
 )
-
-// maxKick bounds the n of a topic kick, like a batch put.
-const maxKick = 1000
-
-// defaultListLimit is the page size of GET /v1/topics/{topic}/jobs.
-const defaultListLimit = 100
 
 // getTopics: GET /v1/topics → {"topics":[...]}.
 func (h *handler) getTopics(w http.ResponseWriter, r *http.Request) {
@@ -55,10 +49,10 @@ func (h *handler) listJobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	p := store.ListParams{Topic: topic, State: delayq.State(q.Get("state")), Cursor: q.Get("cursor"), Limit: defaultListLimit}
+	p := engine.ListRequest{Topic: topic, State: delayq.State(q.Get("state")), Cursor: q.Get("cursor")}
 	if s := q.Get("limit"); s != "" {
 		if p.Limit, err = strconv.Atoi(s); err != nil {
-			h.writeError(w, r, delayq.Invalid("bad_limit", "limit", "%q is not a whole number", s))
+			h.writeError(w, r, delayq.Invalid(delayq.CodeBadLimit, "limit", "%q is not a whole number", s))
 			return
 		}
 	}
@@ -67,7 +61,7 @@ func (h *handler) listJobs(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.JobsResponse{Jobs: toJobs(res.Jobs), Next: res.Next})
+	writeJSON(w, http.StatusOK, api.JobsResponse{Jobs: api.FromJobs(res.Jobs), Next: res.Next})
 }
 
 // kickTopic: POST /v1/topics/{topic}/kick {"n"} → {"kicked"}.
@@ -82,16 +76,12 @@ func (h *handler) kickTopic(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	if req.N < 1 || req.N > maxKick {
-		h.writeError(w, r, delayq.Invalid("bad_n", "n", "%d is not between 1 and %d", req.N, maxKick))
-		return
-	}
-	n, err := h.e.Kick(r.Context(), topic, req.N)
+	res, err := h.e.Kick(r.Context(), topic, req.N)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.KickResponse{Kicked: n})
+	writeJSON(w, http.StatusOK, api.KickResponse{Kicked: res.Kicked, State: string(res.State)})
 }
 
 // cluster: GET /v1/cluster → {"instances":[...]}.
