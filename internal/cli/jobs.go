@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/base64"
 	"fmt"
 	"io"
 	"strconv"
@@ -69,7 +68,7 @@ func (c *reserveCmd) Run(e *env) error {
 		return err
 	}
 	if c.JSON {
-		return printJSON(e.stdout, api.JobsResponse{Jobs: wireJobs(jobs)})
+		return printJSON(e.stdout, api.JobsResponse{Jobs: api.FromJobs(jobs)})
 	}
 	if len(jobs) == 0 {
 		fmt.Fprintln(e.stdout, "no job ready")
@@ -148,7 +147,7 @@ func (c *getCmd) Run(e *env) error {
 // "field  value" lines.
 func (o outputFlags) printOne(w io.Writer, j *delayq.Job) error {
 	if o.JSON {
-		return printJSON(w, wireJob(j))
+		return printJSON(w, api.FromJob(j))
 	}
 	printJob(w, j, time.Now())
 	return nil
@@ -213,32 +212,4 @@ func printJob(w io.Writer, j *delayq.Job, now time.Time) {
 		row("body", fmt.Sprintf("%d bytes, not UTF-8", len(j.Body)))
 	}
 	tw.Flush()
-}
-
-// wireJob is j as the HTTP API writes it, for --json.
-func wireJob(j *delayq.Job) api.Job {
-	w := api.Job{
-		ID: j.ID, Seq: j.Seq, Topic: j.Topic, State: string(j.State), Priority: j.Priority,
-		TTR: j.TTR.Seconds(), MaxAttempts: j.MaxAttempts, Attempts: j.Attempts,
-		Due: api.Time{Time: j.Due}, Created: api.Time{Time: j.Created}, Reservation: j.Reservation,
-	}
-	if !j.Deadline.IsZero() {
-		w.Deadline = &api.Time{Time: j.Deadline}
-	}
-	body := string(j.Body)
-	if utf8.ValidString(body) {
-		w.Body = &body
-	} else {
-		b64 := base64.StdEncoding.EncodeToString(j.Body)
-		w.BodyBase64 = &b64
-	}
-	return w
-}
-
-func wireJobs(jobs []*delayq.Job) []api.Job {
-	out := make([]api.Job, 0, len(jobs))
-	for _, j := range jobs {
-		out = append(out, wireJob(j))
-	}
-	return out
 }
