@@ -227,10 +227,17 @@ func (c *Client) KickJob(ctx context.Context, id string) (*delayq.Job, error) {
 // Kick makes up to n jobs of topic ready: buried ones if there are any,
 // else delayed ones (POST /v1/topics/{topic}/kick). It returns how many.
 func (c *Client) Kick(ctx context.Context, topic string, n int) (int, error) {
+	r, err := c.KickReport(ctx, topic, n)
+	return r.Kicked, err
+}
+
+// KickReport is Kick answering also which kind of jobs moved: State is
+// "buried" or "delayed" ("" from a server older than the field).
+func (c *Client) KickReport(ctx context.Context, topic string, n int) (api.KickResponse, error) {
 	var out api.KickResponse
 	_, err := c.do(ctx, call{method: http.MethodPost, path: topicPath(topic) + "/kick",
 		in: api.KickRequest{N: n}, out: &out, mode: retryUnsent})
-	return out.Kicked, err
+	return out, err
 }
 
 // Get returns a job in any state (GET /v1/jobs/{id}).
