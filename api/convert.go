@@ -155,3 +155,12 @@ func hex4(raw []byte, i int) (rune, bool) {
 	}
 	return r, true
 }
+
+// FromInstance is a live instance on the wire.
+func FromInstance(in delayq.Instance) Instance {
+	w := Instance{URL: in.URL, Protocols: in.Protocols, Buckets: in.Buckets}
+	if !in.Since.IsZero() {
+		w.Since = &Time{Time: in.Since}
+	}
+	return w
+}

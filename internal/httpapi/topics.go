@@ -86,24 +86,25 @@ func (h *handler) kickTopic(w http.ResponseWriter, r *http.Request) {
 
 // cluster: GET /v1/cluster → {"instances":[...]}.
 func (h *handler) cluster(w http.ResponseWriter, r *http.Request) {
-	var instances []api.Instance
-	if h.opts.Cluster != nil {
-		var err error
-		if instances, err = h.opts.Cluster(r.Context()); err != nil {
-			h.writeError(w, r, err)
-			return
-		}
-	} else {
+	resp := api.ClusterResponse{Instances: []api.Instance{}}
+	if h.opts.Cluster == nil {
 		u := h.opts.AdvertiseURL
 		if u == "" {
 			u = "http://" + r.Host
 		}
-		instances = []api.Instance{{URL: u}}
+		resp.Instances = append(resp.Instances, api.Instance{URL: u})
+		writeJSON(w, http.StatusOK, resp)
+		return
 	}
-	if instances == nil {
-		instances = []api.Instance{}
+	instances, err := h.opts.Cluster(r.Context())
+	if err != nil {
+		h.writeError(w, r, err)
+		return
 	}
-	writeJSON(w, http.StatusOK, api.ClusterResponse{Instances: instances})
+	for _, in := range instances {
+		resp.Instances = append(resp.Instances, api.FromInstance(in))
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
 // healthz: GET /healthz → 200 {"status":"ok"}; 503 draining while the
