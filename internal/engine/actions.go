@@ -23,16 +23,31 @@ func (e *Engine) Finish(ctx context.Context, ref delayq.Ref) (*delayq.Job, error
 // without the reservation reserve handed out: the same rule on every
 // front end.
 func needReservation(op string, ref delayq.Ref) error {
+	if err := checkRef(ref); err != nil {
+		return err
+	}
 	if ref.Reservation == "" {
 		return delayq.Invalid(delayq.CodeBadReservation, "reservation", "%s needs the reservation that reserve handed out", op)
 	}
 	return nil
 }
 
+// checkRef refuses a malformed job id. A ref by seq alone (beanstalkd's)
+// has nothing to check: an unknown seq is simply not found.
+func checkRef(ref delayq.Ref) error {
+	if ref.ID == "" {
+		return nil
+	}
+	return delayq.CheckID(ref.ID)
+}
+
 // Delete removes a job in any state (an operator's revoke). With force
 // false a reserved job can only be deleted with its reservation, as
 // beanstalkd's delete behaves.
 func (e *Engine) Delete(ctx context.Context, ref delayq.Ref, force bool) (*delayq.Job, error) {
+	if err := checkRef(ref); err != nil {
+		return nil, e.record("delete", err)
+	}
 	j, err := e.st.Delete(ctx, store.DeleteParams{Ref: ref, Force: force})
 	return j, e.record("delete", delayq.ForJob(ref, err))
 }
@@ -130,6 +145,9 @@ func (e *Engine) kick(ctx context.Context, topic string, n int) (KickResult, err
 
 // KickJob moves one buried or delayed job to ready.
 func (e *Engine) KickJob(ctx context.Context, ref delayq.Ref) (*delayq.Job, error) {
+	if err := checkRef(ref); err != nil {
+		return nil, e.record("kick", err)
+	}
 	j, err := e.st.KickJob(ctx, store.KickJobParams{Ref: ref, Now: delayq.TruncMilli(time.Now())})
 	if err == nil {
 		e.announce(j)
@@ -155,6 +173,9 @@ func (e *Engine) Update(ctx context.Context, r UpdateRequest) (*delayq.Job, erro
 }
 
 func (e *Engine) update(ctx context.Context, r UpdateRequest) (*delayq.Job, error) {
+	if err := checkRef(r.Ref); err != nil {
+		return nil, err
+	}
 	now := delayq.TruncMilli(time.Now())
 	p := store.UpdateParams{Ref: r.Ref, Body: r.Body, Priority: r.Priority, Now: now}
 	if err := e.checkBody(r.Body); err != nil {
@@ -177,6 +198,9 @@ func (e *Engine) update(ctx context.Context, r UpdateRequest) (*delayq.Job, erro
 
 // Get returns a job.
 func (e *Engine) Get(ctx context.Context, ref delayq.Ref) (*delayq.Job, error) {
+	if err := checkRef(ref); err != nil {
+		return nil, err
+	}
 	j, err := e.st.Get(ctx, ref)
 	return j, delayq.ForJob(ref, err)
 }
@@ -283,11 +307,9 @@ func (e *Engine) FinishBatch(ctx context.Context, refs []delayq.Ref) (errs []err
 			errs[i] = err
 			continue
 		}
-		if ref.ID != "" || ref.Seq == 0 {
-			if err := delayq.CheckID(ref.ID); err != nil {
-				errs[i] = err
-				continue
-			}
+		if ref.ID == "" && ref.Seq == 0 { // names no job at all
+			errs[i] = delayq.CheckID(ref.ID)
+			continue
 		}
 		ps = append(ps, store.DeleteParams{Ref: ref})
 		idx = append(idx, i)

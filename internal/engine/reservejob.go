@@ -16,6 +16,9 @@ func (e *Engine) ReserveJob(ctx context.Context, ref delayq.Ref) (*delayq.Job, e
 }
 
 func (e *Engine) reserveJob(ctx context.Context, ref delayq.Ref) (*delayq.Job, error) {
+	if err := checkRef(ref); err != nil {
+		return nil, err
+	}
 	if e.Draining() {
 		return nil, delayq.ErrDraining
 	}

@@ -108,8 +108,8 @@ func (h *handler) cmdPop(r *http.Request, req *api.CommandRequest) (api.CommandR
 // cmdDelete serves finish and delete: by id alone, whoever holds the job
 // (the original protocol has no reservations; v1 is stricter).
 func (h *handler) cmdDelete(r *http.Request, req *api.CommandRequest) (api.CommandResponse, error) {
-	if err := delayq.CheckID(req.ID); err != nil {
-		return api.CommandResponse{}, err
+	if req.ID == "" {
+		return api.CommandResponse{}, delayq.CheckID(req.ID) // a ref without id or seq names nothing
 	}
 	j, err := h.e.Delete(r.Context(), delayq.Ref{ID: req.ID}, true)
 	if err != nil {

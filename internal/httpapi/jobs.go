@@ -153,12 +153,7 @@ const smallRequest = 1 << 20
 // jobCall runs call on the job named by the path's {id} and answers the
 // job it returns.
 func (h *handler) jobCall(w http.ResponseWriter, r *http.Request, call func(delayq.Ref) (*delayq.Job, error)) {
-	id := r.PathValue("id")
-	if err := delayq.CheckID(id); err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	j, err := call(delayq.Ref{ID: id})
+	j, err := call(delayq.Ref{ID: r.PathValue("id")})
 	if err != nil {
 		h.writeError(w, r, err)
 		return
