@@ -40,7 +40,6 @@ const (
 	CodeBadReservation  = "bad_reservation"
 	CodeBadLimit        = "bad_limit"
 	CodeBadCursor       = "bad_cursor"
-	CodeBadPriority     = "bad_priority"
 	CodeBadTimeout      = "bad_timeout"
 	CodeBadUTF8         = "bad_utf8"
 	CodeRequestTooLarge = "request_too_large"

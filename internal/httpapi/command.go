@@ -128,13 +128,13 @@ func commandBody(raw json.RawMessage) ([]byte, error) {
 	if raw[0] == '"' {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, delayq.Invalid("bad_body", "body", "not a JSON string: %v", err)
+			return nil, delayq.Invalid(delayq.CodeBadBody, "body", "not a JSON string: %v", err)
 		}
 		return []byte(s), nil
 	}
 	var b bytes.Buffer
 	if err := json.Compact(&b, raw); err != nil {
-		return nil, delayq.Invalid("bad_body", "body", "not JSON: %v", err)
+		return nil, delayq.Invalid(delayq.CodeBadBody, "body", "not JSON: %v", err)
 	}
 	return b.Bytes(), nil
 }
