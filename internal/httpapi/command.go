@@ -140,15 +140,18 @@ func commandBody(raw json.RawMessage) ([]byte, error) {
 }
 
 // seconds turns a number of seconds into a duration (def when absent),
-// refusing what a duration cannot hold.
+// refusing what a duration cannot hold. It compares in nanoseconds, ≥ 2^63:
+// a float64 just under the limit in seconds can round up to 2^63 ns,
+// which would wrap to a negative duration.
 func seconds(field string, v *float64, def time.Duration) (time.Duration, error) {
 	if v == nil {
 		return def, nil
 	}
-	if math.IsNaN(*v) || math.Abs(*v) > float64(math.MaxInt64)/float64(time.Second) {
+	ns := *v * float64(time.Second)
+	if math.IsNaN(ns) || ns >= 1<<63 || ns < -(1<<63) {
 		return 0, delayq.Invalid(secondsCodes[field], field, "%v seconds is out of range", *v)
 	}
-	return time.Duration(*v * float64(time.Second)), nil
+	return time.Duration(ns), nil
 }
 
 // secondsCodes names the code of each field seconds reads.
