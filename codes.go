@@ -157,6 +157,11 @@ func Message(err error) string {
 	case errors.As(err, &je):
 		return je.Error()
 	}
+	if errors.Is(err, ErrUnavailable) {
+		// The cause (a Redis or disk error) is for the operator's log,
+		// where the server writes it; the caller learns what failed.
+		return "store unavailable; the server log says why"
+	}
 	for _, s := range sentinelCodes {
 		if errors.Is(err, s.err) {
 			return strings.TrimPrefix(s.err.Error(), "delayq: ")

@@ -20,7 +20,7 @@ func TestMessageNamesTheProblem(t *testing.T) {
 	if got := Message(Invalid(CodeBadTTR, "ttr", "too short")); got != "ttr: too short" {
 		t.Errorf("Message(validation) = %q", got)
 	}
-	if got := Message(fmt.Errorf("redisstore: put: %w: dial", ErrUnavailable)); got != "store unavailable" {
+	if got := Message(fmt.Errorf("redisstore: put: %w: dial", ErrUnavailable)); got != "store unavailable; the server log says why" {
 		t.Errorf("Message(unavailable) = %q", got)
 	}
 	if ForJob(Ref{ID: "a"}, ErrDraining) != ErrDraining || ForJob(Ref{}, nil) != nil {

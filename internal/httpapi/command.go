@@ -58,7 +58,7 @@ func (h *handler) runCommand(r *http.Request, body []byte) api.CommandResponse {
 	}
 	resp, err := run(h, r, &req)
 	if err != nil {
-		if code, _ := api.CodeOf(err); code == api.CodeInternal && r.Context().Err() == nil {
+		if code, status := api.CodeOf(err); status >= http.StatusInternalServerError && code != api.CodeDraining && r.Context().Err() == nil {
 			h.log.Error("original-protocol command failed", "command", req.Command, "err", err)
 		}
 		return failed(err)
