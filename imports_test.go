@@ -8,8 +8,10 @@ import (
 
 // TestImportRules keeps the layout honest (as Pebble's
 // TestForbiddenImports): the vocabulary and wire types stay stdlib-only,
-// the engine never learns which store it runs on, and front ends never
-// reach past the engine.
+// the engine never learns which store it runs on, front ends never reach
+// past the engine (not even to the store interface: the engine has its
+// own request types), and below the front ends nothing knows the wire
+// types of package api.
 func TestImportRules(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}:{{join .Imports " "}}`, "./...").CombinedOutput()
 	if err != nil {
@@ -25,11 +27,22 @@ func TestImportRules(t *testing.T) {
 		mod + "/internal/engine": func(imp string) bool {
 			return !hasAny(imp, append(concrete, frontends...))
 		},
-		mod + "/internal/httpapi":   func(imp string) bool { return !hasAny(imp, concrete) },
-		mod + "/internal/beanstalk": func(imp string) bool { return !hasAny(imp, concrete) },
+		mod + "/internal/httpapi":   func(imp string) bool { return !hasAny(imp, append(concrete, mod+"/internal/store")) },
+		mod + "/internal/beanstalk": func(imp string) bool { return !hasAny(imp, append(concrete, mod+"/internal/store")) },
+	}
+	// Below the front ends: the engine, the stores and what they use.
+	below := func(pkg string) bool {
+		return pkg == mod+"/internal/engine" || pkg == mod+"/internal/metrics" || strings.HasPrefix(pkg, mod+"/internal/store")
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		pkg, imps, _ := strings.Cut(line, ":")
+		if below(pkg) {
+			for _, imp := range strings.Fields(imps) {
+				if imp == mod+"/api" {
+					t.Errorf("%s imports %s: below the front ends nothing knows the wire types (see docs/architecture.md)", pkg, imp)
+				}
+			}
+		}
 		allowed, ok := rules[pkg]
 		if !ok {
 			continue

@@ -44,7 +44,7 @@ func ValidID(id string) bool {
 // CheckTopic returns a *ValidationError when name is not a valid topic.
 func CheckTopic(name string) error {
 	if !ValidTopic(name) {
-		return Invalid("bad_topic", "topic", "%q is not a valid topic name (1-%d bytes of letters, digits and -+/;.$_(), not starting with -)", clip(name), MaxNameLen)
+		return Invalid(CodeBadTopic, "topic", "%q is not a valid topic name (1-%d bytes of letters, digits and -+/;.$_(), not starting with -)", clip(name), MaxNameLen)
 	}
 	return nil
 }
@@ -52,7 +52,7 @@ func CheckTopic(name string) error {
 // CheckID returns a *ValidationError when id is not a valid job id.
 func CheckID(id string) error {
 	if !ValidID(id) {
-		return Invalid("bad_id", "id", "%q is not a valid job id (1-%d bytes of [A-Za-z0-9_.:-])", clip(id), MaxNameLen)
+		return Invalid(CodeBadID, "id", "%q is not a valid job id (1-%d bytes of [A-Za-z0-9_.:-])", clip(id), MaxNameLen)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -20,11 +21,15 @@ import (
 // TimeLayout is how every time is written: RFC 3339 with milliseconds.
 const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
 
-// Duration is a duration on the wire: a Go duration string ("30s",
-// "1500ms") or a number of seconds (30, 1.5).
+// Duration is a duration on the wire: a duration string ("30s",
+// "1500ms", "7d"; see delayq.ParseDuration) or a number of seconds (30,
+// 1.5).
 type Duration time.Duration
 
-// UnmarshalJSON accepts a duration string or a number of seconds.
+// UnmarshalJSON accepts a duration string or a number of seconds. A number
+// too large for a duration (about 292 years) fails with a
+// *json.UnmarshalTypeError of type Duration, so the decoder names the
+// field and the server can say "too large" rather than wrap around.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
 	if len(b) > 0 && b[0] == '"' {
@@ -32,22 +37,24 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err
 		}
-		v, err := time.ParseDuration(s)
+		v, err := delayq.ParseDuration(s)
 		if err != nil {
-			return fmt.Errorf("%q is not a duration (use \"30s\", \"1500ms\" or a number of seconds)", s)
+			return fmt.Errorf("%q is not a duration (use \"30s\", \"1500ms\", \"7d\" or a number of seconds)", s)
 		}
 		*d = Duration(v)
 		return nil
 	}
 	f, err := strconv.ParseFloat(string(b), 64)
 	if err != nil {
-		return fmt.Errorf("%s is not a duration (use \"30s\", \"1500ms\" or a number of seconds)", b)
+		return fmt.Errorf("%s is not a duration (use \"30s\", \"1500ms\", \"7d\" or a number of seconds)", b)
 	}
-	// Past ±292 years time.Duration overflows; refuse rather than wrap.
-	if f > float64(1<<63-1)/1e9 || f < -float64(1<<63-1)/1e9 {
-		return fmt.Errorf("%s seconds is out of range", b)
+	// Past ±292 years time.Duration overflows; refuse rather than wrap
+	// (2^63 ns itself rounds into range as a float64, so compare ≥).
+	ns := f * float64(time.Second)
+	if ns >= 1<<63 || ns < -(1<<63) {
+		return &json.UnmarshalTypeError{Value: "number " + string(b), Type: reflect.TypeFor[Duration]()}
 	}
-	*d = Duration(f * float64(time.Second))
+	*d = Duration(ns)
 	return nil
 }
 
@@ -170,9 +177,37 @@ type KickRequest struct {
 	N int `json:"n"`
 }
 
-// KickResponse answers a topic kick.
+// KickResponse answers a topic kick. State says which kind of jobs were
+// kicked: "buried" when the topic had buried jobs, else "delayed".
 type KickResponse struct {
-	Kicked int `json:"kicked"`
+	Kicked int    `json:"kicked"`
+	State  string `json:"state,omitempty"`
+}
+
+// FinishRef names one reserved job of a batch finish.
+type FinishRef struct {
+	ID          string `json:"id"`
+	Reservation string `json:"reservation"`
+}
+
+// FinishBatchRequest is the body of POST /v1/jobs/finish: up to 1,000
+// reserved jobs to finish in one durable write.
+type FinishBatchRequest struct {
+	Jobs []FinishRef `json:"jobs"`
+}
+
+// FinishResult is the outcome of one entry of a batch finish: OK, or the
+// error that entry alone met (a stale reservation, an unknown id).
+type FinishResult struct {
+	ID    string     `json:"id"`
+	OK    bool       `json:"ok,omitempty"`
+	Error *ErrorBody `json:"error,omitempty"`
+}
+
+// FinishBatchResponse answers a batch finish (200), one result per entry
+// in request order.
+type FinishBatchResponse struct {
+	Results []FinishResult `json:"results"`
 }
 
 // Topic is a topic's stats on the wire.

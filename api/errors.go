@@ -7,34 +7,34 @@ import (
 	"github.com/delayq/delayq"
 )
 
-// Error codes that stand for a delayq sentinel. Validation errors carry
-// their own codes (bad_topic, body_too_big, ...) and answer 400.
+// Error codes that stand for a delayq sentinel, as package delayq names
+// them (kept here for code written against api). Validation errors carry
+// their own codes (delayq.CodeBadTopic, ...) and answer 400.
 const (
-	CodeNotFound    = "not_found"
-	CodeExists      = "exists"
-	CodeNotReserved = "not_reserved"
-	CodeBadState    = "bad_state"
-	CodeDraining    = "draining"
-	CodeUnavailable = "unavailable"
-	CodeDiskFull    = "disk_full"
-	CodeInternal    = "internal"
-	CodeTooLarge    = "request_too_large"
+	CodeNotFound    = delayq.CodeNotFound
+	CodeExists      = delayq.CodeExists
+	CodeNotReserved = delayq.CodeNotReserved
+	CodeBadState    = delayq.CodeBadState
+	CodeDraining    = delayq.CodeDraining
+	CodeUnavailable = delayq.CodeUnavailable
+	CodeDiskFull    = delayq.CodeDiskFull
+	CodeInternal    = delayq.CodeInternal
+	CodeTooLarge    = delayq.CodeRequestTooLarge
 )
 
-// sentinels maps each sentinel to its code and HTTP status, in one place
-// for both sides of the wire.
-var sentinels = []struct {
+// statuses maps each sentinel to its HTTP status, in one place for both
+// sides of the wire.
+var statuses = []struct {
 	err    error
-	code   string
 	status int
 }{
-	{delayq.ErrNotFound, CodeNotFound, http.StatusNotFound},
-	{delayq.ErrExists, CodeExists, http.StatusConflict},
-	{delayq.ErrNotReserved, CodeNotReserved, http.StatusConflict},
-	{delayq.ErrState, CodeBadState, http.StatusConflict},
-	{delayq.ErrDraining, CodeDraining, http.StatusServiceUnavailable},
-	{delayq.ErrUnavailable, CodeUnavailable, http.StatusServiceUnavailable},
-	{delayq.ErrDiskFull, CodeDiskFull, http.StatusInsufficientStorage},
+	{delayq.ErrNotFound, http.StatusNotFound},
+	{delayq.ErrExists, http.StatusConflict},
+	{delayq.ErrNotReserved, http.StatusConflict},
+	{delayq.ErrState, http.StatusConflict},
+	{delayq.ErrDraining, http.StatusServiceUnavailable},
+	{delayq.ErrUnavailable, http.StatusServiceUnavailable},
+	{delayq.ErrDiskFull, http.StatusInsufficientStorage},
 }
 
 // CodeOf returns the wire code and HTTP status for err. Unknown errors are
@@ -44,31 +44,39 @@ func CodeOf(err error) (code string, status int) {
 	if errors.As(err, &ve) {
 		return ve.Code, http.StatusBadRequest
 	}
-	for _, s := range sentinels {
+	for _, s := range statuses {
 		if errors.Is(err, s.err) {
-			return s.code, s.status
+			return delayq.CodeOf(err), s.status
 		}
 	}
 	return CodeInternal, http.StatusInternalServerError
 }
 
+// ErrorOf is the error object answered for err: its code and a message
+// for people (delayq.Message), never the layers it passed through.
+func ErrorOf(err error) ErrorBody {
+	code, _ := CodeOf(err)
+	return ErrorBody{Code: code, Message: delayq.Message(err)}
+}
+
 // Err turns an error answer back into an error that wraps the matching
 // delayq sentinel (or ErrInvalid for 4xx validation codes), so
 // errors.Is works in clients as it does in the server.
-func (e ErrorResponse) Err(status int) error {
-	for _, s := range sentinels {
-		if s.code == e.Error.Code {
-			return &RemoteError{Status: status, Code: e.Error.Code, Message: e.Error.Message, sentinel: s.err}
-		}
-	}
-	re := &RemoteError{Status: status, Code: e.Error.Code, Message: e.Error.Message}
-	if status >= 400 && status < 500 {
+func (e ErrorResponse) Err(status int) error { return e.Error.Err(status) }
+
+// Err is ErrorResponse.Err for a bare error object, such as one entry of
+// a batch finish's results.
+func (e ErrorBody) Err(status int) error {
+	re := &RemoteError{Status: status, Code: e.Code, Message: e.Message, sentinel: delayq.SentinelOf(e.Code)}
+	if re.sentinel == nil && (status >= 400 && status < 500 || status == 0) {
 		re.sentinel = delayq.ErrInvalid
 	}
 	return re
 }
 
-// RemoteError is an error answered by a delayq server.
+// RemoteError is an error answered by a delayq server. Its text is the
+// server's message, which names the problem ("job \"x\" not found"); the
+// code is in Code for programs.
 type RemoteError struct {
 	Status   int
 	Code     string
@@ -76,7 +84,7 @@ type RemoteError struct {
 	sentinel error
 }
 
-func (e *RemoteError) Error() string { return e.Message + " (" + e.Code + ")" }
+func (e *RemoteError) Error() string { return e.Message }
 
 // Unwrap returns the sentinel the code stands for, if any.
 func (e *RemoteError) Unwrap() error { return e.sentinel }

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -34,7 +35,7 @@ type PutRequest struct {
 // wire converts r for the API.
 func (r *PutRequest) wire() api.PutRequest {
 	w := api.PutRequest{ID: r.ID, Priority: r.Priority}
-	w.Body, w.BodyBase64 = wireBody(r.Body)
+	w.Body, w.BodyBase64 = api.EncodeBody(r.Body)
 	if !r.At.IsZero() {
 		w.At = &api.Time{Time: r.At}
 	} else if r.Delay > 0 {
@@ -139,7 +140,7 @@ func (c *Client) Reserve(ctx context.Context, topics []string, n int, wait time.
 	if err != nil {
 		return nil, err
 	}
-	return fromWireJobs(out.Jobs)
+	return api.ToJobs(out.Jobs)
 }
 
 // Finish deletes a job the caller has reserved, presenting its reservation
@@ -153,6 +154,45 @@ func (c *Client) Finish(ctx context.Context, id, reservation string) error {
 		return nil
 	}
 	return err
+}
+
+// FinishRef names one reserved job for FinishBatch.
+type FinishRef struct {
+	ID          string
+	Reservation string
+}
+
+// FinishBatch finishes up to delayq.MaxBatch reserved jobs in one call
+// (POST /v1/jobs/finish), one durable write on the server. errs[i] is nil
+// when refs[i] was finished, or the error that entry alone met (it wraps
+// delayq.ErrNotReserved for a stale reservation, delayq.ErrNotFound for a
+// job that is gone); err is for the whole call, in which case nothing is
+// known to be finished. As with Finish, an entry that a retried call
+// finds gone after a network error counts as finished.
+func (c *Client) FinishBatch(ctx context.Context, refs []FinishRef) (errs []error, err error) {
+	in := api.FinishBatchRequest{Jobs: make([]api.FinishRef, len(refs))}
+	for i, r := range refs {
+		in.Jobs[i] = api.FinishRef{ID: r.ID, Reservation: r.Reservation}
+	}
+	var out api.FinishBatchResponse
+	res, err := c.do(ctx, call{method: http.MethodPost, path: "/v1/jobs/finish", in: in, out: &out, mode: retrySafe})
+	if err != nil {
+		return nil, err
+	}
+	if len(out.Results) != len(refs) {
+		return nil, fmt.Errorf("client: POST /v1/jobs/finish: %d results for %d jobs", len(out.Results), len(refs))
+	}
+	errs = make([]error, len(refs))
+	for i, r := range out.Results {
+		if r.OK || r.Error == nil {
+			continue
+		}
+		errs[i] = r.Error.Err(0)
+		if res.ambiguous && errors.Is(errs[i], delayq.ErrNotFound) {
+			errs[i] = nil
+		}
+	}
+	return errs, nil
 }
 
 // Release hands a reserved job back (POST /v1/jobs/{id}/release): ready at
@@ -187,10 +227,17 @@ func (c *Client) KickJob(ctx context.Context, id string) (*delayq.Job, error) {
 // Kick makes up to n jobs of topic ready: buried ones if there are any,
 // else delayed ones (POST /v1/topics/{topic}/kick). It returns how many.
 func (c *Client) Kick(ctx context.Context, topic string, n int) (int, error) {
+	r, err := c.KickReport(ctx, topic, n)
+	return r.Kicked, err
+}
+
+// KickReport is Kick answering also which kind of jobs moved: State is
+// "buried" or "delayed" ("" from a server older than the field).
+func (c *Client) KickReport(ctx context.Context, topic string, n int) (api.KickResponse, error) {
 	var out api.KickResponse
 	_, err := c.do(ctx, call{method: http.MethodPost, path: topicPath(topic) + "/kick",
 		in: api.KickRequest{N: n}, out: &out, mode: retryUnsent})
-	return out.Kicked, err
+	return out, err
 }
 
 // Get returns a job in any state (GET /v1/jobs/{id}).
@@ -219,7 +266,7 @@ func (c *Client) Update(ctx context.Context, id string, r UpdateRequest) (*delay
 		in.Delay = ptr(api.Duration(*r.Delay))
 	}
 	if r.Body != nil {
-		in.Body, in.BodyBase64 = wireBody(r.Body)
+		in.Body, in.BodyBase64 = api.EncodeBody(r.Body)
 	}
 	return c.jobCall(ctx, call{method: http.MethodPatch, path: jobPath(id), in: in, mode: retrySafe})
 }
@@ -278,7 +325,7 @@ func (c *Client) List(ctx context.Context, topic string, r ListRequest) (jobs []
 	if _, err := c.do(ctx, call{method: http.MethodGet, path: path, out: &out, mode: retrySafe}); err != nil {
 		return nil, "", err
 	}
-	jobs, err = fromWireJobs(out.Jobs)
+	jobs, err = api.ToJobs(out.Jobs)
 	return jobs, out.Next, err
 }
 
@@ -305,7 +352,7 @@ func (c *Client) jobCall(ctx context.Context, cl call) (*delayq.Job, error) {
 	if out.ID == "" && out.Seq == 0 {
 		return nil, nil // the server sent no job back
 	}
-	return fromWire(&out)
+	return out.ToJob()
 }
 
 // topicPath is /v1/topics/{topic}, the name percent-encoded ('/' included).

@@ -204,8 +204,7 @@ func (c *Client) transportErr(ctx context.Context, base string, cl call, err err
 	if !unsent {
 		res.ambiguous = true
 	}
-	err = fmt.Errorf("client: %s %s%s: %w: %w", cl.method, base, cl.path, delayq.ErrUnavailable, err)
-	return err, unsent || cl.mode == retrySafe
+	return &unreachableError{addr: hostOf(base), sent: !unsent, err: err}, unsent || cl.mode == retrySafe
 }
 
 // isDialError reports whether err happened before the request left: a

@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -170,4 +171,33 @@ func TestReserveLongPollsUntilPut(t *testing.T) {
 func delayqtestServer(t *testing.T) *delayqtest.Server {
 	t.Helper()
 	return delayqtest.NewServer(t)
+}
+
+// TestUnreachableMessage: a server that is down is reported as such, with
+// its address and the system's reason, and still matches ErrUnavailable.
+func TestUnreachableMessage(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	c := New([]string{addr}, CallAttempts(1))
+	_, err = c.Get(t.Context(), "x")
+	want := "cannot reach delayq at " + addr + ": connection refused"
+	if err == nil || err.Error() != want || !errors.Is(err, delayq.ErrUnavailable) {
+		t.Errorf("Get from a down server = %v, want %q matching ErrUnavailable", err, want)
+	}
+}
+
+// TestRemoteErrorMessage: an error answered by the server reads as the
+// problem, without codes or layers.
+func TestRemoteErrorMessage(t *testing.T) {
+	t.Parallel()
+	_, c := newTestClient(t)
+	_, err := c.Get(t.Context(), "nosuch")
+	if err == nil || err.Error() != `job "nosuch" not found` || !errors.Is(err, delayq.ErrNotFound) {
+		t.Errorf("Get(nosuch) = %v, want job \"nosuch\" not found matching ErrNotFound", err)
+	}
 }

@@ -25,6 +25,8 @@ type Handler func(ctx context.Context, j *Job) error
 type Consumer struct {
 	c   *Client
 	cfg consumerConfig
+	// finisher batches the workers' finishes while Consume runs.
+	finisher *finisher
 }
 
 // NewConsumer returns a Consumer of topic on the servers at addrs. It
@@ -33,6 +35,7 @@ func NewConsumer(addrs []string, topic string, opts ...ConsumerOption) *Consumer
 	cfg := consumerConfig{
 		topics: []string{topic}, concurrency: 1, wait: 30 * time.Second,
 		grace: 30 * time.Second, backoff: DefaultBackoff, log: slog.New(slog.DiscardHandler),
+		finishWindow: finishWindow, finishMax: finishMax,
 	}
 	for _, o := range opts {
 		o.applyConsumer(&cfg)
@@ -70,8 +73,11 @@ func (cs *Consumer) Consume(ctx context.Context, h Handler) error {
 	for range cs.cfg.concurrency {
 		slots <- struct{}{}
 	}
+	cs.finisher = newFinisher(cs.c, cs.cfg.finishWindow, cs.cfg.finishMax)
+	defer func() { cs.finisher.close() }()
 	var wg sync.WaitGroup
 	err := cs.reserveLoop(ctx, work, h, slots, &wg)
+	cs.finisher.hurry()
 	cs.drain(&wg, stop)
 	return err
 }

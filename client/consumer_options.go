@@ -25,6 +25,10 @@ type consumerConfig struct {
 	touchLimit  time.Duration
 	log         *slog.Logger
 	hooks       Hooks
+	// finishWindow and finishMax tune finish batching (see finisher);
+	// tests set them to make batches deterministic.
+	finishWindow time.Duration
+	finishMax    int
 }
 
 type consumerOption func(*consumerConfig)

@@ -16,7 +16,7 @@ func (cs *Consumer) settle(cause error, j *Job, herr error, took time.Duration) 
 	defer cancel()
 	log := cs.cfg.log.With("id", j.ID, "topic", j.Topic, "attempts", j.Attempts)
 	if herr == nil {
-		err := cs.c.Finish(ctx, j.ID, j.Reservation)
+		err := cs.finish(ctx, j)
 		if err != nil {
 			log.Warn("delayq consumer: finish failed; the job will run again", "err", err, "took", took)
 		}
@@ -35,6 +35,15 @@ func (cs *Consumer) settle(cause error, j *Job, herr error, took time.Duration) 
 	if cs.cfg.hooks.Failure != nil {
 		cs.cfg.hooks.Failure(j, took, herr, next, delay)
 	}
+}
+
+// finish finishes j through the consumer's finisher (batched with other
+// workers' finishes) when Consume runs one, else on its own.
+func (cs *Consumer) finish(ctx context.Context, j *Job) error {
+	if f := cs.finisher; f != nil {
+		return f.finish(FinishRef{ID: j.ID, Reservation: j.Reservation})
+	}
+	return cs.c.Finish(ctx, j.ID, j.Reservation)
 }
 
 // fail buries or releases a job whose handler failed and says which.

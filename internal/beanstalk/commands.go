@@ -7,7 +7,6 @@ import (
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/engine"
-	"github.com/delayq/delayq/internal/store"
 )
 
 // handler runs one parsed command. It writes its success reply itself and
@@ -87,8 +86,9 @@ func (c *conn) cmdPut(cmd *command) error {
 	if string(body[size:]) != "\r\n" {
 		return errExpectedCRLF
 	}
+	delay := seconds(cmd.delay)
 	req := engine.PutRequest{
-		Topic: c.use, Body: body[:size:size], Delay: seconds(cmd.delay),
+		Topic: c.use, Body: body[:size:size], Delay: &delay,
 		TTR: seconds(max(cmd.ttr, 1)), Priority: cmd.pri,
 	}
 	jobs, err := c.srv.Engine.Put(c.ctx, []engine.PutRequest{req})
@@ -117,7 +117,7 @@ func (c *conn) cmdPeekBuried(*command) error  { return c.peekFirst(delayq.StateB
 // peekFirst shows the used tube's next job in state: the store lists each
 // state in serving order, so the first is the one beanstalkd shows.
 func (c *conn) peekFirst(state delayq.State) error {
-	res, err := c.srv.Engine.List(c.ctx, store.ListParams{Topic: c.use, State: state, Limit: 1})
+	res, err := c.srv.Engine.List(c.ctx, engine.ListRequest{Topic: c.use, State: state, Limit: 1})
 	if err != nil {
 		return err
 	}
@@ -231,11 +231,11 @@ func (c *conn) cmdTouch(cmd *command) error {
 }
 
 func (c *conn) cmdKick(cmd *command) error {
-	n, err := c.srv.Engine.Kick(c.ctx, c.use, int(cmd.bound))
+	res, err := c.srv.Engine.Kick(c.ctx, c.use, int(cmd.bound))
 	if err != nil {
 		return err
 	}
-	c.writeLine("KICKED " + strconv.Itoa(n))
+	c.writeLine("KICKED " + strconv.Itoa(res.Kicked))
 	return nil
 }
 

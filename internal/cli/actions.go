@@ -132,7 +132,7 @@ func (c *listCmd) Run(e *env) error {
 		return err
 	}
 	if c.JSON {
-		return printJSON(e.stdout, api.JobsResponse{Jobs: wireJobs(jobs), Next: next})
+		return printJSON(e.stdout, api.JobsResponse{Jobs: api.FromJobs(jobs), Next: next})
 	}
 	if len(jobs) == 0 {
 		fmt.Fprintln(e.stdout, "no jobs")

@@ -10,11 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/alecthomas/kong"
 
+	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/config"
 )
 
@@ -78,6 +81,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) (code in
 		kong.Exit(func(c int) { panic(exitPanic(c)) }),
 		kong.Vars(defaultVars()),
 		kong.UsageOnError(),
+		kong.TypeMapper(reflect.TypeFor[time.Duration](), durationMapper()),
 	)
 	if err != nil {
 		panic(err) // the command tree is wrong: a programming error
@@ -122,5 +126,23 @@ func defaultVars() kong.Vars {
 		"log_level":          d.LogLevel,
 		"log_format":         d.LogFormat,
 		"server":             defaultServer,
+	}
+}
+
+// durationMapper reads durations as every part of delayq does
+// (delayq.ParseDuration): Go's units plus "d" for days, so "--delay 7d"
+// works as it does over HTTP.
+func durationMapper() kong.MapperFunc {
+	return func(ctx *kong.DecodeContext, target reflect.Value) error {
+		var s string
+		if err := ctx.Scan.PopValueInto("duration", &s); err != nil {
+			return err
+		}
+		d, err := delayq.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("expected a duration such as 30s, 1h30m or 7d but got %q", s)
+		}
+		target.Set(reflect.ValueOf(d))
+		return nil
 	}
 }

@@ -122,6 +122,57 @@ func TestJobLifecycle(t *testing.T) {
 	}
 }
 
+// TestFinishSeveralAndDays finishes two reserved jobs and a stale one in
+// one command, and puts with a delay in days.
+func TestFinishSeveralAndDays(t *testing.T) {
+	t.Parallel()
+	srv := "--server=" + startServer(t)
+	mustRun(t, "put", srv, "t", "a", "--id", "a:1")
+	mustRun(t, "put", srv, "t", "b", "--id", "b")
+	mustRun(t, "put", srv, "later", "c", "--id", "c", "--delay", "7d")
+	if got := fields(mustRun(t, "get", srv, "c")); !strings.Contains(got["due"], "(in 167h59m") {
+		t.Errorf("get of a job put with --delay 7d: due %q, want in about 168h", got["due"])
+	}
+	var res api.JobsResponse
+	if err := json.Unmarshal([]byte(mustRun(t, "reserve", srv, "t", "--n", "2", "--json")), &res); err != nil || len(res.Jobs) != 2 {
+		t.Fatalf("reserve --json = %+v, %v", res, err)
+	}
+	var pairs []string
+	for _, j := range res.Jobs {
+		pairs = append(pairs, j.ID+":"+j.Reservation)
+	}
+	code, out, errOut := run(t, append([]string{"finish", srv, "c:0-0"}, pairs...)...)
+	if code != exitError || !strings.Contains(out, "finished job a:1\n") || !strings.Contains(out, "finished job b\n") ||
+		!strings.Contains(errOut, `job "c" is not reserved by you`) {
+		t.Errorf("finish of two held jobs and a stale one: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	for _, id := range []string{"a:1", "b"} {
+		if code, _, _ := run(t, "get", srv, id); code != exitError {
+			t.Errorf("get %s after finish: exit %d, want 1 (gone)", id, code)
+		}
+	}
+}
+
+// TestMessagesForPeople: the CLI reports a missing job and a down server
+// in plain words, not in the layers the error passed through.
+func TestMessagesForPeople(t *testing.T) {
+	t.Parallel()
+	srv := "--server=" + startServer(t)
+	if _, _, errOut := run(t, "get", srv, "nosuch"); errOut != "delayq get: job \"nosuch\" not found\n" {
+		t.Errorf("get nosuch: stderr %q", errOut)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := ln.Addr().String()
+	ln.Close()
+	want := "delayq get: cannot reach delayq at " + down + ": connection refused\n"
+	if _, _, errOut := run(t, "get", "--server="+down, "x"); errOut != want {
+		t.Errorf("get from a down server: stderr %q, want %q", errOut, want)
+	}
+}
+
 func TestPutWithDelayKickAndDelete(t *testing.T) {
 	t.Parallel()
 	srv := "--server=" + startServer(t)
@@ -132,7 +183,7 @@ func TestPutWithDelayKickAndDelete(t *testing.T) {
 	if got := fields(mustRun(t, "get", srv, "r1")); got["state"] != "delayed" || !strings.Contains(got["due"], "(in 59m") {
 		t.Errorf("get of a job put with --delay 1h = state %q due %q, want delayed, due in about 1h", got["state"], got["due"])
 	}
-	if out := mustRun(t, "kick", srv, "refund", "--n", "1"); out != "kicked 1 job in topic refund\n" {
+	if out := mustRun(t, "kick", srv, "refund", "--n", "1"); out != "kicked 1 delayed job in topic refund\n" {
 		t.Errorf("kick printed %q", out)
 	}
 	if out := mustRun(t, "kick", srv, "--id", "r2"); out != "kicked job r2\n" {
@@ -271,8 +322,8 @@ func TestServeFromEnvironment(t *testing.T) {
 	go func() { done <- Main(ctx, []string{"serve"}, &bytes.Buffer{}, logs) }()
 
 	addr := waitForServing(t, logs)
-	if code, _, errOut := run(t, "put", "--server", addr, "t", "12345"); code != exitError || !strings.Contains(errOut, "body_too_big") {
-		t.Errorf("put of 5 bytes with DELAYQ_MAX_BODY=4: exit %d, stderr %q; want 1, body_too_big", code, errOut)
+	if code, _, errOut := run(t, "put", "--server", addr, "t", "12345"); code != exitError || !strings.Contains(errOut, "at most 4") {
+		t.Errorf("put of 5 bytes with DELAYQ_MAX_BODY=4: exit %d, stderr %q; want 1, at most 4", code, errOut)
 	}
 	mustRun(t, "put", "--server", addr, "t", "1234")
 

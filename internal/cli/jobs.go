@@ -1,10 +1,10 @@
 package cli
 
 import (
-	"encoding/base64"
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 	"unicode/utf8"
@@ -69,7 +69,7 @@ func (c *reserveCmd) Run(e *env) error {
 		return err
 	}
 	if c.JSON {
-		return printJSON(e.stdout, api.JobsResponse{Jobs: wireJobs(jobs)})
+		return printJSON(e.stdout, api.JobsResponse{Jobs: api.FromJobs(jobs)})
 	}
 	if len(jobs) == 0 {
 		fmt.Fprintln(e.stdout, "no job ready")
@@ -85,24 +85,70 @@ func (c *reserveCmd) Run(e *env) error {
 	return nil
 }
 
-// finishCmd is `delayq finish ID --reservation R`.
+// finishCmd is `delayq finish ID:RESERVATION...` or
+// `delayq finish ID --reservation R`.
 type finishCmd struct {
 	clientFlags
-	ID          string `arg:"" help:"Job id."`
-	Reservation string `required:"" help:"Reservation token printed by reserve."`
+	Jobs        []string `arg:"" name:"job" help:"Jobs to finish, each as ID:RESERVATION (the id and the reservation printed by reserve); or one ID with --reservation. Several go in one call."`
+	Reservation string   `help:"Reservation token of the one job given by ID."`
 }
 
-// Run finishes the job.
+// Run finishes the jobs, in one batch call when there are pairs, and
+// reports each; it fails when any could not be finished.
 func (c *finishCmd) Run(e *env) error {
+	refs, err := c.refs()
+	if err != nil {
+		return err
+	}
 	cl, err := c.client()
 	if err != nil {
 		return err
 	}
-	if err := cl.Finish(e.ctx, c.ID, c.Reservation); err != nil {
+	if c.Reservation != "" {
+		if err := cl.Finish(e.ctx, refs[0].ID, refs[0].Reservation); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "finished job %s\n", refs[0].ID)
+		return nil
+	}
+	errs, err := cl.FinishBatch(e.ctx, refs)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "finished job %s\n", c.ID)
+	failed := 0
+	for i, err := range errs {
+		if err != nil {
+			failed++
+			fmt.Fprintf(e.stderr, "delayq finish: %v\n", err)
+			continue
+		}
+		fmt.Fprintf(e.stdout, "finished job %s\n", refs[i].ID)
+	}
+	if failed > 0 {
+		return fmt.Errorf("%s of %d not finished", plural(failed, "job", "jobs"), len(refs))
+	}
 	return nil
+}
+
+// refs reads the command line's jobs: ID:RESERVATION pairs, split at the
+// last ':' (ids may hold ':', reservations do not), or one ID with
+// --reservation.
+func (c *finishCmd) refs() ([]client.FinishRef, error) {
+	if c.Reservation != "" {
+		if len(c.Jobs) != 1 {
+			return nil, usageError{msg: "--reservation goes with exactly one job ID"}
+		}
+		return []client.FinishRef{{ID: c.Jobs[0], Reservation: c.Reservation}}, nil
+	}
+	refs := make([]client.FinishRef, len(c.Jobs))
+	for i, arg := range c.Jobs {
+		k := strings.LastIndexByte(arg, ':')
+		if k <= 0 || k == len(arg)-1 {
+			return nil, usageError{msg: fmt.Sprintf("%q is not ID:RESERVATION (or give one ID with --reservation)", arg)}
+		}
+		refs[i] = client.FinishRef{ID: arg[:k], Reservation: arg[k+1:]}
+	}
+	return refs, nil
 }
 
 // deleteCmd is `delayq delete ID`.
@@ -148,7 +194,7 @@ func (c *getCmd) Run(e *env) error {
 // "field  value" lines.
 func (o outputFlags) printOne(w io.Writer, j *delayq.Job) error {
 	if o.JSON {
-		return printJSON(w, wireJob(j))
+		return printJSON(w, api.FromJob(j))
 	}
 	printJob(w, j, time.Now())
 	return nil
@@ -178,11 +224,15 @@ func (c *kickCmd) Run(e *env) error {
 		fmt.Fprintf(e.stdout, "kicked job %s\n", c.ID)
 		return nil
 	}
-	n, err := cl.Kick(e.ctx, c.Topic, c.N)
+	r, err := cl.KickReport(e.ctx, c.Topic, c.N)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "kicked %s in topic %s\n", plural(n, "job", "jobs"), c.Topic)
+	what := plural(r.Kicked, "job", "jobs")
+	if r.State != "" {
+		what = plural(r.Kicked, r.State+" job", r.State+" jobs")
+	}
+	fmt.Fprintf(e.stdout, "kicked %s in topic %s\n", what, c.Topic)
 	return nil
 }
 
@@ -213,32 +263,4 @@ func printJob(w io.Writer, j *delayq.Job, now time.Time) {
 		row("body", fmt.Sprintf("%d bytes, not UTF-8", len(j.Body)))
 	}
 	tw.Flush()
-}
-
-// wireJob is j as the HTTP API writes it, for --json.
-func wireJob(j *delayq.Job) api.Job {
-	w := api.Job{
-		ID: j.ID, Seq: j.Seq, Topic: j.Topic, State: string(j.State), Priority: j.Priority,
-		TTR: j.TTR.Seconds(), MaxAttempts: j.MaxAttempts, Attempts: j.Attempts,
-		Due: api.Time{Time: j.Due}, Created: api.Time{Time: j.Created}, Reservation: j.Reservation,
-	}
-	if !j.Deadline.IsZero() {
-		w.Deadline = &api.Time{Time: j.Deadline}
-	}
-	body := string(j.Body)
-	if utf8.ValidString(body) {
-		w.Body = &body
-	} else {
-		b64 := base64.StdEncoding.EncodeToString(j.Body)
-		w.BodyBase64 = &b64
-	}
-	return w
-}
-
-func wireJobs(jobs []*delayq.Job) []api.Job {
-	out := make([]api.Job, 0, len(jobs))
-	for _, j := range jobs {
-		out = append(out, wireJob(j))
-	}
-	return out
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/delayq/delayq"
@@ -11,19 +12,44 @@ import (
 // Finish deletes a job its consumer is done with. ref.Reservation must be
 // the one reserve handed out (ErrNotReserved otherwise).
 func (e *Engine) Finish(ctx context.Context, ref delayq.Ref) (*delayq.Job, error) {
-	if ref.Reservation == "" {
-		return nil, e.record("finish", delayq.Invalid("bad_reservation", "reservation", "finish needs the reservation that reserve handed out"))
+	if err := needReservation("finish", ref); err != nil {
+		return nil, e.record("finish", err)
 	}
 	j, err := e.st.Delete(ctx, store.DeleteParams{Ref: ref})
-	return j, e.record("finish", err)
+	return j, e.record("finish", delayq.ForJob(ref, err))
+}
+
+// needReservation refuses a consumer action (finish, release, touch, bury)
+// without the reservation reserve handed out: the same rule on every
+// front end.
+func needReservation(op string, ref delayq.Ref) error {
+	if err := checkRef(ref); err != nil {
+		return err
+	}
+	if ref.Reservation == "" {
+		return delayq.Invalid(delayq.CodeBadReservation, "reservation", "%s needs the reservation that reserve handed out", op)
+	}
+	return nil
+}
+
+// checkRef refuses a malformed job id. A ref by seq alone (beanstalkd's)
+// has nothing to check: an unknown seq is simply not found.
+func checkRef(ref delayq.Ref) error {
+	if ref.ID == "" {
+		return nil
+	}
+	return delayq.CheckID(ref.ID)
 }
 
 // Delete removes a job in any state (an operator's revoke). With force
 // false a reserved job can only be deleted with its reservation, as
 // beanstalkd's delete behaves.
 func (e *Engine) Delete(ctx context.Context, ref delayq.Ref, force bool) (*delayq.Job, error) {
+	if err := checkRef(ref); err != nil {
+		return nil, e.record("delete", err)
+	}
 	j, err := e.st.Delete(ctx, store.DeleteParams{Ref: ref, Force: force})
-	return j, e.record("delete", err)
+	return j, e.record("delete", delayq.ForJob(ref, err))
 }
 
 // ReleaseRequest hands a reserved job back, ready now or after Delay.
@@ -41,14 +67,17 @@ func (e *Engine) Release(ctx context.Context, r ReleaseRequest) (*delayq.Job, er
 }
 
 func (e *Engine) release(ctx context.Context, r ReleaseRequest) (*delayq.Job, error) {
+	if err := needReservation("release", r.Ref); err != nil {
+		return nil, err
+	}
 	now := delayq.TruncMilli(time.Now())
-	due, delay, err := dueTime(now, r.Delay, time.Time{})
+	due, delay, err := dueAfter(now, r.Delay)
 	if err != nil {
 		return nil, err
 	}
 	j, err := e.st.Release(ctx, store.ReleaseParams{Ref: r.Ref, Priority: r.Priority, Due: due, Delay: delay, Now: now})
 	if err != nil {
-		return nil, err
+		return nil, delayq.ForJob(r.Ref, err)
 	}
 	e.announce(j)
 	return j, nil
@@ -56,43 +85,74 @@ func (e *Engine) release(ctx context.Context, r ReleaseRequest) (*delayq.Job, er
 
 // Touch gives a reserved job a fresh TTR from now.
 func (e *Engine) Touch(ctx context.Context, ref delayq.Ref) (*delayq.Job, error) {
+	if err := needReservation("touch", ref); err != nil {
+		return nil, e.record("touch", err)
+	}
 	j, err := e.st.Touch(ctx, store.TouchParams{Ref: ref, Now: delayq.TruncMilli(time.Now())})
-	return j, e.record("touch", err)
+	return j, e.record("touch", delayq.ForJob(ref, err))
 }
 
 // Bury dead-letters a reserved job until it is kicked.
 func (e *Engine) Bury(ctx context.Context, ref delayq.Ref, priority *uint32) (*delayq.Job, error) {
+	if err := needReservation("bury", ref); err != nil {
+		return nil, e.record("bury", err)
+	}
 	j, err := e.st.Bury(ctx, store.BuryParams{Ref: ref, Priority: priority, Now: delayq.TruncMilli(time.Now())})
-	return j, e.record("bury", err)
+	return j, e.record("bury", delayq.ForJob(ref, err))
 }
 
-// Kick moves up to n jobs of topic to ready: buried ones if it has any,
-// else delayed ones. It returns how many moved.
-func (e *Engine) Kick(ctx context.Context, topic string, n int) (int, error) {
+// MaxKick is the largest n of a topic kick: beanstalkd's kick bound is a
+// C unsigned int, and HTTP takes the same rule so both front ends agree.
+const MaxKick = math.MaxUint32
+
+// KickResult says what a topic kick did.
+type KickResult struct {
+	Kicked int
+	// State is what the kicked jobs were: StateBuried when the topic had
+	// buried jobs just before the kick, else StateDelayed.
+	State delayq.State
+}
+
+// Kick moves up to n jobs of topic to ready (0 ≤ n ≤ MaxKick; 0 kicks
+// nothing): buried ones if it has any, else delayed ones.
+func (e *Engine) Kick(ctx context.Context, topic string, n int) (KickResult, error) {
 	k, err := e.kick(ctx, topic, n)
 	return k, e.record("kick", err)
 }
 
-func (e *Engine) kick(ctx context.Context, topic string, n int) (int, error) {
+func (e *Engine) kick(ctx context.Context, topic string, n int) (KickResult, error) {
 	if err := delayq.CheckTopic(topic); err != nil {
-		return 0, err
+		return KickResult{}, err
 	}
-	if n < 0 {
-		return 0, delayq.Invalid("bad_n", "n", "%d is negative", n)
+	if n < 0 || int64(n) > MaxKick {
+		return KickResult{}, delayq.Invalid(delayq.CodeBadN, "n", "%d is not between 0 and %d", n, uint64(MaxKick))
+	}
+	// The store kicks buried jobs when there are any; look first, so the
+	// answer can say which kind moved.
+	res := KickResult{State: delayq.StateDelayed}
+	if t, err := e.Topic(ctx, topic); err != nil {
+		return KickResult{}, err
+	} else if t.Buried > 0 {
+		res.State = delayq.StateBuried
 	}
 	k, err := e.st.Kick(ctx, store.KickParams{Topic: topic, Max: n, Now: delayq.TruncMilli(time.Now())})
 	if err == nil && k > 0 {
 		e.waiters.wake(topic, k)
 	}
-	return k, err
+	res.Kicked = k
+	return res, err
 }
 
 // KickJob moves one buried or delayed job to ready.
 func (e *Engine) KickJob(ctx context.Context, ref delayq.Ref) (*delayq.Job, error) {
+	if err := checkRef(ref); err != nil {
+		return nil, e.record("kick", err)
+	}
 	j, err := e.st.KickJob(ctx, store.KickJobParams{Ref: ref, Now: delayq.TruncMilli(time.Now())})
 	if err == nil {
 		e.announce(j)
 	}
+	err = delayq.ForJobDetail(ref, err, map[error]string{delayq.ErrState: "is neither buried nor delayed"})
 	return j, e.record("kick", err)
 }
 
@@ -113,23 +173,16 @@ func (e *Engine) Update(ctx context.Context, r UpdateRequest) (*delayq.Job, erro
 }
 
 func (e *Engine) update(ctx context.Context, r UpdateRequest) (*delayq.Job, error) {
+	if err := checkRef(r.Ref); err != nil {
+		return nil, err
+	}
 	now := delayq.TruncMilli(time.Now())
 	p := store.UpdateParams{Ref: r.Ref, Body: r.Body, Priority: r.Priority, Now: now}
-	if r.Delay != nil && r.At != nil {
-		return nil, delayq.Invalid("bad_delay", "delay", "give delay or at, not both")
-	}
-	if r.Body != nil && len(r.Body) > e.cfg.MaxBody {
-		return nil, delayq.Invalid("body_too_big", "body", "%d bytes, at most %d", len(r.Body), e.cfg.MaxBody)
+	if err := e.checkBody(r.Body); err != nil {
+		return nil, err
 	}
 	if r.Delay != nil || r.At != nil {
-		var d time.Duration
-		var at time.Time
-		if r.Delay != nil {
-			d = *r.Delay
-		} else {
-			at = *r.At
-		}
-		due, delay, err := dueTime(now, d, at)
+		due, delay, err := dueTime(now, r.Delay, r.At)
 		if err != nil {
 			return nil, err
 		}
@@ -137,7 +190,7 @@ func (e *Engine) update(ctx context.Context, r UpdateRequest) (*delayq.Job, erro
 	}
 	j, err := e.st.Update(ctx, p)
 	if err != nil {
-		return nil, err
+		return nil, delayq.ForJobDetail(r.Ref, err, map[error]string{delayq.ErrNotReserved: "is reserved; change it once it is released, buried or finished"})
 	}
 	e.announce(j)
 	return j, nil
@@ -145,21 +198,53 @@ func (e *Engine) update(ctx context.Context, r UpdateRequest) (*delayq.Job, erro
 
 // Get returns a job.
 func (e *Engine) Get(ctx context.Context, ref delayq.Ref) (*delayq.Job, error) {
-	return e.st.Get(ctx, ref)
-}
-
-// List pages through a topic's jobs (see store.Store.List for the order).
-func (e *Engine) List(ctx context.Context, p store.ListParams) (*store.ListResult, error) {
-	if err := delayq.CheckTopic(p.Topic); err != nil {
+	if err := checkRef(ref); err != nil {
 		return nil, err
 	}
-	if p.State != "" && !p.State.Valid() {
-		return nil, delayq.Invalid("bad_state", "state", "%q is not delayed, ready, reserved or buried", p.State)
+	j, err := e.st.Get(ctx, ref)
+	return j, delayq.ForJob(ref, err)
+}
+
+// ListRequest selects a page of a topic's jobs.
+type ListRequest struct {
+	Topic  string
+	State  delayq.State // "" lists every state
+	Cursor string       // "" for the first page, then the last page's Next
+	Limit  int          // 0 means DefaultListLimit; at most MaxListLimit
+}
+
+// Page sizes of List.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+// ListResult is a page of jobs and the cursor of the next ("" when done).
+type ListResult struct {
+	Jobs []*delayq.Job
+	Next string
+}
+
+// List pages through a topic's jobs: each state in serving order (see
+// store.Store.List).
+func (e *Engine) List(ctx context.Context, r ListRequest) (*ListResult, error) {
+	if err := delayq.CheckTopic(r.Topic); err != nil {
+		return nil, err
 	}
-	if p.Limit <= 0 || p.Limit > 1000 {
-		return nil, delayq.Invalid("bad_limit", "limit", "%d is not between 1 and 1000", p.Limit)
+	if r.State != "" && !r.State.Valid() {
+		return nil, delayq.Invalid(delayq.CodeBadState, "state", "%q is not delayed, ready, reserved or buried", r.State)
 	}
-	return e.st.List(ctx, p)
+	if r.Limit == 0 {
+		r.Limit = DefaultListLimit
+	}
+	if r.Limit < 0 || r.Limit > MaxListLimit {
+		return nil, delayq.Invalid(delayq.CodeBadLimit, "limit", "%d is not between 1 and %d", r.Limit, MaxListLimit)
+	}
+	res, err := e.st.List(ctx, store.ListParams{Topic: r.Topic, State: r.State, Cursor: r.Cursor, Limit: r.Limit})
+	if err != nil {
+		return nil, err
+	}
+	return &ListResult{Jobs: res.Jobs, Next: res.Next}, nil
 }
 
 // Topics returns every topic's stats, sorted by name.
@@ -194,7 +279,7 @@ func (e *Engine) Pause(ctx context.Context, topic string, d time.Duration) error
 		return err
 	}
 	if d < 0 {
-		return delayq.Invalid("bad_delay", "delay", "%s is negative", d)
+		return delayq.Invalid(delayq.CodeBadDelay, "delay", "%s is negative", d)
 	}
 	until := delayq.CeilMilli(time.Now().Add(d))
 	if err := e.st.Pause(ctx, store.PauseParams{Topic: topic, Until: until}); err != nil {
@@ -211,15 +296,19 @@ func (e *Engine) Pause(ctx context.Context, topic string, d time.Duration) error
 // reservation, a missing reservation); err is for the whole call (too
 // many refs, store unavailable), in which case nothing was finished.
 func (e *Engine) FinishBatch(ctx context.Context, refs []delayq.Ref) (errs []error, err error) {
-	if len(refs) > delayq.MaxBatch {
-		return nil, e.record("finish", delayq.Invalid("batch_too_big", "jobs", "%d jobs in one batch, at most %d", len(refs), delayq.MaxBatch))
+	if err := checkBatch(len(refs)); err != nil {
+		return nil, e.record("finish", err)
 	}
 	errs = make([]error, len(refs))
 	ps := make([]store.DeleteParams, 0, len(refs))
 	idx := make([]int, 0, len(refs))
 	for i, ref := range refs {
-		if ref.Reservation == "" {
-			errs[i] = delayq.Invalid("bad_reservation", "reservation", "finish needs the reservation that reserve handed out")
+		if err := needReservation("finish", ref); err != nil {
+			errs[i] = err
+			continue
+		}
+		if ref.ID == "" && ref.Seq == 0 { // names no job at all
+			errs[i] = delayq.CheckID(ref.ID)
 			continue
 		}
 		ps = append(ps, store.DeleteParams{Ref: ref})
@@ -231,7 +320,7 @@ func (e *Engine) FinishBatch(ctx context.Context, refs []delayq.Ref) (errs []err
 			return nil, e.record("finish", err)
 		}
 		for k, i := range idx {
-			errs[i] = res[k]
+			errs[i] = delayq.ForJob(refs[i], res[k])
 		}
 	}
 	for _, err := range errs {

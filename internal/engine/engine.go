@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/api"
 	"github.com/delayq/delayq/internal/metrics"
 	"github.com/delayq/delayq/internal/store"
 )
@@ -122,7 +121,7 @@ func (e *Engine) record(op string, err error) error {
 		e.metrics.Op(op, "ok")
 		return nil
 	}
-	code, _ := api.CodeOf(err)
+	code := delayq.CodeOf(err)
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		code = "canceled"
 	}

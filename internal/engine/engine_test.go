@@ -67,7 +67,7 @@ func TestTimerFiresExactlyAtDue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, Config{})
 		begin := time.Now()
-		j := h.put(PutRequest{ID: "a", Delay: 10 * time.Second})
+		j := h.put(PutRequest{ID: "a", Delay: ptr(10 * time.Second)})
 		time.Sleep(10*time.Second - time.Millisecond)
 		if got := h.reserve(0, "t"); len(got) != 0 {
 			t.Fatalf("job handed out %s before its due time", time.Millisecond)
@@ -85,10 +85,10 @@ func TestTimerFiresExactlyAtDue(t *testing.T) {
 func TestEarlierPutWakesSleepingTimer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, Config{})
-		h.put(PutRequest{ID: "late", Delay: time.Hour})
+		h.put(PutRequest{ID: "late", Delay: ptr(time.Hour)})
 		synctest.Wait() // the timer now sleeps towards the 1h job
 		begin := time.Now()
-		h.put(PutRequest{ID: "early", Delay: 2 * time.Second})
+		h.put(PutRequest{ID: "early", Delay: ptr(2 * time.Second)})
 		got := h.reserve(time.Minute, "t")
 		if len(got) != 1 || got[0].ID != "early" {
 			t.Fatalf("Reserve = %v, want job early", got)
@@ -321,11 +321,14 @@ func TestPutValidation(t *testing.T) {
 		{"empty topic", func(r *PutRequest) { r.Topic = "" }, "bad_topic"},
 		{"bad id", func(r *PutRequest) { r.ID = "a b" }, "bad_id"},
 		{"body too big", func(r *PutRequest) { r.Body = make([]byte, 11) }, "body_too_big"},
-		{"negative delay", func(r *PutRequest) { r.Delay = -time.Second }, "bad_delay"},
+		{"negative delay", func(r *PutRequest) { r.Delay = ptr(-time.Second) }, "bad_delay"},
+		{"delay and at", func(r *PutRequest) { r.Delay, r.At = ptr(time.Second), ptr(time.Now()) }, "bad_delay"},
+		{"at in year 0", func(r *PutRequest) { r.At = ptr(time.Time{}) }, "bad_at"},
+		{"at before 1970", func(r *PutRequest) { r.At = ptr(time.Date(1969, 12, 31, 23, 59, 59, 0, time.UTC)) }, "bad_at"},
 		{"ttr zero", func(r *PutRequest) { r.TTR = 0 }, "bad_ttr"},
 		{"ttr too long", func(r *PutRequest) { r.TTR = MaxTTR + time.Second }, "bad_ttr"},
 		{"negative attempts", func(r *PutRequest) { r.MaxAttempts = -1 }, "bad_max_attempts"},
-		{"at after 9999", func(r *PutRequest) { r.At = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC) }, "bad_at"},
+		{"at after 9999", func(r *PutRequest) { r.At = ptr(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)) }, "bad_at"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -351,7 +354,7 @@ func TestPutGeneratesIDAndRoundsDueUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, Config{})
 		time.Sleep(500 * time.Microsecond) // now is mid-millisecond
-		j := h.put(PutRequest{Delay: 1500 * time.Microsecond})
+		j := h.put(PutRequest{Delay: ptr(1500 * time.Microsecond)})
 		if !delayq.ValidID(j.ID) {
 			t.Errorf("generated id %q is not a valid id", j.ID)
 		}
@@ -421,5 +424,92 @@ func TestPutFreshOnlyForGeneratedIDs(t *testing.T) {
 	}
 	if st.fresh != 2 {
 		t.Errorf("%d jobs went through PutFresh, want still 2 (client ids must be checked)", st.fresh)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestActionValidation checks the rules every front end gets from the
+// engine: consumer actions need a reservation, a kick's n is beanstalkd's
+// bound, an update takes delay or at.
+func TestActionValidation(t *testing.T) {
+	e := New(memstore.New(), Config{})
+	ctx := context.Background()
+	if _, err := e.Put(ctx, []PutRequest{{ID: "a", Topic: "t", TTR: time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	a := delayq.Ref{ID: "a"}
+	tests := []struct {
+		name string
+		call func() error
+		code string
+	}{
+		{"finish without reservation", func() error { _, err := e.Finish(ctx, a); return err }, "bad_reservation"},
+		{"touch without reservation", func() error { _, err := e.Touch(ctx, a); return err }, "bad_reservation"},
+		{"bury without reservation", func() error { _, err := e.Bury(ctx, a, nil); return err }, "bad_reservation"},
+		{"release without reservation", func() error { _, err := e.Release(ctx, ReleaseRequest{Ref: a}); return err }, "bad_reservation"},
+		{"kick negative", func() error { _, err := e.Kick(ctx, "t", -1); return err }, "bad_n"},
+		{"kick over uint32", func() error { _, err := e.Kick(ctx, "t", MaxKick+1); return err }, "bad_n"},
+		{"update delay and at", func() error {
+			_, err := e.Update(ctx, UpdateRequest{Ref: a, Delay: ptr(time.Second), At: ptr(time.Now())})
+			return err
+		}, "bad_delay"},
+		{"update at year 0", func() error { _, err := e.Update(ctx, UpdateRequest{Ref: a, At: ptr(time.Time{})}); return err }, "bad_at"},
+		{"list limit", func() error { _, err := e.List(ctx, ListRequest{Topic: "t", Limit: 1001}); return err }, "bad_limit"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call()
+			var ve *delayq.ValidationError
+			if !errors.As(err, &ve) || ve.Code != tc.code {
+				t.Fatalf("%s = %v, want code %s", tc.name, err, tc.code)
+			}
+		})
+	}
+	if res, err := e.Kick(ctx, "t", 0); err != nil || res.Kicked != 0 {
+		t.Errorf("Kick(0) = %+v, %v; want nothing kicked, no error", res, err)
+	}
+}
+
+// TestErrorsNameTheJob checks that the engine's errors read as the
+// problem with the job, not the layers it passed through.
+func TestErrorsNameTheJob(t *testing.T) {
+	e := New(memstore.New(), Config{})
+	ctx := context.Background()
+	_, err := e.Get(ctx, delayq.Ref{ID: "nosuch"})
+	if !errors.Is(err, delayq.ErrNotFound) || delayq.Message(err) != `job "nosuch" not found` {
+		t.Errorf("Get(nosuch) = %v (message %q), want ErrNotFound saying job \"nosuch\" not found", err, delayq.Message(err))
+	}
+	put := []PutRequest{{ID: "a", Topic: "t", TTR: time.Second}}
+	if _, err := e.Put(ctx, put); err != nil {
+		t.Fatal(err)
+	}
+	batch := []PutRequest{{ID: "b", Topic: "t", TTR: time.Second}, put[0]}
+	_, err = e.Put(ctx, batch)
+	if !errors.Is(err, delayq.ErrExists) || delayq.Message(err) != `job "a" already exists` {
+		t.Errorf("Put of a live id = %v (message %q), want ErrExists naming \"a\"", err, delayq.Message(err))
+	}
+}
+
+// TestKickSaysWhichKind checks that a topic kick reports buried jobs when
+// there were any, else delayed ones.
+func TestKickSaysWhichKind(t *testing.T) {
+	e := New(memstore.New(), Config{})
+	ctx := context.Background()
+	if _, err := e.Put(ctx, []PutRequest{{ID: "d", Topic: "t", TTR: time.Second, Delay: ptr(time.Hour)}, {ID: "b", Topic: "t", TTR: time.Second}}); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := e.Reserve(ctx, ReserveRequest{Topics: []string{"t"}})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("reserve = %v, %v", jobs, err)
+	}
+	if _, err := e.Bury(ctx, delayq.Ref{ID: "b", Reservation: jobs[0].Reservation}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.Kick(ctx, "t", 10); err != nil || res != (KickResult{Kicked: 1, State: delayq.StateBuried}) {
+		t.Errorf("first kick = %+v, %v; want 1 buried", res, err)
+	}
+	if res, err := e.Kick(ctx, "t", 10); err != nil || res != (KickResult{Kicked: 1, State: delayq.StateDelayed}) {
+		t.Errorf("second kick = %+v, %v; want 1 delayed", res, err)
 	}
 }

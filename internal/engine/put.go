@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"math"
 	"time"
 
@@ -15,18 +16,24 @@ import (
 // seconds, and nothing longer is meaningful.
 const MaxTTR = math.MaxUint32 * time.Second
 
-// maxDue bounds absolute due times so every store can hold them as
-// milliseconds; "no upper bound" in practice means year 9999.
-var maxDue = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+// MinAt and MaxAt bound absolute due times: before 1970 is surely a
+// mistake (a zero or unset time), and every store holds due times as
+// milliseconds since 1970, so "no upper bound" in practice means year
+// 9999.
+var (
+	MinAt = time.Unix(0, 0).UTC()
+	MaxAt = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+)
 
 // PutRequest is one job to put. Front ends fill defaults (TTR
 // delayq.DefaultTTR, Priority delayq.DefaultPriority) before calling Put.
+// Delay and At are exclusive; neither means ready now.
 type PutRequest struct {
 	ID          string // "" lets the server choose a UUIDv7
 	Topic       string
 	Body        []byte
-	Delay       time.Duration // from now; ignored when At is set
-	At          time.Time     // absolute due time; zero means use Delay
+	Delay       *time.Duration // from now
+	At          *time.Time     // absolute due time
 	TTR         time.Duration
 	Priority    uint32
 	MaxAttempts int
@@ -44,10 +51,10 @@ func (e *Engine) put(ctx context.Context, reqs []PutRequest) ([]*delayq.Job, err
 		return nil, delayq.ErrDraining
 	}
 	if len(reqs) == 0 {
-		return nil, delayq.Invalid("bad_batch", "jobs", "no jobs to put")
+		return nil, delayq.Invalid(delayq.CodeBadBatch, "jobs", "no jobs to put")
 	}
-	if len(reqs) > delayq.MaxBatch {
-		return nil, delayq.Invalid("batch_too_big", "jobs", "%d jobs in one batch, at most %d", len(reqs), delayq.MaxBatch)
+	if err := checkBatch(len(reqs)); err != nil {
+		return nil, err
 	}
 	now := delayq.TruncMilli(time.Now())
 	jobs := make([]*delayq.Job, len(reqs))
@@ -61,7 +68,7 @@ func (e *Engine) put(ctx context.Context, reqs []PutRequest) ([]*delayq.Job, err
 		fresh = fresh && reqs[i].ID == ""
 	}
 	if err := e.putJobs(ctx, jobs, fresh); err != nil {
-		return nil, err
+		return nil, e.existing(ctx, jobs, err)
 	}
 	e.announce(jobs...)
 	return jobs, nil
@@ -76,6 +83,32 @@ func (e *Engine) putJobs(ctx context.Context, jobs []*delayq.Job, fresh bool) er
 	return e.st.Put(ctx, jobs)
 }
 
+// checkBatch refuses batches over delayq.MaxBatch (put and finish).
+func checkBatch(n int) error {
+	if n > delayq.MaxBatch {
+		return delayq.Invalid(delayq.CodeBatchTooBig, "jobs", "%d jobs in one batch, at most %d", n, delayq.MaxBatch)
+	}
+	return nil
+}
+
+// existing names the job whose id made a put fail with ErrExists: the
+// store's error says it in the store's words, so look the ids up (only
+// on this failure path) and name the first that is live.
+func (e *Engine) existing(ctx context.Context, jobs []*delayq.Job, err error) error {
+	if !errors.Is(err, delayq.ErrExists) {
+		return err
+	}
+	for _, j := range jobs {
+		if _, gerr := e.st.Get(ctx, delayq.Ref{ID: j.ID}); gerr == nil {
+			return delayq.ForJob(delayq.Ref{ID: j.ID}, err)
+		}
+	}
+	if len(jobs) == 1 {
+		return delayq.ForJob(delayq.Ref{ID: jobs[0].ID}, err)
+	}
+	return err
+}
+
 // newJob validates r and builds the job it asks for.
 func (e *Engine) newJob(r *PutRequest, now time.Time) (*delayq.Job, error) {
 	if err := delayq.CheckTopic(r.Topic); err != nil {
@@ -87,14 +120,14 @@ func (e *Engine) newJob(r *PutRequest, now time.Time) (*delayq.Job, error) {
 	} else if err := delayq.CheckID(id); err != nil {
 		return nil, err
 	}
-	if len(r.Body) > e.cfg.MaxBody {
-		return nil, delayq.Invalid("body_too_big", "body", "%d bytes, at most %d", len(r.Body), e.cfg.MaxBody)
+	if err := e.checkBody(r.Body); err != nil {
+		return nil, err
 	}
 	if err := checkTTR(r.TTR); err != nil {
 		return nil, err
 	}
 	if r.MaxAttempts < 0 {
-		return nil, delayq.Invalid("bad_max_attempts", "max_attempts", "%d is negative", r.MaxAttempts)
+		return nil, delayq.Invalid(delayq.CodeBadMaxAttempts, "max_attempts", "%d is negative", r.MaxAttempts)
 	}
 	due, delay, err := dueTime(now, r.Delay, r.At)
 	if err != nil {
@@ -110,32 +143,51 @@ func (e *Engine) newJob(r *PutRequest, now time.Time) (*delayq.Job, error) {
 	return j, nil
 }
 
-// dueTime turns a delay or an absolute time into a due time in store
-// precision, rounded up so a job never fires early.
-func dueTime(now time.Time, delay time.Duration, at time.Time) (time.Time, time.Duration, error) {
-	if !at.IsZero() {
-		if at.After(maxDue) {
-			return time.Time{}, 0, delayq.Invalid("bad_at", "at", "%s is after year 9999", at.Format(time.RFC3339))
-		}
-		due := delayq.CeilMilli(at)
-		return due, max(due.Sub(now), 0), nil
+// checkBody refuses bodies over the configured limit.
+func (e *Engine) checkBody(b []byte) error {
+	if len(b) > e.cfg.MaxBody {
+		return delayq.Invalid(delayq.CodeBodyTooBig, "body", "%d bytes, at most %d", len(b), e.cfg.MaxBody)
 	}
+	return nil
+}
+
+// dueTime turns a delay or an absolute time (at most one of them; neither
+// means now) into a due time in store precision, rounded up so a job
+// never fires early.
+func dueTime(now time.Time, delay *time.Duration, at *time.Time) (time.Time, time.Duration, error) {
+	switch {
+	case delay != nil && at != nil:
+		return time.Time{}, 0, delayq.Invalid(delayq.CodeBadDelay, "delay", "give delay or at, not both")
+	case at != nil:
+		if at.Before(MinAt) || at.After(MaxAt) {
+			return time.Time{}, 0, delayq.Invalid(delayq.CodeBadAt, "at", "%s is not a usable due time (from 1970-01-01 to 9999-12-31)", at.UTC().Format(time.RFC3339))
+		}
+		due := delayq.CeilMilli(*at)
+		return due, max(due.Sub(now), 0), nil
+	case delay == nil:
+		return now, 0, nil
+	}
+	return dueAfter(now, *delay)
+}
+
+// dueAfter is dueTime for a delay from now.
+func dueAfter(now time.Time, delay time.Duration) (time.Time, time.Duration, error) {
 	if delay < 0 {
-		return time.Time{}, 0, delayq.Invalid("bad_delay", "delay", "%s is negative", delay)
+		return time.Time{}, 0, delayq.Invalid(delayq.CodeBadDelay, "delay", "%s is negative", delay)
 	}
 	due := delayq.CeilMilli(now.Add(delay))
-	if due.Before(now) { // overflow
-		return time.Time{}, 0, delayq.Invalid("bad_delay", "delay", "%s is too long", delay)
+	if due.Before(now) || due.After(MaxAt) { // overflow, or past what stores hold
+		return time.Time{}, 0, delayq.Invalid(delayq.CodeBadDelay, "delay", "%s is too long", delay)
 	}
 	return due, delay, nil
 }
 
 func checkTTR(ttr time.Duration) error {
 	if ttr < delayq.MinTTR {
-		return delayq.Invalid("bad_ttr", "ttr", "%s is under the minimum of %s", ttr, delayq.MinTTR)
+		return delayq.Invalid(delayq.CodeBadTTR, "ttr", "%s is under the minimum of %s", ttr, delayq.MinTTR)
 	}
 	if ttr > MaxTTR {
-		return delayq.Invalid("bad_ttr", "ttr", "%s is over the maximum of %s", ttr, MaxTTR)
+		return delayq.Invalid(delayq.CodeBadTTR, "ttr", "%s is over the maximum of %s", ttr, MaxTTR)
 	}
 	return nil
 }

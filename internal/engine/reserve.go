@@ -110,10 +110,10 @@ func (e *Engine) giveBack(jobs []*delayq.Job) {
 
 func (e *Engine) checkReserve(r *ReserveRequest) error {
 	if len(r.Topics) == 0 {
-		return delayq.Invalid("bad_topics", "topics", "name at least one topic")
+		return delayq.Invalid(delayq.CodeBadTopics, "topics", "name at least one topic")
 	}
 	if len(r.Topics) > e.cfg.MaxReserveTopics {
-		return delayq.Invalid("too_many_topics", "topics", "%d topics, at most %d", len(r.Topics), e.cfg.MaxReserveTopics)
+		return delayq.Invalid(delayq.CodeTooManyTopics, "topics", "%d topics, at most %d", len(r.Topics), e.cfg.MaxReserveTopics)
 	}
 	for _, t := range r.Topics {
 		if err := delayq.CheckTopic(t); err != nil {
@@ -124,13 +124,13 @@ func (e *Engine) checkReserve(r *ReserveRequest) error {
 		r.N = 1
 	}
 	if r.N < 0 || r.N > delayq.MaxReserveN {
-		return delayq.Invalid("bad_n", "n", "%d is not between 1 and %d", r.N, delayq.MaxReserveN)
+		return delayq.Invalid(delayq.CodeBadN, "n", "%d is not between 1 and %d", r.N, delayq.MaxReserveN)
 	}
 	if r.Wait < 0 {
-		return delayq.Invalid("bad_wait", "wait", "%s is negative", r.Wait)
+		return delayq.Invalid(delayq.CodeBadWait, "wait", "%s is negative", r.Wait)
 	}
 	if r.Wait > e.cfg.MaxWait {
-		return delayq.Invalid("wait_too_long", "wait", "%s is over the maximum of %s", r.Wait, e.cfg.MaxWait)
+		return delayq.Invalid(delayq.CodeWaitTooLong, "wait", "%s is over the maximum of %s", r.Wait, e.cfg.MaxWait)
 	}
 	return nil
 }

@@ -16,12 +16,15 @@ func (e *Engine) ReserveJob(ctx context.Context, ref delayq.Ref) (*delayq.Job, e
 }
 
 func (e *Engine) reserveJob(ctx context.Context, ref delayq.Ref) (*delayq.Job, error) {
+	if err := checkRef(ref); err != nil {
+		return nil, err
+	}
 	if e.Draining() {
 		return nil, delayq.ErrDraining
 	}
 	j, err := e.st.ReserveJob(ctx, store.ReserveJobParams{Ref: ref, Now: delayq.TruncMilli(time.Now())})
 	if err != nil {
-		return nil, err
+		return nil, delayq.ForJob(ref, err)
 	}
 	e.announce(j)
 	return j, nil

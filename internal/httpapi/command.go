@@ -46,6 +46,9 @@ var commands = map[string]func(*handler, *http.Request, *api.CommandRequest) (ap
 // runCommand decodes and runs one valid-JSON command.
 func (h *handler) runCommand(r *http.Request, body []byte) api.CommandResponse {
 	var req api.CommandRequest
+	if err := api.CheckUTF8(body); err != nil {
+		return failed(err)
+	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		return failed(jsonError(err))
 	}
@@ -55,7 +58,7 @@ func (h *handler) runCommand(r *http.Request, body []byte) api.CommandResponse {
 	}
 	resp, err := run(h, r, &req)
 	if err != nil {
-		if code, _ := api.CodeOf(err); code == api.CodeInternal && r.Context().Err() == nil {
+		if code, status := api.CodeOf(err); status >= http.StatusInternalServerError && code != api.CodeDraining && r.Context().Err() == nil {
 			h.log.Error("original-protocol command failed", "command", req.Command, "err", err)
 		}
 		return failed(err)
@@ -73,9 +76,11 @@ func (h *handler) cmdAdd(r *http.Request, req *api.CommandRequest) (api.CommandR
 	if p.Body, err = commandBody(req.Body); err != nil {
 		return api.CommandResponse{}, err
 	}
-	if p.Delay, err = seconds("delay", req.Delay, 0); err != nil {
+	delay, err := seconds("delay", req.Delay, 0)
+	if err != nil {
 		return api.CommandResponse{}, err
 	}
+	p.Delay = &delay
 	if p.TTR, err = seconds("TTR", req.TTR, delayq.DefaultTTR); err != nil {
 		return api.CommandResponse{}, err
 	}
@@ -103,8 +108,8 @@ func (h *handler) cmdPop(r *http.Request, req *api.CommandRequest) (api.CommandR
 // cmdDelete serves finish and delete: by id alone, whoever holds the job
 // (the original protocol has no reservations; v1 is stricter).
 func (h *handler) cmdDelete(r *http.Request, req *api.CommandRequest) (api.CommandResponse, error) {
-	if err := delayq.CheckID(req.ID); err != nil {
-		return api.CommandResponse{}, err
+	if req.ID == "" {
+		return api.CommandResponse{}, delayq.CheckID(req.ID) // a ref without id or seq names nothing
 	}
 	j, err := h.e.Delete(r.Context(), delayq.Ref{ID: req.ID}, true)
 	if err != nil {
@@ -123,35 +128,41 @@ func commandBody(raw json.RawMessage) ([]byte, error) {
 	if raw[0] == '"' {
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, delayq.Invalid("bad_body", "body", "not a JSON string: %v", err)
+			return nil, delayq.Invalid(delayq.CodeBadBody, "body", "not a JSON string: %v", err)
 		}
 		return []byte(s), nil
 	}
 	var b bytes.Buffer
 	if err := json.Compact(&b, raw); err != nil {
-		return nil, delayq.Invalid("bad_body", "body", "not JSON: %v", err)
+		return nil, delayq.Invalid(delayq.CodeBadBody, "body", "not JSON: %v", err)
 	}
 	return b.Bytes(), nil
 }
 
 // seconds turns a number of seconds into a duration (def when absent),
-// refusing what a duration cannot hold.
+// refusing what a duration cannot hold. It compares in nanoseconds, ≥ 2^63:
+// a float64 just under the limit in seconds can round up to 2^63 ns,
+// which would wrap to a negative duration.
 func seconds(field string, v *float64, def time.Duration) (time.Duration, error) {
 	if v == nil {
 		return def, nil
 	}
-	if math.IsNaN(*v) || math.Abs(*v) > float64(math.MaxInt64)/float64(time.Second) {
-		return 0, delayq.Invalid("bad_"+strings.ToLower(field), field, "%v seconds is out of range", *v)
+	ns := *v * float64(time.Second)
+	if math.IsNaN(ns) || ns >= 1<<63 || ns < -(1<<63) {
+		return 0, delayq.Invalid(secondsCodes[field], field, "%v seconds is out of range", *v)
 	}
-	return time.Duration(*v * float64(time.Second)), nil
+	return time.Duration(ns), nil
 }
+
+// secondsCodes names the code of each field seconds reads.
+var secondsCodes = map[string]string{"delay": delayq.CodeBadDelay, "TTR": delayq.CodeBadTTR, "timeout": delayq.CodeBadTimeout}
 
 // failed is the answer to a command that failed with err.
 func failed(err error) api.CommandResponse {
 	if errors.As(err, new(*http.MaxBytesError)) {
 		return api.CommandResponse{Error: "request body is too large"}
 	}
-	return api.CommandResponse{Error: strings.TrimPrefix(err.Error(), "delayq: ")}
+	return api.CommandResponse{Error: delayq.Message(err)}
 }
 
 func quote(s string) string {

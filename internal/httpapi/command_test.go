@@ -137,6 +137,7 @@ func TestCommandErrors(t *testing.T) {
 		{"bad id", `{"command":"add","topic":"t","id":"a b"}`, 200, "not a valid job id"},
 		{"negative delay", `{"command":"add","topic":"t","delay":-1}`, 200, "negative"},
 		{"huge delay", `{"command":"add","topic":"t","delay":1e300}`, 200, "out of range"},
+		{"delay just past a duration", `{"command":"add","topic":"t","delay":9223372036.854775807}`, 200, "out of range"},
 		{"ttr zero", `{"command":"add","topic":"t","TTR":0}`, 200, "minimum"},
 		{"delay as string", `{"command":"add","topic":"t","delay":"10"}`, 200, "delay"},
 		{"body too big", `{"command":"add","topic":"t","body":"` + strings.Repeat("x", 65536) + `"}`, 200, "65536 bytes"},

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -31,16 +32,16 @@ func (e *httpError) Error() string { return e.message }
 // and are logged once, here.
 func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	code, status := api.CodeOf(err)
+	msg := delayq.Message(err)
 	var he *httpError
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &he):
-		code, status = he.code, he.status
+		code, status, msg = he.code, he.status, he.message
 	case errors.As(err, &mbe):
 		code, status = api.CodeTooLarge, http.StatusRequestEntityTooLarge
-		err = fmt.Errorf("request body is over the limit of %d bytes", mbe.Limit)
+		msg = fmt.Sprintf("request body is over the limit of %d bytes", mbe.Limit)
 	}
-	msg := strings.TrimPrefix(err.Error(), "delayq: ")
 	if status >= http.StatusInternalServerError && code != api.CodeDraining {
 		if r.Context().Err() != nil {
 			return // the client left; nobody reads the answer
@@ -82,7 +83,10 @@ func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
 // decodeBytes is decode's parser, apart so fuzz tests can reach it.
 func decodeBytes(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return delayq.Invalid("bad_json", "", "the request body is empty; send a JSON object")
+		return delayq.Invalid(delayq.CodeBadJSON, "", "the request body is empty; send a JSON object")
+	}
+	if err := api.CheckUTF8(body); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -90,7 +94,7 @@ func decodeBytes(body []byte, v any) error {
 		return jsonError(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return delayq.Invalid("bad_json", "", "the request body holds more than one JSON value")
+		return delayq.Invalid(delayq.CodeBadJSON, "", "the request body holds more than one JSON value")
 	}
 	return nil
 }
@@ -99,17 +103,36 @@ func decodeBytes(body []byte, v any) error {
 func jsonError(err error) error {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
+	var ve *delayq.ValidationError
 	switch {
+	case errors.As(err, &ve):
+		return err
+	case errors.As(err, &te) && te.Type == reflect.TypeFor[api.Duration]():
+		return delayq.Invalid(durationCode(te.Field), te.Field, "%s seconds is too large (a duration is at most about 292 years)", strings.TrimPrefix(te.Value, "number "))
 	case errors.As(err, &se):
-		return delayq.Invalid("bad_json", "", "invalid JSON at byte %d: %s", se.Offset, se.Error())
+		return delayq.Invalid(delayq.CodeBadJSON, "", "invalid JSON at byte %d: %s", se.Offset, se.Error())
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return delayq.Invalid("bad_json", "", "the JSON body ends too early")
+		return delayq.Invalid(delayq.CodeBadJSON, "", "the JSON body ends too early")
 	case errors.As(err, &te) && te.Field != "":
-		return delayq.Invalid("bad_json", te.Field, "a JSON %s cannot be a %s", te.Value, te.Type)
+		return delayq.Invalid(delayq.CodeBadJSON, te.Field, "a JSON %s cannot be a %s", te.Value, te.Type)
 	case errors.As(err, &te):
-		return delayq.Invalid("bad_json", "", "the body must be a JSON object, not a %s", te.Value)
+		return delayq.Invalid(delayq.CodeBadJSON, "", "the body must be a JSON object, not a %s", te.Value)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return delayq.Invalid("unknown_field", "", "%s", strings.TrimPrefix(err.Error(), "json: "))
+		return delayq.Invalid(delayq.CodeUnknownField, "", "%s", strings.TrimPrefix(err.Error(), "json: "))
 	}
-	return delayq.Invalid("bad_json", "", "%s", strings.TrimPrefix(err.Error(), "json: "))
+	return delayq.Invalid(delayq.CodeBadJSON, "", "%s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// durationCode is the code of a duration field that cannot be held,
+// named by its last path element ("jobs.delay" is a delay).
+func durationCode(field string) string {
+	switch field[strings.LastIndex(field, ".")+1:] {
+	case "delay":
+		return delayq.CodeBadDelay
+	case "ttr":
+		return delayq.CodeBadTTR
+	case "wait":
+		return delayq.CodeBadWait
+	}
+	return delayq.CodeBadJSON
 }

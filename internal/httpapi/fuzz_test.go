@@ -26,6 +26,8 @@ func FuzzPutRequest(f *testing.F) {
 		`{"body_base64":"/wAB","at":"2030-01-01T00:00:00.123Z"}`,
 		`{"delay":1e308}`, `{"ttr":"-1s"}`, `{"at":"0001-01-01T00:00:00Z"}`, `{"body":"\ud800"}`,
 		`{"body":"x","body_base64":"eA=="}`, `{} {}`, `null`, `[]`, `{"max_attempts":-1}`,
+		"{\"body\":\"a\xffb\"}", `{"body":"\ud83d\ude00"}`, `{"body":"\udc00\ud800"}`,
+		`{"delay":9223372036.854775807}`, `{"delay":"7d"}`, `{"at":"1969-12-31T23:59:59Z"}`,
 	} {
 		f.Add(s)
 	}
@@ -61,6 +63,43 @@ func checkStoredBody(t *testing.T, a *testAPI, req, id string) {
 	if in.Body != nil && (j.Body == nil || *j.Body != *in.Body) {
 		t.Fatalf("put %q stored body %v, want %q", req, j.Body, *in.Body)
 	}
+}
+
+// FuzzFinishBatch: whatever the body of a batch finish, the server never
+// panics, and answers 200 with one result per entry (each ok or with an
+// error object), or a 4xx error object.
+func FuzzFinishBatch(f *testing.F) {
+	for _, s := range []string{
+		`{"jobs":[{"id":"a","reservation":"1-1"},{"id":"b","reservation":""}]}`,
+		`{"jobs":[]}`, `{}`, `{"jobs":[{}]}`, `{"jobs":null}`, `{"jobs":[{"id":"a b","reservation":"x"}]}`,
+		`{"jobs":[{"id":"a","reservation":"1-1","x":1}]}`, `[`, ``,
+	} {
+		f.Add(s)
+	}
+	a := newMemAPI(f, Options{})
+	f.Fuzz(func(t *testing.T, body string) {
+		w := serve(a.h, "POST", "/v1/jobs/finish", body)
+		if w.Code != http.StatusOK {
+			var e api.ErrorResponse
+			if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || w.Code < 400 || w.Code >= 500 || e.Error.Code == "" || e.Error.Message == "" {
+				t.Fatalf("finish %q = %d %s, want 200 or a 4xx error object", body, w.Code, w.Body)
+			}
+			return
+		}
+		var in api.FinishBatchRequest
+		var out api.FinishBatchResponse
+		if err := json.Unmarshal([]byte(body), &in); err != nil {
+			t.Fatalf("finish %q answered 200 but is not a request: %v", body, err)
+		}
+		if err := json.Unmarshal(w.Body.Bytes(), &out); err != nil || len(out.Results) != len(in.Jobs) {
+			t.Fatalf("finish %q = %s, want %d results", body, w.Body, len(in.Jobs))
+		}
+		for _, r := range out.Results {
+			if r.OK == (r.Error != nil) || r.Error != nil && (r.Error.Code == "" || r.Error.Message == "") {
+				t.Fatalf("finish %q: result %+v is neither ok nor an error object", body, r)
+			}
+		}
+	})
 }
 
 // FuzzCommand: whatever the body of an original-protocol request, the

@@ -21,7 +21,7 @@ type Options struct {
 	MaxRequestBytes int64
 	// Cluster lists the live instances for GET /v1/cluster. Nil means this
 	// instance alone, at AdvertiseURL.
-	Cluster func(ctx context.Context) ([]api.Instance, error)
+	Cluster func(ctx context.Context) ([]delayq.Instance, error)
 	// AdvertiseURL is this instance's base URL, e.g. "http://10.0.0.5:7480".
 	// Default: http:// plus the Host the request was sent to.
 	AdvertiseURL string

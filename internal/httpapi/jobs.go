@@ -47,10 +47,6 @@ func (h *handler) putBatch(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	if len(req.Jobs) > delayq.MaxBatch {
-		h.writeError(w, r, delayq.Invalid("batch_too_big", "jobs", "%d jobs in one batch, at most %d", len(req.Jobs), delayq.MaxBatch))
-		return
-	}
 	puts := make([]engine.PutRequest, len(req.Jobs))
 	for i := range req.Jobs {
 		if puts[i], err = toPut(topic, &req.Jobs[i]); err != nil {
@@ -100,21 +96,12 @@ func (h *handler) kickJob(w http.ResponseWriter, r *http.Request) {
 func (h *handler) updateJob(w http.ResponseWriter, r *http.Request) {
 	var req api.UpdateRequest
 	h.jobCallWith(w, r, h.oneJobBytes, &req, func(ref delayq.Ref) (*delayq.Job, error) {
-		body, err := bodyOf(req.Body, req.BodyBase64)
+		body, err := api.DecodeBody(req.Body, req.BodyBase64)
 		if err != nil {
 			return nil, err
 		}
 		u := engine.UpdateRequest{Ref: ref, Body: body, Priority: req.Priority}
-		if req.Delay != nil {
-			d := time.Duration(*req.Delay)
-			u.Delay = &d
-		}
-		if req.At != nil {
-			if req.At.IsZero() {
-				return nil, errZeroAt()
-			}
-			u.At = &req.At.Time
-		}
+		u.Delay, u.At = when(req.Delay, req.At)
 		return h.e.Update(r.Context(), u)
 	})
 }
@@ -132,9 +119,7 @@ func (h *handler) finishJob(w http.ResponseWriter, r *http.Request) {
 func (h *handler) touchJob(w http.ResponseWriter, r *http.Request) {
 	var req api.ActionRequest
 	h.jobCallWith(w, r, smallRequest, &req, func(ref delayq.Ref) (*delayq.Job, error) {
-		if ref.Reservation = req.Reservation; ref.Reservation == "" {
-			return nil, errNoReservation("touch")
-		}
+		ref.Reservation = req.Reservation
 		return h.e.Touch(r.Context(), ref)
 	})
 }
@@ -143,9 +128,7 @@ func (h *handler) touchJob(w http.ResponseWriter, r *http.Request) {
 func (h *handler) buryJob(w http.ResponseWriter, r *http.Request) {
 	var req api.ActionRequest
 	h.jobCallWith(w, r, smallRequest, &req, func(ref delayq.Ref) (*delayq.Job, error) {
-		if ref.Reservation = req.Reservation; ref.Reservation == "" {
-			return nil, errNoReservation("bury")
-		}
+		ref.Reservation = req.Reservation
 		return h.e.Bury(r.Context(), ref, req.Priority)
 	})
 }
@@ -154,9 +137,7 @@ func (h *handler) buryJob(w http.ResponseWriter, r *http.Request) {
 func (h *handler) releaseJob(w http.ResponseWriter, r *http.Request) {
 	var req api.ReleaseRequest
 	h.jobCallWith(w, r, smallRequest, &req, func(ref delayq.Ref) (*delayq.Job, error) {
-		if ref.Reservation = req.Reservation; ref.Reservation == "" {
-			return nil, errNoReservation("release")
-		}
+		ref.Reservation = req.Reservation
 		rel := engine.ReleaseRequest{Ref: ref, Priority: req.Priority}
 		if req.Delay != nil {
 			rel.Delay = time.Duration(*req.Delay)
@@ -169,24 +150,15 @@ func (h *handler) releaseJob(w http.ResponseWriter, r *http.Request) {
 // kick): a reserve naming 1,000 topics of 200 bytes fits.
 const smallRequest = 1 << 20
 
-func errNoReservation(op string) error {
-	return delayq.Invalid("bad_reservation", "reservation", "%s needs the reservation that reserve handed out", op)
-}
-
 // jobCall runs call on the job named by the path's {id} and answers the
 // job it returns.
 func (h *handler) jobCall(w http.ResponseWriter, r *http.Request, call func(delayq.Ref) (*delayq.Job, error)) {
-	id := r.PathValue("id")
-	if err := delayq.CheckID(id); err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	j, err := call(delayq.Ref{ID: id})
+	j, err := call(delayq.Ref{ID: r.PathValue("id")})
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, toJob(j))
+	writeJSON(w, http.StatusOK, api.FromJob(j))
 }
 
 // jobCallWith is jobCall for calls with a JSON request body, decoded into
@@ -204,4 +176,36 @@ func (h *handler) jobCallWith(w http.ResponseWriter, r *http.Request, limit int6
 func pathTopic(r *http.Request) (string, error) {
 	t := r.PathValue("topic")
 	return t, delayq.CheckTopic(t)
+}
+
+// finishBatch: POST /v1/jobs/finish {"jobs":[{"id","reservation"}]} → 200
+// {"results":[{"id","ok"} | {"id","error"}]}, in request order, finished in
+// one durable write. An entry that fails (stale reservation, unknown or
+// malformed id, no reservation) fails alone; only a request that is not
+// JSON, too large or over delayq.MaxBatch entries fails whole. An empty
+// list answers an empty list.
+func (h *handler) finishBatch(w http.ResponseWriter, r *http.Request) {
+	var req api.FinishBatchRequest
+	if err := decode(w, r, smallRequest, &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	refs := make([]delayq.Ref, len(req.Jobs))
+	for i, f := range req.Jobs {
+		refs[i] = delayq.Ref{ID: f.ID, Reservation: f.Reservation}
+	}
+	errs, err := h.e.FinishBatch(r.Context(), refs)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	resp := api.FinishBatchResponse{Results: make([]api.FinishResult, len(errs))}
+	for i, err := range errs {
+		resp.Results[i] = api.FinishResult{ID: req.Jobs[i].ID, OK: err == nil}
+		if err != nil {
+			e := api.ErrorOf(err)
+			resp.Results[i].Error = &e
+		}
+	}
+	writeJSON(w, http.StatusOK, resp)
 }

@@ -20,6 +20,7 @@ func (h *handler) routes() {
 
 	m.HandleFunc("POST /v1/reserve", h.reserve)
 
+	m.HandleFunc("POST /v1/jobs/finish", h.finishBatch)
 	m.HandleFunc("GET /v1/jobs/{id}", h.getJob)
 	m.HandleFunc("PATCH /v1/jobs/{id}", h.updateJob)
 	m.HandleFunc("DELETE /v1/jobs/{id}", h.deleteJob)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/api"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/store/diskstore"
@@ -64,9 +65,9 @@ func TestCluster(t *testing.T) {
 	}{
 		{"from the request host", Options{}, []api.Instance{{URL: "http://example.com"}}},
 		{"advertised", Options{AdvertiseURL: "http://10.0.0.5:7480"}, []api.Instance{{URL: "http://10.0.0.5:7480"}}},
-		{"cluster", Options{Cluster: func(context.Context) ([]api.Instance, error) {
-			return []api.Instance{{URL: "http://a:1"}, {URL: "http://b:1"}}, nil
-		}}, []api.Instance{{URL: "http://a:1"}, {URL: "http://b:1"}}},
+		{"cluster", Options{Cluster: func(context.Context) ([]delayq.Instance, error) {
+			return []delayq.Instance{{URL: "http://a:1", Protocols: []string{"http"}, Since: time.UnixMilli(1e12)}, {URL: "http://b:1", Buckets: []int{2}}}, nil
+		}}, []api.Instance{{URL: "http://a:1", Protocols: []string{"http"}, Since: &api.Time{Time: time.UnixMilli(1e12)}}, {URL: "http://b:1", Buckets: []int{2}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -83,7 +84,7 @@ func TestCluster(t *testing.T) {
 func TestClusterError(t *testing.T) {
 	t.Parallel()
 	var logged bytes.Buffer
-	a := newAPI(t, Options{Logger: slogTo(&logged), Cluster: func(context.Context) ([]api.Instance, error) {
+	a := newAPI(t, Options{Logger: slogTo(&logged), Cluster: func(context.Context) ([]delayq.Instance, error) {
 		return nil, errors.New("redis is on fire")
 	}})
 	code, body := a.do("GET", "/v1/cluster", "")

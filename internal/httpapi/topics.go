@@ -8,14 +8,8 @@ import (
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/api"
-	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/engine"
 )
-
-// maxKick bounds the n of a topic kick, like a batch put.
-const maxKick = 1000
-
-// defaultListLimit is the page size of GET /v1/topics/{topic}/jobs.
-const defaultListLimit = 100
 
 // getTopics: GET /v1/topics → {"topics":[...]}.
 func (h *handler) getTopics(w http.ResponseWriter, r *http.Request) {
@@ -55,10 +49,10 @@ func (h *handler) listJobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	p := store.ListParams{Topic: topic, State: delayq.State(q.Get("state")), Cursor: q.Get("cursor"), Limit: defaultListLimit}
+	p := engine.ListRequest{Topic: topic, State: delayq.State(q.Get("state")), Cursor: q.Get("cursor")}
 	if s := q.Get("limit"); s != "" {
 		if p.Limit, err = strconv.Atoi(s); err != nil {
-			h.writeError(w, r, delayq.Invalid("bad_limit", "limit", "%q is not a whole number", s))
+			h.writeError(w, r, delayq.Invalid(delayq.CodeBadLimit, "limit", "%q is not a whole number", s))
 			return
 		}
 	}
@@ -67,7 +61,7 @@ func (h *handler) listJobs(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.JobsResponse{Jobs: toJobs(res.Jobs), Next: res.Next})
+	writeJSON(w, http.StatusOK, api.JobsResponse{Jobs: api.FromJobs(res.Jobs), Next: res.Next})
 }
 
 // kickTopic: POST /v1/topics/{topic}/kick {"n"} → {"kicked"}.
@@ -82,38 +76,35 @@ func (h *handler) kickTopic(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	if req.N < 1 || req.N > maxKick {
-		h.writeError(w, r, delayq.Invalid("bad_n", "n", "%d is not between 1 and %d", req.N, maxKick))
-		return
-	}
-	n, err := h.e.Kick(r.Context(), topic, req.N)
+	res, err := h.e.Kick(r.Context(), topic, req.N)
 	if err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.KickResponse{Kicked: n})
+	writeJSON(w, http.StatusOK, api.KickResponse{Kicked: res.Kicked, State: string(res.State)})
 }
 
 // cluster: GET /v1/cluster → {"instances":[...]}.
 func (h *handler) cluster(w http.ResponseWriter, r *http.Request) {
-	var instances []api.Instance
-	if h.opts.Cluster != nil {
-		var err error
-		if instances, err = h.opts.Cluster(r.Context()); err != nil {
-			h.writeError(w, r, err)
-			return
-		}
-	} else {
+	resp := api.ClusterResponse{Instances: []api.Instance{}}
+	if h.opts.Cluster == nil {
 		u := h.opts.AdvertiseURL
 		if u == "" {
 			u = "http://" + r.Host
 		}
-		instances = []api.Instance{{URL: u}}
+		resp.Instances = append(resp.Instances, api.Instance{URL: u})
+		writeJSON(w, http.StatusOK, resp)
+		return
 	}
-	if instances == nil {
-		instances = []api.Instance{}
+	instances, err := h.opts.Cluster(r.Context())
+	if err != nil {
+		h.writeError(w, r, err)
+		return
 	}
-	writeJSON(w, http.StatusOK, api.ClusterResponse{Instances: instances})
+	for _, in := range instances {
+		resp.Instances = append(resp.Instances, api.FromInstance(in))
+	}
+	writeJSON(w, http.StatusOK, resp)
 }
 
 // healthz: GET /healthz → 200 {"status":"ok"}; 503 draining while the

@@ -200,7 +200,7 @@
         href: topicHref(name, s ? { state: s, ...keep } : keep),
         class: s === state ? 'current' : undefined,
       }, s || 'all', s ? ` (${t[s]})` : ` (${STATES.reduce((n, x) => n + t[x], 0)})`)));
-    const n = el('input', { type: 'number', min: 1, max: 1000, value: 10, id: 'kick-n', 'aria-label': 'jobs to kick' });
+    const n = el('input', { type: 'number', min: 1, max: 4294967295, value: 10, id: 'kick-n', 'aria-label': 'jobs to kick' });
     const kick = el('form', { class: 'inline', id: 'kick-topic' },
       'Kick up to ', n, ' jobs ', el('button', { type: 'submit' }, 'Kick'),
       el('span', { class: 'muted' }, ' (buried ones if any, else delayed ones, become ready)'));
@@ -208,7 +208,8 @@
       ev.preventDefault();
       act(async () => {
         const r = await call('kickTopic', { topic: name }, { n: Number(n.value) });
-        return `Kicked ${r.kicked} job(s) of ${name}.`;
+        const kind = r.state ? `${r.state} ` : '';
+        return `Kicked ${r.kicked} ${kind}job(s) of ${name}.`;
       });
     });
     setView(

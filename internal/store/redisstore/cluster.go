@@ -8,13 +8,13 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/delayq/delayq/api"
+	"github.com/delayq/delayq"
 )
 
 // Instances lists the live instances of the deployment for GET
 // /v1/cluster: each one's advertised URL, protocols, the timer buckets it
 // leases and since when it runs, sorted by URL.
-func (s *Store) Instances(ctx context.Context) ([]api.Instance, error) {
+func (s *Store) Instances(ctx context.Context) ([]delayq.Instance, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -31,7 +31,7 @@ func (s *Store) Instances(ctx context.Context) ([]api.Instance, error) {
 	for i, id := range ids {
 		cmds[i] = s.c.B().Hgetall().Key(s.k.instance(id)).Build()
 	}
-	out := []api.Instance{}
+	out := []delayq.Instance{}
 	for i, r := range s.c.DoMulti(ctx, cmds...) {
 		m, err := r.AsStrMap()
 		if err != nil {
@@ -42,17 +42,17 @@ func (s *Store) Instances(ctx context.Context) ([]api.Instance, error) {
 		}
 		out = append(out, instance(m, owners[ids[i]]))
 	}
-	slices.SortFunc(out, func(a, b api.Instance) int { return strings.Compare(a.URL, b.URL) })
+	slices.SortFunc(out, func(a, b delayq.Instance) int { return strings.Compare(a.URL, b.URL) })
 	return out, nil
 }
 
-func instance(m map[string]string, buckets []int) api.Instance {
-	in := api.Instance{URL: m["url"], Buckets: buckets}
+func instance(m map[string]string, buckets []int) delayq.Instance {
+	in := delayq.Instance{URL: m["url"], Buckets: buckets}
 	if m["protocols"] != "" {
 		in.Protocols = strings.Split(m["protocols"], ",")
 	}
 	if v, err := strconv.ParseInt(m["since"], 10, 64); err == nil {
-		in.Since = &api.Time{Time: fromMS(v)}
+		in.Since = fromMS(v)
 	}
 	return in
 }

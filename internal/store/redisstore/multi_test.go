@@ -119,7 +119,7 @@ func TestInstancesListsLiveMembers(t *testing.T) {
 		if want := fmt.Sprintf("http://127.0.0.1:%d", 7000+i); in.URL != want {
 			t.Errorf("Instances()[%d].URL = %q, want %q", i, in.URL, want)
 		}
-		if in.Since == nil || !slices.Equal(in.Protocols, []string{"http"}) {
+		if in.Since.IsZero() || !slices.Equal(in.Protocols, []string{"http"}) {
 			t.Errorf("Instances()[%d] = %+v, want since and protocols [http]", i, in)
 		}
 		all = append(all, in.Buckets...)

@@ -1,0 +1,171 @@
+package delayq
+
+import (
+	"errors"
+	"strings"
+)
+
+// Error codes: the machine-readable name of every failure, the same on
+// every front end and in every client. The engine is the only place that
+// chooses a validation code; front ends and clients only carry it.
+const (
+	// Codes of the sentinel errors.
+	CodeNotFound    = "not_found"
+	CodeExists      = "exists"
+	CodeNotReserved = "not_reserved"
+	CodeBadState    = "bad_state" // also a List request naming no state
+	CodeDraining    = "draining"
+	CodeUnavailable = "unavailable"
+	CodeDiskFull    = "disk_full"
+	CodeInternal    = "internal"
+
+	// Validation codes (a *ValidationError's Code).
+	CodeBadJSON         = "bad_json"
+	CodeUnknownField    = "unknown_field"
+	CodeBadTopic        = "bad_topic"
+	CodeBadTopics       = "bad_topics"
+	CodeTooManyTopics   = "too_many_topics"
+	CodeBadID           = "bad_id"
+	CodeBadBody         = "bad_body"
+	CodeBodyTooBig      = "body_too_big"
+	CodeBadDelay        = "bad_delay"
+	CodeBadAt           = "bad_at"
+	CodeBadTTR          = "bad_ttr"
+	CodeBadMaxAttempts  = "bad_max_attempts"
+	CodeBadBatch        = "bad_batch"
+	CodeBatchTooBig     = "batch_too_big"
+	CodeBadN            = "bad_n"
+	CodeBadWait         = "bad_wait"
+	CodeWaitTooLong     = "wait_too_long"
+	CodeBadReservation  = "bad_reservation"
+	CodeBadLimit        = "bad_limit"
+	CodeBadCursor       = "bad_cursor"
+	CodeBadTimeout      = "bad_timeout"
+	CodeBadUTF8         = "bad_utf8"
+	CodeRequestTooLarge = "request_too_large"
+)
+
+// sentinelCodes pairs each sentinel with its code.
+var sentinelCodes = []struct {
+	err  error
+	code string
+}{
+	{ErrNotFound, CodeNotFound},
+	{ErrExists, CodeExists},
+	{ErrNotReserved, CodeNotReserved},
+	{ErrState, CodeBadState},
+	{ErrDraining, CodeDraining},
+	{ErrUnavailable, CodeUnavailable},
+	{ErrDiskFull, CodeDiskFull},
+}
+
+// CodeOf returns the code of err: a validation error's own code, the
+// code of the sentinel it wraps, or CodeInternal. Metrics label outcomes
+// with it and the HTTP API answers it.
+func CodeOf(err error) string {
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		return ve.Code
+	}
+	for _, s := range sentinelCodes {
+		if errors.Is(err, s.err) {
+			return s.code
+		}
+	}
+	return CodeInternal
+}
+
+// SentinelOf returns the sentinel error that code stands for, or nil.
+func SentinelOf(code string) error {
+	for _, s := range sentinelCodes {
+		if s.code == code {
+			return s.err
+		}
+	}
+	return nil
+}
+
+// JobError is a sentinel error about one job, named for people:
+// `job "nosuch" not found` rather than the layers it passed through.
+// The engine wraps the stores' errors in it, so every front end reports
+// the same words.
+type JobError struct {
+	Ref Ref
+	Err error // the sentinel: ErrNotFound, ErrExists, ErrNotReserved or ErrState
+	// Cause is the error as the store gave it, kept for logs.
+	Cause error
+	// Detail, when set, replaces the sentinel's words after the job's
+	// name ("is reserved; ...") where the caller knows better.
+	Detail string
+}
+
+func (e *JobError) Error() string {
+	name := "job " + e.Ref.String()
+	if e.Detail != "" {
+		return name + " " + e.Detail
+	}
+	switch e.Err {
+	case ErrNotFound:
+		return name + " not found"
+	case ErrExists:
+		return name + " already exists"
+	case ErrNotReserved:
+		return name + " is not reserved by you"
+	case ErrState:
+		return name + " is not in a state that allows this"
+	}
+	return name + ": " + Message(e.Err)
+}
+
+// Unwrap returns the sentinel and the store's error.
+func (e *JobError) Unwrap() []error { return []error{e.Err, e.Cause} }
+
+// ForJob names ref in err when err is one of the sentinels about a job;
+// other errors pass through unchanged.
+func ForJob(ref Ref, err error) error { return ForJobDetail(ref, err, nil) }
+
+// ForJobDetail is ForJob with words of the caller's for some sentinels
+// (detail[ErrState] = "is ready, not buried or delayed").
+func ForJobDetail(ref Ref, err error, detail map[error]string) error {
+	if err == nil {
+		return nil
+	}
+	var je *JobError
+	if errors.As(err, &je) {
+		return err
+	}
+	for _, s := range []error{ErrNotFound, ErrExists, ErrNotReserved, ErrState} {
+		if errors.Is(err, s) {
+			return &JobError{Ref: ref, Err: s, Cause: err, Detail: detail[s]}
+		}
+	}
+	return err
+}
+
+// Message is err's text for people: what is wrong, without the layers
+// (store, engine, package prefixes) it passed through. Errors it does not
+// know keep their own text.
+func Message(err error) string {
+	var ve *ValidationError
+	var je *JobError
+	switch {
+	case errors.As(err, &ve):
+		if ve.Field == "" {
+			return ve.Reason
+		}
+		return ve.Field + ": " + ve.Reason
+	case errors.As(err, &je):
+		return je.Error()
+	}
+	if errors.Is(err, ErrUnavailable) {
+		// The cause (a Redis or disk error) is for the operator's log,
+		// where the server writes it; the caller learns what failed.
+		return "store unavailable; the server log says why"
+	}
+	for _, s := range sentinelCodes {
+		if errors.Is(err, s.err) {
+			return strings.TrimPrefix(s.err.Error(), "delayq: ")
+		}
+	}
+	return err.Error()
+}

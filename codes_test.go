@@ -1,0 +1,32 @@
+package delayq
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+// TestMessageNamesTheProblem: whatever layers wrapped a sentinel, the
+// message for people is the job and the problem.
+func TestMessageNamesTheProblem(t *testing.T) {
+	layered := fmt.Errorf("diskstore: job %s: %w", Ref{ID: "nosuch"}, ErrNotFound)
+	err := ForJob(Ref{ID: "nosuch"}, layered)
+	if got := Message(err); got != `job "nosuch" not found` {
+		t.Errorf("Message = %q", got)
+	}
+	if !errors.Is(err, ErrNotFound) || !errors.Is(err, layered) || CodeOf(err) != CodeNotFound {
+		t.Errorf("ForJob lost the sentinel or the cause: %v", err)
+	}
+	if got := Message(Invalid(CodeBadTTR, "ttr", "too short")); got != "ttr: too short" {
+		t.Errorf("Message(validation) = %q", got)
+	}
+	if got := Message(fmt.Errorf("redisstore: put: %w: dial", ErrUnavailable)); got != "store unavailable; the server log says why" {
+		t.Errorf("Message(unavailable) = %q", got)
+	}
+	if ForJob(Ref{ID: "a"}, ErrDraining) != ErrDraining || ForJob(Ref{}, nil) != nil {
+		t.Error("ForJob changed an error that is not about a job")
+	}
+	if SentinelOf(CodeNotReserved) != ErrNotReserved || SentinelOf(CodeBadTTR) != nil {
+		t.Error("SentinelOf maps codes wrongly")
+	}
+}
