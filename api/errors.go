@@ -44,6 +44,10 @@ func CodeOf(err error) (code string, status int) {
 	if errors.As(err, &ve) {
 		return ve.Code, http.StatusBadRequest
 	}
+	var le *delayq.LimitError
+	if errors.As(err, &le) {
+		return le.Code, LimitStatus(le)
+	}
 	for _, s := range sentinels {
 		if errors.Is(err, s.err) {
 			return s.code, s.status
