@@ -50,9 +50,15 @@ func init() {
 // dispatch parses a line, counts the command as beanstalkd does (only
 // once its arguments parsed), and runs it.
 func (c *conn) dispatch(line []byte) {
+	if !c.guard(line) {
+		return
+	}
 	cmd, err := parseCommand(line)
 	if err != nil {
 		c.reply(err)
+		return
+	}
+	if !c.authorize(&cmd) {
 		return
 	}
 	c.srv.stats.ops[cmd.op].Add(1)
