@@ -71,8 +71,12 @@ func NewClient(addrs []string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o.applyClient(&cfg)
 	}
+	hc, err := cfg.secure()
+	if err != nil {
+		return nil, err
+	}
 	return &Client{
-		hc: cfg.hc, addrs: newAddrSet(bases), maxAttempts: max(cfg.maxAttempts, 1),
+		hc: hc, addrs: newAddrSet(bases), maxAttempts: max(cfg.maxAttempts, 1),
 		retryWait: cfg.retryWait, timeout: cfg.timeout, discover: cfg.discover, log: cfg.log,
 	}, nil
 }

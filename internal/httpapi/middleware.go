@@ -20,6 +20,12 @@ import (
 	"github.com/delayq/delayq/internal/limits"
 )
 
+// DefaultMaxRequestBytes is the largest request the API reads: a full batch
+// (delayq.MaxBatch jobs) of base64 bodies of maxBody bytes.
+func DefaultMaxRequestBytes(maxBody int64) int64 {
+	return delayq.MaxBatch * ((maxBody+2)/3*4 + perJobOverhead)
+}
+
 // GuardOptions configure Guard. Nil fields check nothing, which is how the
 // server runs without tokens or limits.
 type GuardOptions struct {
@@ -35,7 +41,8 @@ type GuardOptions struct {
 	// Bytes bounds the bytes of request bodies in flight.
 	Bytes *limits.Bytes
 	// MaxRequestBytes is the share a body of unknown length takes of
-	// Bytes (the largest request the API accepts).
+	// Bytes: the largest request the API accepts. Default
+	// DefaultMaxRequestBytes of the engine's MaxBody.
 	MaxRequestBytes int64
 	// Logger receives refused requests at debug level and reloads.
 	Logger *slog.Logger
@@ -49,6 +56,9 @@ type GuardOptions struct {
 func Guard(e *engine.Engine, next http.Handler, o GuardOptions) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.MaxRequestBytes <= 0 {
+		o.MaxRequestBytes = DefaultMaxRequestBytes(int64(e.Config().MaxBody))
 	}
 	g := &guard{e: e, next: next, o: o, mux: http.NewServeMux()}
 	g.routes()
