@@ -25,8 +25,9 @@ const (
 	CodeTooManyConns = "too_many_connections"
 	// CodeTooManyWaiting: waiting reserves reached their bound (503).
 	CodeTooManyWaiting = "too_many_waiting_reserves"
-	// CodeTooManyTopics: a put would create a topic beyond the bound (507).
-	CodeTooManyTopics = "too_many_topics"
+	// CodeTooManyTopics: a put would create a topic beyond --max-topics
+	// (507). (A reserve naming too many topics is the 400 too_many_topics.)
+	CodeTooManyTopics = "topic_limit"
 )
 
 // LimitStatus is the HTTP status of a limit refusal: 429 for a client's own

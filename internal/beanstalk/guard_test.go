@@ -200,3 +200,20 @@ func TestWaitingReservesBound(t *testing.T) {
 		t.Fatalf("the waiting reserve got %q", line)
 	}
 }
+
+// A watch list longer than a reserve may name used to be accepted, and
+// every reserve then failed with BAD_FORMAT.
+func TestWatchBound(t *testing.T) {
+	t.Parallel()
+	ts := startGuarded(t, engine.Config{MaxReserveTopics: 3}, func(*Server) {})
+	c, r := dial(t, ts.addr)
+	for i, want := range []string{"WATCHING 2", "WATCHING 3", "OUT_OF_MEMORY", "WATCHING 3"} {
+		tube := []string{"a", "b", "c", "b"}[i]
+		if got := roundTrip(t, c, r, "watch "+tube); got != want {
+			t.Fatalf("watch %s = %q, want %q", tube, got, want)
+		}
+	}
+	if got := roundTrip(t, c, r, "reserve-with-timeout 0"); got != "TIMED_OUT" {
+		t.Fatalf("reserve = %q", got)
+	}
+}

@@ -23,6 +23,7 @@ const (
 	errNotFound       protoError = "NOT_FOUND"
 	errNotIgnored     protoError = "NOT_IGNORED"
 	errInternal       protoError = "INTERNAL_ERROR"
+	errOutOfMemory    protoError = "OUT_OF_MEMORY"
 )
 
 // replyLine maps any error a command returns to its reply line: the one
