@@ -182,7 +182,7 @@ func (c *conn) readLine() ([]byte, error) {
 			discarding = true
 		}
 		if c.srv.limits.IdleTimeout > 0 {
-			c.setReadDeadline(time.Now().Add(c.srv.limits.IdleTimeout))
+			c.setReadDeadline(c.idleDeadline())
 		}
 		if err := c.fill(); err != nil {
 			return nil, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"time"
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/auth"
@@ -151,6 +152,16 @@ func (c *conn) jobAllows(seq uint64, scopes ...auth.Scope) bool {
 		}
 	}
 	return false
+}
+
+// idleDeadline is when an idle connection is closed: IdleTimeout from now,
+// or never while it holds reserved jobs (a worker busy with a long job
+// sends nothing, and closing it would hand its job to another worker).
+func (c *conn) idleDeadline() time.Time {
+	if len(c.held) > 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(c.srv.limits.IdleTimeout)
 }
 
 // opName is the command's word, for logs.

@@ -217,3 +217,28 @@ func TestWatchBound(t *testing.T) {
 		t.Fatalf("reserve = %q", got)
 	}
 }
+
+// A worker busy with a job sends nothing for a while: the idle timeout
+// must not close it (that would hand its job to another worker).
+func TestIdleTimeoutSparesWorkersHoldingJobs(t *testing.T) {
+	t.Parallel()
+	ts := startGuarded(t, engine.Config{}, func(s *Server) { s.Limits = Limits{IdleTimeout: 100 * time.Millisecond} })
+	worker, wr := dial(t, ts.addr)
+	if got := roundTrip(t, worker, wr, "put 0 0 60 1\r\nx"); !strings.HasPrefix(got, "INSERTED") {
+		t.Fatal(got)
+	}
+	if got := roundTrip(t, worker, wr, "reserve"); !strings.HasPrefix(got, "RESERVED") {
+		t.Fatal(got)
+	}
+	wr.ReadString('\n') // the body
+	// A connection that starts idling after the worker did is closed; by
+	// then the worker has been idle longer, and must still be open.
+	idler, ir := dial(t, ts.addr)
+	roundTrip(t, idler, ir, "list-tube-used")
+	if !closed(t, idler, 5*time.Second) {
+		t.Fatal("an idle connection was kept")
+	}
+	if got := roundTrip(t, worker, wr, "delete 1"); got != "DELETED" {
+		t.Fatalf("the worker after the idle timeout: %q", got)
+	}
+}

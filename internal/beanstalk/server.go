@@ -46,7 +46,8 @@ type Limits struct {
 	// Default 60s.
 	BodyTimeout time.Duration
 	// IdleTimeout closes a connection that sends no command for this long,
-	// except while it waits in a reserve. Default 0: never, as beanstalkd.
+	// except while it waits in a reserve or holds reserved jobs. Default 0:
+	// never, as beanstalkd.
 	IdleTimeout time.Duration
 }
 
