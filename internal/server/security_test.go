@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -369,4 +370,29 @@ func TestTLSAndMutualTLS(t *testing.T) {
 			t.Fatalf("stats = %q", got)
 		}
 	})
+}
+
+// SIGHUP reloads the auth file: a token added to it works without a
+// restart.
+func TestSIGHUPReloadsTokens(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.AuthFile = authFile(t, "shop-token")
+	s := startServer(t, cfg, &syncBuffer{})
+	hc := plainClient(t)
+	os.WriteFile(cfg.AuthFile, mustRead(t, authFile(t, "rotated-token")), 0o600)
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		status, _ := secCall(t, hc, "POST", s.URL()+"/v1/topics/orders/jobs", "rotated-token", "", `{"body":"x"}`)
+		if status == 201 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the rotated token still answers %d after SIGHUP", status)
+		}
+		time.Sleep(5 * time.Millisecond) // polling for the reload to be seen
+	}
 }
