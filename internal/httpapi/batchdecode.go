@@ -32,7 +32,11 @@ func decodeBatchFrom(body io.Reader, req *api.BatchRequest) error {
 	if err != nil {
 		return streamError(err)
 	}
-	if tok != json.Delim('{') {
+	switch tok {
+	case nil: // null decodes to no jobs, as the whole-body decoder has it
+		return expectEOF(dec)
+	case json.Delim('{'):
+	default:
 		return delayq.Invalid("bad_json", "", "the body must be a JSON object")
 	}
 	for dec.More() {
@@ -50,6 +54,11 @@ func decodeBatchFrom(body io.Reader, req *api.BatchRequest) error {
 	if _, err := dec.Token(); err != nil { // the closing '}'
 		return streamError(err)
 	}
+	return expectEOF(dec)
+}
+
+// expectEOF refuses anything after the body's one JSON value.
+func expectEOF(dec *json.Decoder) error {
 	if _, err := dec.Token(); err != io.EOF {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {

@@ -351,6 +351,11 @@ func TestTLSAndMutualTLS(t *testing.T) {
 			t.Fatalf("reserve = %q", got) // the job the SDK put above
 		}
 		r.ReadString('\n') // its body
+		// A reserve that waits (the connection watched for a hang-up
+		// meanwhile) leaves the TLS connection usable.
+		if got := line(t, c, r, "reserve-with-timeout 1"); got != "TIMED_OUT" {
+			t.Fatalf("waiting reserve = %q", got)
+		}
 		if got := line(t, c, r, "use orders"); got != "USING orders" {
 			t.Fatal(got)
 		}
