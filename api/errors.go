@@ -66,7 +66,10 @@ func (e ErrorResponse) Err(status int) error {
 		}
 	}
 	re := &RemoteError{Status: status, Code: e.Error.Code, Message: e.Error.Message}
-	if status >= 400 && status < 500 {
+	switch {
+	case IsLimitCode(e.Error.Code):
+		re.sentinel = delayq.ErrLimit
+	case status >= 400 && status < 500:
 		re.sentinel = delayq.ErrInvalid
 	}
 	return re

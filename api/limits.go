@@ -41,3 +41,21 @@ func LimitStatus(le *delayq.LimitError) int {
 	}
 	return http.StatusServiceUnavailable
 }
+
+// IsLimitCode reports whether code is a refusal by a limit (the answer then
+// wraps delayq.ErrLimit on the client's side): the request changed
+// nothing.
+func IsLimitCode(code string) bool {
+	switch code {
+	case CodeRateLimited, CodeTooManyBytes, CodeTooManyConns, CodeTooManyWaiting, CodeTooManyTopics:
+		return true
+	}
+	return false
+}
+
+// IsMomentaryLimit reports whether a limit refusal may clear by itself
+// (load, rate), so the same request may be sent again after a pause; the
+// topic limit stays until topics are emptied.
+func IsMomentaryLimit(code string) bool {
+	return IsLimitCode(code) && code != CodeTooManyTopics
+}

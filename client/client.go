@@ -195,6 +195,9 @@ func (c *Client) once(ctx context.Context, base string, cl call, body []byte, re
 	if errors.Is(rerr, delayq.ErrDraining) {
 		return rerr, true // refused before doing anything: safe to send elsewhere
 	}
+	if re := (*api.RemoteError)(nil); errors.As(rerr, &re) && api.IsMomentaryLimit(re.Code) {
+		return rerr, true // a limit refused it before doing anything; retried after the backoff
+	}
 	return rerr, cl.mode == retrySafe && errors.Is(rerr, delayq.ErrUnavailable)
 }
 

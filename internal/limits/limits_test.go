@@ -110,3 +110,14 @@ func TestRates(t *testing.T) {
 		t.Fatal("rate 0 must bound nothing")
 	}
 }
+
+// On the client's side a limit's answer wraps delayq.ErrLimit.
+func TestLimitAnswersWrapErrLimit(t *testing.T) {
+	t.Parallel()
+	for _, code := range []string{api.CodeRateLimited, api.CodeTooManyBytes, api.CodeTooManyTopics} {
+		err := api.ErrorResponse{Error: api.ErrorBody{Code: code, Message: "m"}}.Err(503)
+		if !errors.Is(err, delayq.ErrLimit) || errors.Is(err, delayq.ErrInvalid) {
+			t.Errorf("%s: %v does not wrap ErrLimit alone", code, err)
+		}
+	}
+}
