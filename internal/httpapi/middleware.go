@@ -76,39 +76,47 @@ type guard struct {
 // that becomes a 403 (or the error's own answer).
 type rule func(g *guard, r *http.Request, p *auth.Principal) error
 
-// routes maps each route of routes.go to the scope it needs. Routes that
-// act on a reservation need consume on some topic only: the reservation,
-// which only the consumer that reserved the job holds, proves the rest.
-func (g *guard) routes() {
-	on := func(pattern string, rl rule) {
-		g.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) { g.serve(w, r, rl) })
-	}
-	on("POST /v1/topics/{topic}/jobs", onTopic(auth.Produce))
-	on("POST /v1/topics/{topic}/jobs/batch", onTopic(auth.Produce))
-	on("GET /v1/topics/{topic}/jobs", onTopic(auth.Read))
-	on("POST /v1/topics/{topic}/kick", onTopic(auth.Admin))
-	on("GET /v1/topics/{topic}", onTopic(auth.Read))
-	on("GET /v1/topics", onAll(auth.Read))
-	on("POST /v1/reserve", onReserve)
-	on("GET /v1/jobs/{id}", onJob(auth.Read))
-	on("PATCH /v1/jobs/{id}", onJob(auth.Admin))
-	on("DELETE /v1/jobs/{id}", onJob(auth.Produce, auth.Admin)) // a producer revokes its jobs
-	for _, a := range []string{"finish", "release", "touch", "bury"} {
-		on("POST /v1/jobs/{id}/"+a, onSome(auth.Consume))
-	}
-	on("POST /v1/jobs/{id}/kick", onJob(auth.Admin))
-	on("GET /v1/cluster", authenticated)
-	on("GET /metrics", onAll(auth.Read))
+// guardRules maps each route of routes.go to the scope it needs (a test
+// keeps the two lists equal). Routes that act on a reservation need
+// consume on some topic only: the reservation, which only the consumer
+// that reserved the job holds, proves the rest. A nil rule is open.
+var guardRules = []struct {
+	pattern string
+	rule    rule
+}{
+	{"POST /v1/topics/{topic}/jobs", onTopic(auth.Produce)},
+	{"POST /v1/topics/{topic}/jobs/batch", onTopic(auth.Produce)},
+	{"GET /v1/topics/{topic}/jobs", onTopic(auth.Read)},
+	{"POST /v1/topics/{topic}/kick", onTopic(auth.Admin)},
+	{"GET /v1/topics/{topic}", onTopic(auth.Read)},
+	{"GET /v1/topics", onAll(auth.Read)},
+	{"POST /v1/reserve", onReserve},
+	{"GET /v1/jobs/{id}", onJob(auth.Read)},
+	{"PATCH /v1/jobs/{id}", onJob(auth.Admin)},
+	{"DELETE /v1/jobs/{id}", onJob(auth.Produce, auth.Admin)}, // a producer revokes its jobs
+	{"POST /v1/jobs/{id}/finish", onSome(auth.Consume)},
+	{"POST /v1/jobs/{id}/release", onSome(auth.Consume)},
+	{"POST /v1/jobs/{id}/touch", onSome(auth.Consume)},
+	{"POST /v1/jobs/{id}/bury", onSome(auth.Consume)},
+	{"POST /v1/jobs/{id}/kick", onJob(auth.Admin)},
+	{"GET /v1/cluster", authenticated},
+	{"GET /metrics", onAll(auth.Read)},
 	// The original protocol names its topic inside the body, after this
 	// check: it needs produce and consume on every topic.
-	on("POST /{$}", onAll(auth.Produce, auth.Consume))
-	on("POST /v1/command", onAll(auth.Produce, auth.Consume))
+	{"POST /{$}", onAll(auth.Produce, auth.Consume)},
+	{"POST /v1/command", onAll(auth.Produce, auth.Consume)},
 	// Open: load balancers probe health, and the dashboard's static files
 	// hold no data (it asks for a token when the API answers 401).
-	on("GET /healthz", nil)
-	on("/ui/", nil)
-	on("GET /{$}", nil)
-	on("/", authenticated) // unknown paths and methods: the API answers them
+	{"GET /healthz", nil},
+	{"/ui/", nil},
+	{"GET /{$}", nil},
+}
+
+// routes registers guardRules on the guard's own mux.
+func (g *guard) routes() {
+	for _, gr := range guardRules {
+		g.mux.HandleFunc(gr.pattern, func(w http.ResponseWriter, r *http.Request) { g.serve(w, r, gr.rule) })
+	}
 }
 
 func authenticated(*guard, *http.Request, *auth.Principal) error { return nil }
@@ -214,6 +222,12 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !g.o.Hosts.Allowed(r.Host) {
 		g.refuse(w, r, &statusError{http.StatusForbidden, api.CodeHostNotAllowed,
 			"the Host " + strconv.Quote(r.Host) + " is not one of this server's names (--allowed-hosts); a page from another site cannot use this API"})
+		return
+	}
+	if _, pattern := g.mux.Handler(r); pattern == "" {
+		// No route (the API answers 404 or 405): a valid token is
+		// enough to learn that.
+		g.serve(w, r, authenticated)
 		return
 	}
 	g.mux.ServeHTTP(w, r)
