@@ -99,6 +99,7 @@ var guardRules = []struct {
 	{"POST /v1/jobs/{id}/touch", onSome(auth.Consume)},
 	{"POST /v1/jobs/{id}/bury", onSome(auth.Consume)},
 	{"POST /v1/jobs/{id}/kick", onJob(auth.Admin)},
+	{"GET /v1/backup", onAll(auth.Admin)}, // a checkpoint holds every job
 	{"GET /v1/cluster", authenticated},
 	{"GET /metrics", onAll(auth.Read)},
 	// The original protocol names its topic inside the body, after this
@@ -108,6 +109,7 @@ var guardRules = []struct {
 	// Open: load balancers probe health, and the dashboard's static files
 	// hold no data (it asks for a token when the API answers 401).
 	{"GET /healthz", nil},
+	{"GET /readyz", nil},
 	{"/ui/", nil},
 	{"GET /{$}", nil},
 }
