@@ -93,10 +93,11 @@ var tooManyConns = func() string {
 		fmt.Sprintf("Content-Length: %d\r\n\r\n", len(body)) + body
 }()
 
-// secureBeanstalk wraps the beanstalkd listener in TLS when it is on.
+// secureBeanstalk serves TLS on the beanstalkd listener when it is on,
+// beside plain TCP for clients that cannot do TLS (sniff.go).
 func (s *Server) secureBeanstalk(l net.Listener) net.Listener {
 	if s.sec.tls != nil {
-		return tls.NewListener(l, s.sec.tls.Config())
+		return &sniffListener{Listener: l, cfg: s.sec.tls.Config()}
 	}
 	return l
 }
@@ -115,17 +116,20 @@ func (s *Server) guardBeanstalk(b *beanstalk.Server) {
 	}
 }
 
-// admitBeanstalk names a beanstalkd connection's principal: a verified
-// client certificate maps to its auth entry (or to nobody); a connection
-// without one is trusted only where CheckExposure let plain connections
-// in (loopback, or --beanstalk-insecure-listen).
+// admitBeanstalk names a beanstalkd connection's principal. Over TLS, a
+// verified client certificate maps to its auth entry; without one (or
+// unmapped) the connection is nobody. A plain connection cannot say who it
+// is, so it is trusted only when it comes from this machine (a loopback
+// peer) or the operator opted out with --beanstalk-insecure-listen; from
+// anywhere else it is nobody.
 func (s *Server) admitBeanstalk(_ context.Context, nc net.Conn) *auth.Principal {
-	if tc, ok := nc.(*tls.Conn); ok {
-		if st := tc.ConnectionState(); len(st.VerifiedChains) > 0 {
+	if sc, ok := nc.(*sniffConn); ok && sc.TLS() != nil {
+		if st := sc.TLS().ConnectionState(); len(st.VerifiedChains) > 0 {
 			return s.sec.auth.ByCert(st.PeerCertificates[0])
 		}
+		return nil
 	}
-	if config.IsLoopback(s.cfg.BeanstalkAddr) || s.cfg.BeanstalkInsecureListen {
+	if config.IsLoopback(nc.RemoteAddr().String()) || s.cfg.BeanstalkInsecureListen {
 		return auth.Open
 	}
 	return nil

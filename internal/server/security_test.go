@@ -369,6 +369,26 @@ func TestTLSAndMutualTLS(t *testing.T) {
 			t.Fatalf("list-tubes = %q", got)
 		}
 	})
+	t.Run("plain beanstalk from loopback on the same port", func(t *testing.T) {
+		// Clients that cannot do TLS are trusted from this machine only.
+		c, err := net.Dial("tcp", bs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if got := line(t, c, bufio.NewReader(c), "stats"); !strings.HasPrefix(got, "OK ") {
+			t.Fatalf("plain stats from loopback = %q", got)
+		}
+	})
+	t.Run("plain beanstalk from elsewhere is nobody", func(t *testing.T) {
+		a, b := net.Pipe()
+		defer a.Close()
+		defer b.Close()
+		remote := &remoteConn{Conn: a, remote: &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 5000}}
+		if p := s.admitBeanstalk(t.Context(), remote); p != nil {
+			t.Fatalf("a plain connection from 10.1.2.3 got %+v", p)
+		}
+	})
 	t.Run("beanstalk with an unmapped certificate", func(t *testing.T) {
 		c, r := dialBS(t, "stranger")
 		if got := line(t, c, r, "stats"); got != "UNAUTHORIZED" {
@@ -401,3 +421,11 @@ func TestSIGHUPReloadsTokens(t *testing.T) {
 		time.Sleep(5 * time.Millisecond) // polling for the reload to be seen
 	}
 }
+
+// remoteConn is a connection that says it comes from remote.
+type remoteConn struct {
+	net.Conn
+	remote net.Addr
+}
+
+func (c *remoteConn) RemoteAddr() net.Addr { return c.remote }
