@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"net"
 	"os"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -58,4 +60,25 @@ func TestHostPolicy(t *testing.T) {
 	if !NewHostPolicy([]string{"*"}).Allowed("anything") || !(*HostPolicy)(nil).Allowed("anything") {
 		t.Error("* and a nil policy allow every host")
 	}
+}
+
+// FuzzHostAllowed: any Host header is decided without a panic, a name is
+// never allowed unless configured (or loopback), and case or a trailing dot
+// do not change the answer.
+func FuzzHostAllowed(f *testing.F) {
+	for _, s := range []string{"queue.internal:7480", "[::1]:80", "evil.test", "a.localhost", "QUEUE.internal.", "[", ":", "1.2.3.4:x"} {
+		f.Add(s)
+	}
+	p := NewHostPolicy([]string{"queue.internal"})
+	f.Fuzz(func(t *testing.T, host string) {
+		got := p.Allowed(host)
+		ascii := !strings.ContainsFunc(host, func(r rune) bool { return r > 0x7f }) // browsers send punycode
+		if ascii && got != p.Allowed(strings.ToUpper(host)) {
+			t.Fatalf("case changes the answer for %q", host)
+		}
+		h := strings.TrimSuffix(strings.ToLower(stripPort(host)), ".")
+		if got && host != "" && net.ParseIP(h) == nil && h != "localhost" && !strings.HasSuffix(h, ".localhost") && h != "queue.internal" {
+			t.Fatalf("%q allowed", host)
+		}
+	})
 }
