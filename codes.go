@@ -19,6 +19,17 @@ const (
 	CodeDiskFull    = "disk_full"
 	CodeInternal    = "internal"
 
+	// Codes of refusals by a limit (a *LimitError's Code) or by the
+	// security checks; the request changed nothing.
+	CodeUnauthorized   = "unauthorized"              // no valid token (401)
+	CodeForbidden      = "forbidden"                 // the token lacks the scope (403)
+	CodeHostNotAllowed = "host_not_allowed"          // Host is not one of the server's names (403)
+	CodeRateLimited    = "rate_limited"              // the token's request rate (429)
+	CodeTooManyBytes   = "too_many_bytes_in_flight"  // request bodies in flight (503)
+	CodeTooManyConns   = "too_many_connections"      // the listener's connections (503)
+	CodeTooManyWaiting = "too_many_waiting_reserves" // waiting reserves (503)
+	CodeTopicLimit     = "topic_limit"               // a put would create a topic beyond --max-topics (507)
+
 	// Validation codes (a *ValidationError's Code).
 	CodeBadJSON         = "bad_json"
 	CodeUnknownField    = "unknown_field"

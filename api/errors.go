@@ -44,6 +44,10 @@ func CodeOf(err error) (code string, status int) {
 	if errors.As(err, &ve) {
 		return ve.Code, http.StatusBadRequest
 	}
+	var le *delayq.LimitError
+	if errors.As(err, &le) {
+		return le.Code, LimitStatus(le)
+	}
 	for _, s := range statuses {
 		if errors.Is(err, s.err) {
 			return delayq.CodeOf(err), s.status
@@ -68,7 +72,11 @@ func (e ErrorResponse) Err(status int) error { return e.Error.Err(status) }
 // a batch finish's results.
 func (e ErrorBody) Err(status int) error {
 	re := &RemoteError{Status: status, Code: e.Code, Message: e.Message, sentinel: delayq.SentinelOf(e.Code)}
-	if re.sentinel == nil && (status >= 400 && status < 500 || status == 0) {
+	switch {
+	case re.sentinel != nil:
+	case IsLimitCode(e.Code):
+		re.sentinel = delayq.ErrLimit
+	case status >= 400 && status < 500 || status == 0:
 		re.sentinel = delayq.ErrInvalid
 	}
 	return re

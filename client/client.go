@@ -71,8 +71,12 @@ func NewClient(addrs []string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o.applyClient(&cfg)
 	}
+	hc, err := cfg.secure()
+	if err != nil {
+		return nil, err
+	}
 	return &Client{
-		hc: cfg.hc, addrs: newAddrSet(bases), maxAttempts: max(cfg.maxAttempts, 1),
+		hc: hc, addrs: newAddrSet(bases), maxAttempts: max(cfg.maxAttempts, 1),
 		retryWait: cfg.retryWait, timeout: cfg.timeout, discover: cfg.discover, log: cfg.log,
 	}, nil
 }
@@ -190,6 +194,9 @@ func (c *Client) once(ctx context.Context, base string, cl call, body []byte, re
 	rerr := decodeError(resp.StatusCode, data)
 	if errors.Is(rerr, delayq.ErrDraining) {
 		return rerr, true // refused before doing anything: safe to send elsewhere
+	}
+	if re := (*api.RemoteError)(nil); errors.As(rerr, &re) && api.IsMomentaryLimit(re.Code) {
+		return rerr, true // a limit refused it before doing anything; retried after the backoff
 	}
 	return rerr, cl.mode == retrySafe && errors.Is(rerr, delayq.ErrUnavailable)
 }

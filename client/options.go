@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"net/http"
 	"time"
@@ -21,6 +22,9 @@ type clientConfig struct {
 	timeout     time.Duration
 	discover    time.Duration
 	log         *slog.Logger
+	token       string      // security.go
+	tls         *tls.Config // security.go
+	err         error       // an option that failed (an unreadable CA file)
 }
 
 type clientOption func(*clientConfig)

@@ -49,9 +49,15 @@ func init() {
 // dispatch parses a line, counts the command as beanstalkd does (only
 // once its arguments parsed), and runs it.
 func (c *conn) dispatch(line []byte) {
+	if !c.guard(line) {
+		return
+	}
 	cmd, err := parseCommand(line)
 	if err != nil {
 		c.reply(err)
+		return
+	}
+	if !c.authorize(&cmd) {
 		return
 	}
 	c.srv.stats.ops[cmd.op].Add(1)
@@ -261,6 +267,11 @@ func (c *conn) cmdUse(cmd *command) error {
 
 func (c *conn) cmdWatch(cmd *command) error {
 	if indexOf(c.watch, cmd.tube) < 0 {
+		if len(c.watch) >= c.srv.Engine.Config().MaxReserveTopics {
+			// A reserve could not name them all: refuse the watch, as
+			// beanstalkd does when it cannot grow the list.
+			return errOutOfMemory
+		}
 		c.watch = append(c.watch, cmd.tube)
 		c.srv.tubes.update(cmd.tube, func(t *tube) { t.watching++ })
 	}

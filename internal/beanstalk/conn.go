@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/auth"
 	"github.com/delayq/delayq/internal/engine"
 )
 
@@ -43,6 +44,10 @@ type conn struct {
 	producer bool
 	worker   bool
 	quit     bool
+
+	admitted  bool            // admit ran
+	principal *auth.Principal // who the client is; nil: nobody (see guard.go)
+	rateKey   string          // whose request rate the commands count against
 
 	dmu     sync.Mutex
 	stopped bool // guarded by dmu: Shutdown asked this connection to stop reading
@@ -177,7 +182,7 @@ func (c *conn) readLine() ([]byte, error) {
 			discarding = true
 		}
 		if c.srv.limits.IdleTimeout > 0 {
-			c.setReadDeadline(time.Now().Add(c.srv.limits.IdleTimeout))
+			c.setReadDeadline(c.idleDeadline())
 		}
 		if err := c.fill(); err != nil {
 			return nil, err

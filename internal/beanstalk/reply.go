@@ -23,6 +23,7 @@ const (
 	errNotFound       protoError = "NOT_FOUND"
 	errNotIgnored     protoError = "NOT_IGNORED"
 	errInternal       protoError = "INTERNAL_ERROR"
+	errOutOfMemory    protoError = "OUT_OF_MEMORY"
 )
 
 // replyLine maps any error a command returns to its reply line: the one
@@ -47,6 +48,10 @@ func replyLine(err error) (line string, unexpected bool) {
 		// Only a reserve is cut short by its client hanging up (or by a
 		// shutdown); beanstalkd answers a half-closed waiter TIMED_OUT.
 		return "TIMED_OUT", false
+	case errors.Is(err, delayq.ErrLimit):
+		// A bound of the server (waiting reserves, topics): the protocol's
+		// word for "cannot take this now, try again later".
+		return "OUT_OF_MEMORY", false
 	case errors.As(err, &ve) && ve.Code == "body_too_big":
 		return "JOB_TOO_BIG", false
 	case errors.As(err, &ve):

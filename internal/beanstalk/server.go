@@ -23,7 +23,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/delayq/delayq/internal/auth"
 	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/limits"
 )
 
 // DefaultAddr is where the beanstalkd front end listens unless told
@@ -44,7 +46,8 @@ type Limits struct {
 	// Default 60s.
 	BodyTimeout time.Duration
 	// IdleTimeout closes a connection that sends no command for this long,
-	// except while it waits in a reserve. Default 0: never, as beanstalkd.
+	// except while it waits in a reserve or holds reserved jobs. Default 0:
+	// never, as beanstalkd.
 	IdleTimeout time.Duration
 }
 
@@ -67,6 +70,12 @@ type Server struct {
 	Engine *engine.Engine
 	Limits Limits
 	Logger *slog.Logger
+	// Admit, when set, names the principal of a new connection (from its
+	// client certificate) before its first command; nil refuses every
+	// command but quit. Without Admit every connection may do everything.
+	Admit func(ctx context.Context, nc net.Conn) *auth.Principal
+	// Rates, when set, spaces each client's commands to its request rate.
+	Rates *limits.Rates
 
 	initOnce sync.Once
 	limits   Limits

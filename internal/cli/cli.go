@@ -47,6 +47,7 @@ type root struct {
 	Stats   statsCmd   `cmd:"" help:"Show the server's health and job counts over all topics."`
 	Backup  backupCmd  `cmd:"" help:"Copy a running server's embedded store into a new data directory."`
 	Bench   benchCmd   `cmd:"" help:"Measure a delayq or beanstalkd server: put, reserve+delete, firing lateness."`
+	Token   tokenCmd   `cmd:"" help:"Make a new random token and print the hashed entry for --auth-file."`
 }
 
 // env is what every subcommand's Run gets: the context (cancelled on
@@ -80,6 +81,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) (code in
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(c int) { panic(exitPanic(c)) }),
 		kong.Vars(defaultVars()),
+		kong.Vars(securityVars()),
 		kong.UsageOnError(),
 		kong.TypeMapper(reflect.TypeFor[time.Duration](), durationMapper()),
 	)

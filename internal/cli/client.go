@@ -16,6 +16,8 @@ const defaultServer = "http://127.0.0.1:7480"
 // clientFlags are shared by every subcommand that talks to a server.
 type clientFlags struct {
 	Server []string `env:"DELAYQ_SERVER" default:"${server}" sep:"," help:"Base URLs (or host:port) of delayq servers, comma-separated; the others of a Redis-backed cluster are learnt from /v1/cluster, and calls fail over between them."`
+	Token  string   `env:"DELAYQ_TOKEN" help:"Token sent as Authorization: Bearer (servers with --auth-file)."`
+	CAFile string   `name:"ca-file" env:"DELAYQ_CA_FILE" type:"path" help:"PEM file of the CA that signed the server's certificate, for https:// servers."`
 }
 
 // outputFlags select machine-readable output for commands that print data.
@@ -26,7 +28,14 @@ type outputFlags struct {
 // client returns a low-level client for --server. It learns the other
 // live instances of a cluster from /v1/cluster and fails over to them.
 func (f *clientFlags) client() (*client.Client, error) {
-	return client.NewClient(f.Server, client.RequestTimeout(30*time.Second))
+	opts := []client.Option{client.RequestTimeout(30 * time.Second)}
+	if f.Token != "" {
+		opts = append(opts, client.Token(f.Token))
+	}
+	if f.CAFile != "" {
+		opts = append(opts, client.CAFile(f.CAFile))
+	}
+	return client.NewClient(f.Server, opts...)
 }
 
 // printJSON writes v as indented JSON.

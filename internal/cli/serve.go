@@ -27,6 +27,8 @@ type serveCmd struct {
 	BeanstalkAddr string `name:"beanstalk-addr" env:"DELAYQ_BEANSTALK_ADDR" default:"${beanstalk_addr}" help:"host:port of the beanstalkd protocol (empty disables it)."`
 	DebugAddr     string `name:"debug-addr" env:"DELAYQ_DEBUG_ADDR" help:"host:port serving Go's profiler at /debug/pprof/ (off by default; no authentication, keep it on loopback)."`
 	Redis         string `name:"redis" env:"DELAYQ_REDIS" help:"Keep state in Redis instead of --data-dir: redis://host:port/db, rediss://..., ?addr=h:p for more Cluster seeds, ?master_set=name for Sentinel."`
+
+	securityFlags `embed:""`
 }
 
 // config turns the flags into a server configuration.
@@ -47,6 +49,7 @@ func (c *serveCmd) config() config.Config {
 		ShutdownTimeout:  c.ShutdownTimeout,
 		LogLevel:         c.LogLevel,
 		LogFormat:        c.LogFormat,
+		Security:         c.securityFlags.config(),
 	}
 }
 

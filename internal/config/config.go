@@ -94,6 +94,10 @@ type Config struct {
 	// (redis://, rediss://, ?addr= for Cluster seeds, master_set= for
 	// Sentinel); DataDir is then ignored. Default "": the embedded store.
 	Redis string
+
+	// Security is authentication, TLS and the per-client limits
+	// (security.go).
+	Security
 }
 
 // Default returns the configuration a plain `delayq serve` runs with.
@@ -111,6 +115,7 @@ func Default() Config {
 		ShutdownTimeout:  30 * time.Second,
 		LogLevel:         "info",
 		LogFormat:        "text",
+		Security:         DefaultSecurity(),
 	}
 }
 
@@ -174,6 +179,7 @@ func (c Config) Validate() error {
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		add("log-format", "%q is not text or json", c.LogFormat)
 	}
+	c.Security.validate(add)
 	return errors.Join(errs...)
 }
 

@@ -28,6 +28,12 @@ type Config struct {
 	MaxWait time.Duration
 	// MaxReserveTopics is the most topics one reserve may list. Default 1,000.
 	MaxReserveTopics int
+	// MaxWaiting is the most reserves waiting at once; more are refused
+	// with too_many_waiting_reserves. Default 0: no bound.
+	MaxWaiting int
+	// MaxTopics is the most topics; a put that would make one more is
+	// refused with too_many_topics. Default 0: no bound.
+	MaxTopics int
 	// TickBatch is the most jobs one timer step moves. Default 1,000.
 	TickBatch int
 	// Logger receives the engine's log lines. Default slog.Default().
@@ -61,6 +67,7 @@ type Engine struct {
 	log     *slog.Logger
 	metrics *metrics.Metrics
 	waiters *waiters
+	guards  guards
 
 	// wake has capacity 1: sends never block and coalesce, so any number
 	// of puts between two timer steps cost one extra step.

@@ -67,6 +67,9 @@ func (e *Engine) put(ctx context.Context, reqs []PutRequest) ([]*delayq.Job, err
 		jobs[i] = j
 		fresh = fresh && reqs[i].ID == ""
 	}
+	if err := e.checkTopics(ctx, reqs); err != nil {
+		return nil, err
+	}
 	if err := e.putJobs(ctx, jobs, fresh); err != nil {
 		return nil, e.existing(ctx, jobs, err)
 	}

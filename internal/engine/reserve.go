@@ -44,6 +44,10 @@ func (e *Engine) reserve(ctx context.Context, r ReserveRequest) ([]*delayq.Job, 
 // waitReserve long-polls. The waiter is parked before each store attempt,
 // so a job made ready between the attempt and the wait still wakes it.
 func (e *Engine) waitReserve(ctx context.Context, r ReserveRequest) ([]*delayq.Job, error) {
+	if err := e.enterWait(); err != nil {
+		return nil, err
+	}
+	defer e.exitWait()
 	timer := time.NewTimer(r.Wait)
 	defer timer.Stop()
 	e.metrics.Waiters(1)

@@ -52,7 +52,7 @@ func NewHandler(e *engine.Engine, opts Options) http.Handler {
 		opts.Logger = slog.Default()
 	}
 	if opts.MaxRequestBytes <= 0 {
-		opts.MaxRequestBytes = delayq.MaxBatch * ((maxBody+2)/3*4 + perJobOverhead)
+		opts.MaxRequestBytes = DefaultMaxRequestBytes(maxBody)
 	}
 	h := &handler{e: e, opts: opts, log: opts.Logger, mux: http.NewServeMux(),
 		oneJobBytes: 6*maxBody + 16*perJobOverhead}

@@ -43,7 +43,7 @@ func (h *handler) putBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req api.BatchRequest
-	if err := decode(w, r, h.opts.MaxRequestBytes, &req); err != nil {
+	if err := decodeBatch(w, r, h.opts.MaxRequestBytes, &req); err != nil {
 		h.writeError(w, r, err)
 		return
 	}

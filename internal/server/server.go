@@ -54,6 +54,7 @@ type Server struct {
 	beanstalk   *beanstalk.Server // nil when the beanstalkd protocol is off
 	debugLn     net.Listener      // nil unless cfg.DebugAddr is set
 	debug       *http.Server      // nil unless cfg.DebugAddr is set
+	sec         security          // auth, TLS and limits (security.go)
 
 	group      *errgroup.Group
 	failed     context.Context    // done when a part stopped on its own with an error
@@ -102,6 +103,9 @@ func (s *Server) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := s.setupSecurity(); err != nil {
+		return err
+	}
 	st, err := s.openStore(ctx)
 	if err != nil {
 		return err
@@ -111,6 +115,8 @@ func (s *Server) Start(ctx context.Context) error {
 		MaxBody:          s.cfg.MaxBody,
 		MaxWait:          s.cfg.MaxWait,
 		MaxReserveTopics: s.cfg.MaxReserveTopics,
+		MaxWaiting:       s.cfg.MaxWaitingReserves,
+		MaxTopics:        s.cfg.MaxTopics,
 		Logger:           s.log.With("component", "engine"),
 	})
 	if err := s.listen(); err != nil {
@@ -171,12 +177,14 @@ func (s *Server) listen() (err error) {
 	if err != nil {
 		return err
 	}
-	s.httpLn = ln
+	s.httpLn = s.secureHTTP(ln)
 	if s.cfg.BeanstalkAddr != "" {
 		if s.beanstalkLn, err = bind("beanstalk", s.cfg.BeanstalkAddr); err != nil {
 			return err
 		}
+		s.beanstalkLn = s.secureBeanstalk(s.beanstalkLn)
 		s.beanstalk = &beanstalk.Server{Engine: s.eng, Logger: s.log.With("component", "beanstalk")}
+		s.guardBeanstalk(s.beanstalk)
 	}
 	if s.cfg.DebugAddr != "" {
 		if s.debugLn, err = bind("debug", s.cfg.DebugAddr); err != nil {
@@ -184,7 +192,7 @@ func (s *Server) listen() (err error) {
 		}
 		s.debug = &http.Server{Handler: debugHandler(), ReadHeaderTimeout: readHeaderTimeout}
 	}
-	s.advertise = s.cfg.AdvertiseURLFor(ln.Addr())
+	s.advertise = s.advertiseScheme(s.cfg.AdvertiseURLFor(ln.Addr()))
 	opts := httpapi.Options{
 		Logger:       s.log.With("component", "http"),
 		AdvertiseURL: s.advertise,
@@ -203,7 +211,7 @@ func (s *Server) listen() (err error) {
 		// A hostile web page must not make an operator's browser put, kick
 		// or delete jobs: refuse cross-origin unsafe requests (browsers say
 		// where they come from; curl and SDK clients send no such headers).
-		Handler:           http.NewCrossOriginProtection().Handler(api),
+		Handler:           s.guardHTTP(http.NewCrossOriginProtection().Handler(api)),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      s.cfg.MaxWait + writeSlack,
@@ -234,6 +242,7 @@ func (s *Server) serve() {
 		}
 		return nil
 	})
+	s.reloadOnSIGHUP(g, engCtx)
 	g.Go(func() error {
 		if err := s.http.Serve(s.httpLn); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("http: %w", err)

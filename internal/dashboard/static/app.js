@@ -24,6 +24,19 @@
   // the API lives beside /ui/, under the same prefix.
   const ROOT = location.pathname.replace(/\/ui\/.*$/, '');
 
+  // TOKEN_KEY holds the API token in sessionStorage: it lives as long as
+  // the tab, and is never written into the page or a URL.
+  const TOKEN_KEY = 'delayq-token';
+
+  // askToken asks for a token after a 401 and keeps it; false when the
+  // user gave none.
+  function askToken() {
+    const t = window.prompt('This delayq server needs a token (a read or admin scope shows everything):', '');
+    if (!t || !t.trim()) return false;
+    sessionStorage.setItem(TOKEN_KEY, t.trim());
+    return true;
+  }
+
   const $ = (id) => document.getElementById(id);
   let generation = 0; // bumped by every navigation; stale renders drop out
   let refreshTimer = null;
@@ -46,10 +59,17 @@
       init.body = JSON.stringify(body);
     }
     let resp;
-    try {
-      resp = await fetch(path, init);
-    } catch (e) {
-      throw new Error('cannot reach delayq: ' + e.message);
+    for (let asked = false; ; asked = true) {
+      const token = sessionStorage.getItem(TOKEN_KEY);
+      if (token) init.headers.Authorization = 'Bearer ' + token;
+      try {
+        resp = await fetch(path, init);
+      } catch (e) {
+        throw new Error('cannot reach delayq: ' + e.message);
+      }
+      // A server with tokens answers 401 until the dashboard sends one:
+      // ask for it once per call, keep it for this tab only.
+      if (resp.status !== 401 || asked || !askToken()) break;
     }
     const text = await resp.text();
     let data = null;

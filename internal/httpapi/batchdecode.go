@@ -1,0 +1,114 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/api"
+)
+
+// decodeBatch reads a batch put's body as a stream: {"jobs":[...]} token by
+// token, one job at a time, so the request's bytes are never held whole
+// next to the decoded jobs (io.ReadAll of a full batch took up to ~91 MB
+// before parsing began), and a batch over delayq.MaxBatch is refused as
+// soon as its job MaxBatch+1 starts, without reading the rest.
+func decodeBatch(w http.ResponseWriter, r *http.Request, limit int64, req *api.BatchRequest) error {
+	return decodeBatchFrom(http.MaxBytesReader(w, r.Body, limit), req)
+}
+
+// decodeBatchFrom is decodeBatch's parser, apart so fuzz tests can reach it.
+func decodeBatchFrom(body io.Reader, req *api.BatchRequest) error {
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	tok, err := dec.Token()
+	if err == io.EOF {
+		return delayq.Invalid("bad_json", "", "the request body is empty; send a JSON object")
+	}
+	if err != nil {
+		return streamError(err)
+	}
+	switch tok {
+	case nil: // null decodes to no jobs, as the whole-body decoder has it
+		return expectEOF(dec)
+	case json.Delim('{'):
+	default:
+		return delayq.Invalid("bad_json", "", "the body must be a JSON object")
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return streamError(err)
+		}
+		if key, _ := tok.(string); !strings.EqualFold(key, "jobs") { // as encoding/json matches fields
+			return delayq.Invalid("unknown_field", "", "unknown field %q", key)
+		}
+		if err := decodeBatchJobs(dec, req); err != nil {
+			return err
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing '}'
+		return streamError(err)
+	}
+	return expectEOF(dec)
+}
+
+// expectEOF refuses anything after the body's one JSON value.
+func expectEOF(dec *json.Decoder) error {
+	if _, err := dec.Token(); err != io.EOF {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return delayq.Invalid("bad_json", "", "the request body holds more than one JSON value")
+	}
+	return nil
+}
+
+// decodeBatchJobs reads the value of "jobs": null or an array of jobs.
+func decodeBatchJobs(dec *json.Decoder, req *api.BatchRequest) error {
+	req.Jobs = req.Jobs[:0]
+	tok, err := dec.Token()
+	if err != nil {
+		return streamError(err)
+	}
+	if tok == nil {
+		return nil
+	}
+	if tok != json.Delim('[') {
+		return delayq.Invalid("bad_json", "jobs", "jobs must be an array of jobs")
+	}
+	for dec.More() {
+		if len(req.Jobs) == delayq.MaxBatch {
+			return delayq.Invalid("batch_too_big", "jobs", "%d jobs or more in one batch, at most %d", delayq.MaxBatch+1, delayq.MaxBatch)
+		}
+		req.Jobs = append(req.Jobs, api.PutRequest{})
+		if err := dec.Decode(&req.Jobs[len(req.Jobs)-1]); err != nil {
+			return inJob(streamError(err), len(req.Jobs)-1)
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing ']'
+		return streamError(err)
+	}
+	return nil
+}
+
+// streamError keeps a body-size error as it is (it answers 413) and names
+// JSON errors as decode does.
+func streamError(err error) error {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return err
+	}
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	if _, ok := err.(*delayq.ValidationError); ok {
+		return err
+	}
+	return jsonError(fmt.Errorf("%w", err))
+}

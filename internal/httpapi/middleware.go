@@ -1,0 +1,387 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/api"
+	"github.com/delayq/delayq/internal/auth"
+	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/limits"
+)
+
+// DefaultMaxRequestBytes is the largest request the API reads: a full batch
+// (delayq.MaxBatch jobs) of base64 bodies of maxBody bytes.
+func DefaultMaxRequestBytes(maxBody int64) int64 {
+	return delayq.MaxBatch * ((maxBody+2)/3*4 + perJobOverhead)
+}
+
+// GuardOptions configure Guard. Nil fields check nothing, which is how the
+// server runs without tokens or limits.
+type GuardOptions struct {
+	// Auth holds the tokens. Nil: no tokens, every caller may do
+	// everything (the server then refuses to listen beyond loopback unless
+	// told to; package server checks that).
+	Auth *auth.Store
+	// Hosts are the names the Host header may carry. Nil: any.
+	Hosts *HostPolicy
+	// Rates bounds requests per second per token (per remote address
+	// without tokens).
+	Rates *limits.Rates
+	// Bytes bounds the bytes of request bodies in flight.
+	Bytes *limits.Bytes
+	// MaxRequestBytes is the share a body of unknown length takes of
+	// Bytes: the largest request the API accepts. Default
+	// DefaultMaxRequestBytes of the engine's MaxBody.
+	MaxRequestBytes int64
+	// Logger receives refused requests at debug level and reloads.
+	Logger *slog.Logger
+}
+
+// Guard wraps the API handler next with the checks that come before any
+// route runs, in this order: the Host header (DNS rebinding), the token,
+// the token's request rate, the token's scope for the route and its
+// topic, and the share of request bytes in flight. Each refusal answers
+// the usual {"error":{"code","message"}} with a named code.
+func Guard(e *engine.Engine, next http.Handler, o GuardOptions) http.Handler {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.MaxRequestBytes <= 0 {
+		o.MaxRequestBytes = DefaultMaxRequestBytes(int64(e.Config().MaxBody))
+	}
+	g := &guard{e: e, next: next, o: o, mux: http.NewServeMux()}
+	g.routes()
+	return g
+}
+
+type guard struct {
+	e    *engine.Engine
+	next http.Handler
+	o    GuardOptions
+	mux  *http.ServeMux
+}
+
+// rule decides whether p may make request r; it returns nil, or an error
+// that becomes a 403 (or the error's own answer).
+type rule func(g *guard, r *http.Request, p *auth.Principal) error
+
+// guardRules maps each route of routes.go to the scope it needs (a test
+// keeps the two lists equal). Routes that act on a reservation need
+// consume on some topic only: the reservation, which only the consumer
+// that reserved the job holds, proves the rest. A nil rule is open.
+var guardRules = []struct {
+	pattern string
+	rule    rule
+}{
+	{"POST /v1/topics/{topic}/jobs", onTopic(auth.Produce)},
+	{"POST /v1/topics/{topic}/jobs/batch", onTopic(auth.Produce)},
+	{"GET /v1/topics/{topic}/jobs", onTopic(auth.Read)},
+	{"POST /v1/topics/{topic}/kick", onTopic(auth.Admin)},
+	{"GET /v1/topics/{topic}", onTopic(auth.Read)},
+	{"GET /v1/topics", onAll(auth.Read)},
+	{"POST /v1/reserve", onReserve},
+	{"GET /v1/jobs/{id}", onJob(auth.Read)},
+	{"PATCH /v1/jobs/{id}", onJob(auth.Admin)},
+	{"DELETE /v1/jobs/{id}", onJob(auth.Produce, auth.Admin)}, // a producer revokes its jobs
+	{"POST /v1/jobs/finish", onSome(auth.Consume)},            // each entry's reservation proves the rest
+	{"POST /v1/jobs/{id}/finish", onSome(auth.Consume)},
+	{"POST /v1/jobs/{id}/release", onSome(auth.Consume)},
+	{"POST /v1/jobs/{id}/touch", onSome(auth.Consume)},
+	{"POST /v1/jobs/{id}/bury", onSome(auth.Consume)},
+	{"POST /v1/jobs/{id}/kick", onJob(auth.Admin)},
+	{"GET /v1/backup", onAll(auth.Admin)}, // a checkpoint holds every job
+	{"GET /v1/cluster", authenticated},
+	{"GET /metrics", onAll(auth.Read)},
+	// The original protocol names its topic inside the body, after this
+	// check: it needs produce and consume on every topic.
+	{"POST /{$}", onAll(auth.Produce, auth.Consume)},
+	{"POST /v1/command", onAll(auth.Produce, auth.Consume)},
+	// Open: load balancers probe health, and the dashboard's static files
+	// hold no data (it asks for a token when the API answers 401).
+	{"GET /healthz", nil},
+	{"GET /readyz", nil},
+	{"/ui/", nil},
+	{"GET /{$}", nil},
+}
+
+// routes registers guardRules on the guard's own mux.
+func (g *guard) routes() {
+	for _, gr := range guardRules {
+		g.mux.HandleFunc(gr.pattern, func(w http.ResponseWriter, r *http.Request) { g.serve(w, r, gr.rule) })
+	}
+}
+
+func authenticated(*guard, *http.Request, *auth.Principal) error { return nil }
+
+func onTopic(s auth.Scope) rule {
+	return func(_ *guard, r *http.Request, p *auth.Principal) error {
+		if t := r.PathValue("topic"); !p.Allows(s, t) {
+			return forbidden("this token has no %s scope on topic %q", s, t)
+		}
+		return nil
+	}
+}
+
+func onAll(scopes ...auth.Scope) rule {
+	return func(_ *guard, _ *http.Request, p *auth.Principal) error {
+		for _, s := range scopes {
+			if !p.AllowsAll(s) {
+				return forbidden("this call needs the %s scope on every topic (\"*\")", s)
+			}
+		}
+		return nil
+	}
+}
+
+func onSome(s auth.Scope) rule {
+	return func(_ *guard, _ *http.Request, p *auth.Principal) error {
+		if !p.AllowsSome(s) {
+			return forbidden("this call needs the %s scope", s)
+		}
+		return nil
+	}
+}
+
+// onJob looks the job up to learn its topic. An unknown id passes, so the
+// API answers it 404 as it would anyway.
+func onJob(scopes ...auth.Scope) rule {
+	return func(g *guard, r *http.Request, p *auth.Principal) error {
+		allowedAll := false
+		for _, s := range scopes {
+			allowedAll = allowedAll || p.AllowsAll(s)
+		}
+		if allowedAll {
+			return nil // spare the lookup
+		}
+		j, err := g.e.Get(r.Context(), delayq.Ref{ID: r.PathValue("id")})
+		if err != nil {
+			if errors.Is(err, delayq.ErrNotFound) || errors.Is(err, delayq.ErrInvalid) {
+				return nil
+			}
+			return err
+		}
+		for _, s := range scopes {
+			if p.Allows(s, j.Topic) {
+				return nil
+			}
+		}
+		return forbidden("this token has no %s scope on topic %q", scopes[0], j.Topic)
+	}
+}
+
+// onReserve reads the reserve's small body to learn its topics, and puts
+// the bytes back for the API to decode (with the same decoder, so both see
+// the same topics).
+func onReserve(_ *guard, r *http.Request, p *auth.Principal) error {
+	if !p.AllowsSome(auth.Consume) {
+		return forbidden("reserve needs the consume scope")
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, smallRequest+1))
+	if err != nil {
+		return err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	var req struct {
+		Topics []string `json:"topics"`
+	}
+	if json.Unmarshal(b, &req) != nil {
+		return nil // the API refuses it as bad_json
+	}
+	for _, t := range req.Topics {
+		if !p.Allows(auth.Consume, t) {
+			return forbidden("this token has no consume scope on topic %q", t)
+		}
+	}
+	return nil
+}
+
+// statusError is a refusal with its own status and code.
+type statusError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+func forbidden(format string, args ...any) error {
+	return &statusError{http.StatusForbidden, api.CodeForbidden, "forbidden: " + fmt.Sprintf(format, args...)}
+}
+
+// ServeHTTP checks the Host, then hands r to the route's rule by way of
+// the guard's own mux (which fills in the path values the rules read).
+func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !g.o.Hosts.Allowed(r.Host) {
+		g.refuse(w, r, &statusError{http.StatusForbidden, api.CodeHostNotAllowed,
+			"the Host " + strconv.Quote(r.Host) + " is not one of this server's names (--allowed-hosts); a page from another site cannot use this API"})
+		return
+	}
+	if _, pattern := g.mux.Handler(r); pattern == "" {
+		// No route (the API answers 404 or 405): a valid token is
+		// enough to learn that.
+		g.serve(w, r, authenticated)
+		return
+	}
+	g.mux.ServeHTTP(w, r)
+}
+
+// serve runs one route's checks, then the API.
+func (g *guard) serve(w http.ResponseWriter, r *http.Request, rl rule) {
+	if rl != nil {
+		p, key := g.who(r)
+		if p == nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="delayq"`)
+			msg := "this call needs a token: send Authorization: Bearer <token>"
+			if _, has := bearer(r); has {
+				msg = "the token is not valid (unknown, or revoked by a reload)"
+			}
+			g.refuse(w, r, &statusError{http.StatusUnauthorized, api.CodeUnauthorized, msg})
+			return
+		}
+		if wait, err := g.o.Rates.Allow(key); err != nil {
+			w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+			g.refuse(w, r, err)
+			return
+		}
+		if err := rl(g, r, p); err != nil {
+			g.refuse(w, r, err)
+			return
+		}
+	}
+	if r.Body != nil && r.Body != http.NoBody && g.o.Bytes != nil {
+		n := r.ContentLength
+		if n < 0 || n > g.o.MaxRequestBytes {
+			n = g.o.MaxRequestBytes // the API refuses more than this anyway
+		}
+		release, err := g.o.Bytes.Acquire(r.Context(), n)
+		if err != nil {
+			if r.Context().Err() != nil {
+				return // the client left
+			}
+			w.Header().Set("Retry-After", "1")
+			g.refuse(w, r, err)
+			return
+		}
+		defer release()
+	}
+	g.next.ServeHTTP(w, r)
+}
+
+// who authenticates r: by bearer token, else by a verified client
+// certificate. key names the caller for its request rate: the principal,
+// or the remote address when the server has no tokens or r none.
+func (g *guard) who(r *http.Request) (p *auth.Principal, key string) {
+	host, _, _ := net.SplitHostPort(r.RemoteAddr)
+	if g.o.Auth == nil {
+		return auth.Open, "addr:" + host
+	}
+	if tok, has := bearer(r); has {
+		p = g.o.Auth.ByToken(tok)
+	} else if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+		p = g.o.Auth.ByCert(r.TLS.PeerCertificates[0])
+	}
+	if p == nil {
+		return nil, "addr:" + host
+	}
+	return p, "token:" + p.Name
+}
+
+// bearer returns the token of an Authorization: Bearer header.
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return "", false
+	}
+	scheme, tok, _ := strings.Cut(h, " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return "", true
+	}
+	return strings.TrimSpace(tok), true
+}
+
+// refuse answers a refusal and logs it at debug level (a flood of them
+// must not flood the log).
+func (g *guard) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	status, code := 0, ""
+	var se *statusError
+	if errors.As(err, &se) {
+		status, code = se.status, se.code
+	} else {
+		code, status = api.CodeOf(err)
+	}
+	msg := strings.TrimPrefix(err.Error(), "delayq: ")
+	if status >= 500 && code == api.CodeInternal {
+		g.o.Logger.Error("http guard failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		msg = "internal error; see the server log"
+	}
+	g.o.Logger.Debug("http request refused", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "code", code)
+	writeJSON(w, status, api.ErrorResponse{Error: api.ErrorBody{Code: code, Message: msg}})
+}
+
+// HostPolicy is the set of names the Host header may carry. IP literals,
+// "localhost" and names under ".localhost" are always allowed: a
+// DNS-rebinding page runs under the attacker's own domain name, so its
+// requests carry that name, never an address or a loopback name.
+type HostPolicy struct {
+	any      bool
+	names    map[string]bool
+	suffixes []string
+}
+
+// NewHostPolicy allows names: "*" allows any Host, ".example.com" any name
+// under example.com, other entries exactly that name (case-insensitive;
+// ports are ignored).
+func NewHostPolicy(names []string) *HostPolicy {
+	p := &HostPolicy{names: make(map[string]bool)}
+	for _, n := range names {
+		n = strings.ToLower(strings.TrimSpace(n))
+		switch {
+		case n == "":
+		case n == "*":
+			p.any = true
+		case strings.HasPrefix(n, "."):
+			p.suffixes = append(p.suffixes, n)
+		default:
+			p.names[strings.TrimSuffix(stripPort(n), ".")] = true
+		}
+	}
+	return p
+}
+
+// Allowed reports whether a request's Host may be served. A nil policy
+// allows every Host; an empty Host (HTTP/1.0) is allowed, since browsers
+// always send one.
+func (p *HostPolicy) Allowed(host string) bool {
+	if p == nil || p.any || host == "" {
+		return true
+	}
+	h := strings.TrimSuffix(strings.ToLower(stripPort(host)), ".")
+	if net.ParseIP(h) != nil || h == "localhost" || strings.HasSuffix(h, ".localhost") || p.names[h] {
+		return true
+	}
+	for _, s := range p.suffixes {
+		if strings.HasSuffix(h, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// stripPort removes a port, and the brackets of an IPv6 literal.
+func stripPort(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		return host
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+}

@@ -1,0 +1,216 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/delayq/delayq/api"
+	"github.com/delayq/delayq/internal/auth"
+	"github.com/delayq/delayq/internal/beanstalk"
+	"github.com/delayq/delayq/internal/config"
+	"github.com/delayq/delayq/internal/httpapi"
+	"github.com/delayq/delayq/internal/limits"
+	"github.com/delayq/delayq/internal/tlsconf"
+)
+
+// security is what the server checks before a request reaches the API or
+// a command the engine: tokens, TLS, and the per-client limits. Built by
+// setupSecurity from cfg.Security; docs/security.md describes it.
+type security struct {
+	auth  *auth.Store       // nil: no tokens, every caller may do everything
+	tls   *tlsconf.Reloader // nil: plain TCP
+	bytes *limits.Bytes     // nil: no bound
+	rates *limits.Rates     // nil: no bound
+	conns *limits.Listener  // the HTTP listener's connection cap
+}
+
+// setupSecurity loads the tokens and certificates and refuses listen
+// addresses that would expose the queue (config.CheckExposure), logging
+// what it lets through on purpose. It runs before the store opens, so a
+// bad file fails fast.
+func (s *Server) setupSecurity() error {
+	warnings, err := s.cfg.CheckExposure()
+	if err != nil {
+		return fmt.Errorf("server: refusing to start:\n%w", err)
+	}
+	for _, w := range warnings {
+		s.log.Warn("insecure listener: " + w)
+	}
+	sec := &s.sec
+	if sec.auth, err = auth.Load(s.cfg.AuthFile, s.cfg.Auth); err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	if sec.auth == nil {
+		s.log.Info("no tokens configured: every client may do everything (listeners on loopback only, unless --insecure-listen)")
+	} else {
+		s.log.Info("tokens loaded", "entries", sec.auth.Len(), "auth_file", s.cfg.AuthFile)
+	}
+	if s.cfg.TLSCert != "" {
+		sec.tls, err = tlsconf.New(tlsconf.Files{Cert: s.cfg.TLSCert, Key: s.cfg.TLSKey, ClientCA: s.cfg.TLSClientCA})
+		if err != nil {
+			return fmt.Errorf("server: %w", err)
+		}
+		s.log.Info("TLS on", "cert", s.cfg.TLSCert, "client_ca", s.cfg.TLSClientCA)
+	}
+	sec.bytes = limits.NewBytes(s.cfg.MaxInflightBytes, s.cfg.InflightWait)
+	sec.rates = limits.NewRates(s.cfg.RateLimit, s.cfg.RateBurst)
+	return nil
+}
+
+// secureHTTP wraps the HTTP listener: the connection cap (answering 503
+// too_many_connections over it), then TLS.
+func (s *Server) secureHTTP(l net.Listener) net.Listener {
+	tlsOn := s.sec.tls != nil
+	s.sec.conns = limits.ConnListener(l, s.cfg.MaxHTTPConns, func(c net.Conn) {
+		s.log.Warn("http connection refused: too many connections", "remote", c.RemoteAddr().String(), "max_http_conns", s.cfg.MaxHTTPConns)
+		if !tlsOn { // a TLS client could not read a plain answer
+			io.WriteString(c, tooManyConns)
+		}
+	})
+	if tlsOn {
+		return tls.NewListener(s.sec.conns, s.sec.tls.Config())
+	}
+	return s.sec.conns
+}
+
+// tooManyConns is the whole answer to a connection over --max-http-conns.
+var tooManyConns = func() string {
+	body := `{"error":{"code":"` + api.CodeTooManyConns + `","message":"the server holds its most HTTP connections (--max-http-conns); retry later"}}` + "\n"
+	return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\n" +
+		fmt.Sprintf("Content-Length: %d\r\n\r\n", len(body)) + body
+}()
+
+// secureBeanstalk serves TLS on the beanstalkd listener when it is on,
+// beside plain TCP for clients that cannot do TLS (sniff.go).
+func (s *Server) secureBeanstalk(l net.Listener) net.Listener {
+	if s.sec.tls != nil {
+		return &sniffListener{Listener: l, cfg: s.sec.tls.Config()}
+	}
+	return l
+}
+
+// guardBeanstalk sets the beanstalkd server's limits and its Admit hook.
+func (s *Server) guardBeanstalk(b *beanstalk.Server) {
+	maxConns := s.cfg.MaxBeanstalkConns
+	if maxConns == 0 {
+		maxConns = math.MaxInt // 0 means no bound here; beanstalk's own zero means its default
+	}
+	b.Limits.MaxConns = maxConns
+	b.Limits.IdleTimeout = s.cfg.BeanstalkIdleTimeout
+	b.Rates = s.sec.rates
+	if s.sec.auth != nil {
+		b.Admit = s.admitBeanstalk
+	}
+}
+
+// admitBeanstalk names a beanstalkd connection's principal. Over TLS, a
+// verified client certificate maps to its auth entry; without one (or
+// unmapped) the connection is nobody. A plain connection cannot say who it
+// is, so it is trusted only when it comes from this machine (a loopback
+// peer) or the operator opted out with --beanstalk-insecure-listen; from
+// anywhere else it is nobody.
+func (s *Server) admitBeanstalk(_ context.Context, nc net.Conn) *auth.Principal {
+	if sc, ok := nc.(*sniffConn); ok && sc.TLS() != nil {
+		if st := sc.TLS().ConnectionState(); len(st.VerifiedChains) > 0 {
+			return s.sec.auth.ByCert(st.PeerCertificates[0])
+		}
+		return nil
+	}
+	if config.IsLoopback(nc.RemoteAddr().String()) || s.cfg.BeanstalkInsecureListen {
+		return auth.Open
+	}
+	return nil
+}
+
+// guardHTTP wraps the API handler in httpapi.Guard.
+func (s *Server) guardHTTP(h http.Handler) http.Handler {
+	return httpapi.Guard(s.eng, h, httpapi.GuardOptions{
+		Auth:   s.sec.auth,
+		Hosts:  httpapi.NewHostPolicy(s.allowedHosts()),
+		Rates:  s.sec.rates,
+		Bytes:  s.sec.bytes,
+		Logger: s.log.With("component", "http"),
+	})
+}
+
+// allowedHosts are --allowed-hosts plus the names the server is known by:
+// the listen host, the advertised URL's host and the machine's name.
+func (s *Server) allowedHosts() []string {
+	names := append([]string{}, s.cfg.AllowedHosts...)
+	if h, _, err := net.SplitHostPort(s.cfg.HTTPAddr); err == nil && h != "" {
+		names = append(names, h)
+	}
+	if u, err := url.Parse(s.advertise); err == nil && u.Hostname() != "" {
+		names = append(names, u.Hostname())
+	}
+	if h, err := os.Hostname(); err == nil && h != "" {
+		names = append(names, h)
+	}
+	return names
+}
+
+// advertiseScheme makes the derived advertised URL https:// when TLS is on.
+func (s *Server) advertiseScheme(u string) string {
+	if s.sec.tls != nil && s.cfg.AdvertiseURL == "" {
+		return "https://" + strings.TrimPrefix(u, "http://")
+	}
+	return u
+}
+
+// Reload reads the auth file and the certificates again, as SIGHUP does.
+// On error the previous ones stay in force.
+func (s *Server) Reload() error {
+	var errs []error
+	if s.sec.auth != nil {
+		if err := s.sec.auth.Reload(); err != nil {
+			errs = append(errs, err)
+		} else {
+			s.log.Info("tokens reloaded", "entries", s.sec.auth.Len())
+		}
+	}
+	if s.sec.tls != nil {
+		if err := s.sec.tls.Reload(); err != nil {
+			errs = append(errs, err)
+		} else {
+			s.log.Info("certificates reloaded")
+		}
+	}
+	err := errors.Join(errs...)
+	if err != nil {
+		s.log.Error("reload failed; the previous tokens and certificates stay in force", "err", err)
+	}
+	return err
+}
+
+// reloadOnSIGHUP calls Reload on every SIGHUP until ctx ends. The signal
+// is caught from the moment it returns (a SIGHUP not caught would kill the
+// process).
+func (s *Server) reloadOnSIGHUP(g *errgroup.Group, ctx context.Context) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	g.Go(func() error {
+		defer signal.Stop(ch)
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-ch:
+				s.log.Info("SIGHUP: reloading tokens and certificates")
+				_ = s.Reload()
+			}
+		}
+	})
+}
