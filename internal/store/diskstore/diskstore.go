@@ -1,21 +1,22 @@
 // Package diskstore is the embedded, durable store.Store: one process owns
 // the data in a Pebble database on local disk.
 //
-// Every transition is one synced Pebble batch, durable before the method
-// returns. Concurrent writers share fsyncs through Pebble's commit
-// pipeline (group commit): a method holds the store mutex only while it
-// validates against memory, builds its batch and hands it to
-// DB.ApplyNoSyncWait, which fixes its place in the WAL; it then waits for
-// the fsync outside the mutex, together with every other writer queued
-// behind the same sync. Memory is changed only after Pebble accepted the
-// batch, so the WAL order is the order of the in-memory mutations.
+// Every transition is durable before the method returns, through group
+// commit (commit.go): a method validates against memory and changes it
+// under the store mutex, adds its keys to the open group (one Pebble
+// batch collecting every transition staged since the last commit), and
+// waits outside the mutex until a committer goroutine has committed that
+// group and its fsync is done. The group's WAL order is the order of the
+// memory changes.
 //
 // Memory holds the counters and pause of every topic, the ready jobs (a
 // heap per topic), the reserved jobs (a deadline heap) and only the near
 // future of the delayed jobs: a heap loaded in chunks from the due index
-// on disk (see near.go). Bodies stay on disk. Open reads the counters, the
-// ready and reserved index entries and one chunk of the due index, so it
-// does not slow down with the number of delayed or buried jobs.
+// on disk (see near.go). Within the hot budget (Options.HotSize) those
+// jobs keep their records, bodies included, so reserve, finish and the
+// timer read nothing from Pebble. Open reads the counters, the ready and
+// reserved index entries and one chunk of the due index, so it does not
+// slow down with the number of delayed or buried jobs.
 //
 // The package does not own semantics beyond the store contract: validation
 // of names and limits is the engine's.
