@@ -91,26 +91,16 @@ func (d *httpDriver) reserve(ctx context.Context, topic string, n int, wait time
 // finish finishes one job with its own call, several with one batch
 // finish (POST /v1/jobs/finish), failing if any entry failed.
 func (d *httpDriver) finish(ctx context.Context, jobs []job) error {
-	type ref struct {
-		ID          string `json:"id"`
-		Reservation string `json:"reservation"`
-	}
-	refs := make([]ref, len(jobs))
+	refs := make([]api.FinishRef, len(jobs))
 	for i, j := range jobs {
 		id, res, _ := strings.Cut(j.id, "\x00")
-		refs[i] = ref{id, res}
+		refs[i] = api.FinishRef{ID: id, Reservation: res}
 	}
 	if len(refs) == 1 {
 		return d.call(ctx, "/v1/jobs/"+url.PathEscape(refs[0].ID)+"/finish", api.ActionRequest{Reservation: refs[0].Reservation}, nil)
 	}
-	var out struct {
-		Results []struct {
-			ID    string          `json:"id"`
-			OK    bool            `json:"ok"`
-			Error json.RawMessage `json:"error"`
-		} `json:"results"`
-	}
-	if err := d.call(ctx, "/v1/jobs/finish", map[string]any{"jobs": refs}, &out); err != nil {
+	var out api.FinishBatchResponse
+	if err := d.call(ctx, "/v1/jobs/finish", api.FinishBatchRequest{Jobs: refs}, &out); err != nil {
 		return err
 	}
 	if len(out.Results) != len(refs) {
@@ -118,7 +108,7 @@ func (d *httpDriver) finish(ctx context.Context, jobs []job) error {
 	}
 	for _, r := range out.Results {
 		if !r.OK {
-			return fmt.Errorf("bench: finish %s: %s", r.ID, r.Error)
+			return fmt.Errorf("bench: finish %s: %v", r.ID, r.Error.Err(http.StatusOK))
 		}
 	}
 	return nil

@@ -157,29 +157,18 @@ func (w *workload) consume(ctx context.Context, c int) {
 // abandon with one batch finish (POST /v1/jobs/finish); each entry the
 // server answers ok is an acknowledged finish.
 func (w *workload) handleBatch(ctx context.Context, c int, jobs []api.Job, recv time.Time) {
-	type ref struct {
-		ID          string `json:"id"`
-		Reservation string `json:"reservation"`
-	}
-	var in struct {
-		Jobs []ref `json:"jobs"`
-	}
+	var in api.FinishBatchRequest
 	for _, j := range jobs {
 		if !w.reserved(c, j, recv) {
 			continue
 		}
 		w.l.finishSent(j.ID)
-		in.Jobs = append(in.Jobs, ref{j.ID, j.Reservation})
+		in.Jobs = append(in.Jobs, api.FinishRef{ID: j.ID, Reservation: j.Reservation})
 	}
 	if len(in.Jobs) == 0 {
 		return
 	}
-	var out struct {
-		Results []struct {
-			ID string `json:"id"`
-			OK bool   `json:"ok"`
-		} `json:"results"`
-	}
+	var out api.FinishBatchResponse
 	if _, err := call(ctx, w.hc, "POST", w.d.url()+"/v1/jobs/finish", in, &out); err != nil {
 		return
 	}
