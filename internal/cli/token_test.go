@@ -65,7 +65,7 @@ func TestTLSAndToken(t *testing.T) {
 	if out == "" {
 		t.Fatalf("put printed %q", out)
 	}
-	if code, _, errOut := run(t, "put", "--server", url, "--ca-file", ca.File, "orders", "hello"); code == 0 || !strings.Contains(errOut, "unauthorized") {
+	if code, _, errOut := run(t, "put", "--server", url, "--ca-file", ca.File, "orders", "hello"); code == 0 || !strings.Contains(errOut, "needs a token") {
 		t.Fatalf("put without a token: exit %d, %q", code, errOut)
 	}
 	if code, _, errOut := run(t, "put", "--server", url, "--token", "ops-token", "orders", "hello"); code == 0 || !strings.Contains(errOut, "certificate") {
