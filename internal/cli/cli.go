@@ -15,6 +15,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/delayq/delayq/internal/buildinfo"
 	"github.com/delayq/delayq/internal/config"
 )
 
@@ -28,6 +29,8 @@ const (
 // root is the command tree. Kong builds flags, env vars and help from the
 // tags.
 type root struct {
+	Version kong.VersionFlag `help:"Print the version, commit and Go version of this binary, then exit."`
+
 	Serve   serveCmd   `cmd:"" help:"Run a delayq server."`
 	Put     putCmd     `cmd:"" help:"Put a job into a topic."`
 	Reserve reserveCmd `cmd:"" help:"Reserve ready jobs from one or more topics."`
@@ -122,5 +125,6 @@ func defaultVars() kong.Vars {
 		"log_level":          d.LogLevel,
 		"log_format":         d.LogFormat,
 		"server":             defaultServer,
+		"version":            buildinfo.Read().String(),
 	}
 }
