@@ -321,10 +321,13 @@ func (f *fleet) check(t *testing.T, jobs int) {
 	}
 	redelivered := 0
 	var worst time.Duration
+	var worstID string
 	for id := range f.acked {
 		ds := f.seen[id]
 		for _, d := range ds {
-			worst = max(worst, d.at.Sub(d.due))
+			if late := d.at.Sub(d.due); late > worst {
+				worst, worstID = late, id
+			}
 		}
 		if !f.finished[id] {
 			t.Errorf("acknowledged job %s was never delivered and finished; deliveries: %s; now: %s", id, describeDeliveries(ds), lookup(live, id))
@@ -346,7 +349,8 @@ func (f *fleet) check(t *testing.T, jobs int) {
 	// rest of the bound is the consumers' long-poll turn-around on a
 	// loaded 2-core machine.
 	if limit := failoverLatenessLimit; worst > limit {
-		t.Errorf("worst delivery lateness %s, want within %s (lease 600ms + consumer turn-around)", worst, limit)
+		t.Errorf("worst delivery lateness %s, want within %s (lease 600ms + consumer turn-around); job %s: %s",
+			worst, limit, worstID, describeDeliveries(f.seen[worstID]))
 	}
 	t.Logf("%d acknowledged, %d finished, %d redeliveries after TTR expiry; worst lateness %s", len(f.acked), len(f.finished), redelivered, worst)
 }
