@@ -151,19 +151,35 @@ func TestClientErrorsMatchSentinels(t *testing.T) {
 
 func TestReserveLongPollsUntilPut(t *testing.T) {
 	t.Parallel()
-	_, c := newTestClient(t)
+	srv, c := newTestClient(t)
 	ctx := t.Context()
-	go func() {
-		time.Sleep(200 * time.Millisecond)
-		c.Put(ctx, "lp", PutRequest{ID: "lp-1"})
-	}()
-	start := time.Now()
-	jobs, err := c.Reserve(ctx, []string{"lp"}, 1, 10*time.Second)
-	if err != nil || len(jobs) != 1 || jobs[0].ID != "lp-1" {
-		t.Fatalf("Reserve = %v, %v; want lp-1", jobs, err)
+	type result struct {
+		jobs []*delayq.Job
+		err  error
 	}
-	if took := time.Since(start); took < 150*time.Millisecond || took > 5*time.Second {
-		t.Errorf("Reserve took %v, want it to return at the put (~200ms)", took)
+	done := make(chan result, 1)
+	go func() {
+		jobs, err := c.Reserve(ctx, []string{"lp"}, 1, 10*time.Second)
+		done <- result{jobs, err}
+	}()
+	// The reserve is parked on the server (seen, not guessed) before the
+	// put: it must return with the job put after it started waiting.
+	waitFor(t, "the reserve long-polling", func() bool { return srv.Engine().Waiting("lp") == 1 })
+	select {
+	case r := <-done:
+		t.Fatalf("Reserve returned %v, %v before any put", r.jobs, r.err)
+	default:
+	}
+	put := time.Now()
+	if _, err := c.Put(ctx, "lp", PutRequest{ID: "lp-1"}); err != nil {
+		t.Fatalf("Put = %v", err)
+	}
+	r := <-done
+	if r.err != nil || len(r.jobs) != 1 || r.jobs[0].ID != "lp-1" {
+		t.Fatalf("Reserve = %v, %v; want lp-1", r.jobs, r.err)
+	}
+	if took := time.Since(put); took > 5*time.Second {
+		t.Errorf("Reserve returned %v after the put, want at the put", took)
 	}
 }
 

@@ -1,15 +1,21 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/api"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -100,7 +106,8 @@ func TestConsumerRunsEveryJobOnce(t *testing.T) {
 
 func TestConsumerHoldsNoMoreJobsThanWorkers(t *testing.T) {
 	t.Parallel()
-	srv, c := newTestClient(t)
+	held := &heldCounter{t: t, limit: 3}
+	srv, c := newTestClient(t, HTTPClient(&http.Client{Transport: held}))
 	putN(t, c.Producer(), "busy", 10)
 	release := make(chan struct{})
 	var running atomic.Int32
@@ -110,14 +117,75 @@ func TestConsumerHoldsNoMoreJobsThanWorkers(t *testing.T) {
 		<-release
 		return nil
 	})
-	waitFor(t, "3 handlers running", func() bool { return running.Load() == 3 })
-	time.Sleep(100 * time.Millisecond) // a greedy consumer would reserve more now
+	var once sync.Once
+	free := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(free) // before consume's stop, which waits for the handlers
+	waitFor(t, "3 handlers running", func() bool { return running.Load() >= 3 })
 	if got := topicCounts(t, c, "busy"); got != [4]int{7, 3, 0, 0} {
 		t.Errorf("counts while 3 workers busy = %v, want 7 ready 3 reserved", got)
 	}
-	close(release)
+	// While the workers are busy, the consumer must not even ask: the
+	// transport fails the test on any reserve that asks for more jobs
+	// than workers are free, now or later in the run.
+	free()
 	waitFor(t, "all done", func() bool { return topicCounts(t, c, "busy") == [4]int{} })
 	stop()
+	if held.reserves.Load() < 4 {
+		t.Errorf("%d reserves for 10 jobs on 3 workers, want at least 4", held.reserves.Load())
+	}
+}
+
+// heldCounter is a transport that counts the jobs a consumer holds (those
+// a reserve answered, less those finished, released or buried) and fails
+// the test when a reserve asks for more than limit minus held. It sees an
+// answer before the consumer does, and a finish's answer before the
+// consumer frees that worker, so the check is exact, not a matter of time.
+type heldCounter struct {
+	t        *testing.T
+	limit    int
+	reserves atomic.Int32
+
+	mu   sync.Mutex
+	held int // guarded by mu
+}
+
+func (h *heldCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	reserve := req.URL.Path == "/v1/reserve"
+	settle := strings.HasSuffix(req.URL.Path, "/finish") || strings.HasSuffix(req.URL.Path, "/release") || strings.HasSuffix(req.URL.Path, "/bury")
+	if reserve {
+		h.reserves.Add(1)
+		body, _ := io.ReadAll(req.Body)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		var in api.ReserveRequest
+		json.Unmarshal(body, &in)
+		n := max(in.N, 1) // the wire's default
+		h.mu.Lock()
+		if n+h.held > h.limit {
+			h.t.Errorf("reserve asked for %d jobs while the consumer held %d on %d workers", n, h.held, h.limit)
+		}
+		h.mu.Unlock()
+	}
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil || resp.StatusCode >= 300 {
+		return resp, err
+	}
+	switch {
+	case reserve:
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		var out api.JobsResponse
+		json.Unmarshal(body, &out)
+		h.mu.Lock()
+		h.held += len(out.Jobs)
+		h.mu.Unlock()
+		return resp, err
+	case settle:
+		h.mu.Lock()
+		h.held--
+		h.mu.Unlock()
+	}
+	return resp, nil
 }
 
 func TestConsumerIdleLongPolls(t *testing.T) {
@@ -322,17 +390,23 @@ func TestConsumerShutdownLetsHandlersFinish(t *testing.T) {
 	putN(t, c.Producer(), "drain", 3)
 	var started, finished atomic.Int32
 	cs := NewConsumer([]string{srv.URL}, "drain", UseClient(c), Concurrency(3), Grace(10*time.Second))
-	stop := consume(t, cs, func(ctx context.Context, j *Job) error {
-		started.Add(1)
-		time.Sleep(300 * time.Millisecond)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		finished.Add(1)
-		return nil
-	})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- cs.Consume(ctx, func(hctx context.Context, j *Job) error {
+			started.Add(1)
+			<-ctx.Done() // still working when the shutdown comes
+			if hctx.Err() != nil {
+				return hctx.Err()
+			}
+			finished.Add(1)
+			return nil
+		})
+	}()
 	waitFor(t, "3 handlers running", func() bool { return started.Load() == 3 })
-	if err := stop(); err != nil {
+	cancel()
+	if err := <-done; err != nil {
 		t.Errorf("Consume = %v, want nil", err)
 	}
 	if finished.Load() != 3 {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the servers and clients the test suite talks to, when missing:
 # redis-server (Redis backend tests), beanstalkd (byte-for-byte protocol
-# comparison) and php-cli + pheanstalk (a real beanstalkd client). Debian
-# packages only; needs root (or sudo) the first time.
+# comparison), php-cli + pheanstalk (a real beanstalkd client), chromium
+# (the dashboard's browser tests) and nc (the README's beanstalkd
+# examples). Debian packages only; needs root (or sudo) the first time.
 set -euo pipefail
 
 need=()
@@ -11,6 +12,7 @@ command -v redis-cli >/dev/null || need+=(redis-tools)
 command -v beanstalkd >/dev/null || need+=(beanstalkd)
 command -v php >/dev/null || need+=(php-cli)
 command -v chromium >/dev/null || need+=(chromium)
+command -v nc >/dev/null || need+=(netcat-openbsd)
 [ -d /usr/share/php/Pheanstalk ] || dpkg -s php-pda-pheanstalk >/dev/null 2>&1 || need+=(php-pda-pheanstalk)
 
 if [ ${#need[@]} -eq 0 ]; then

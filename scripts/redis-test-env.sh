@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # redis-test-env.sh starts the Redis servers delayq's Redis tests need, on
-# free loopback ports in a temporary directory, and prints the variables
-# the tests read:
+# free loopback ports in a temporary directory of their own, and prints the
+# variables the tests read:
 #
 #   source <(scripts/redis-test-env.sh)      # start (or reuse) and export
 #   go test -race ./internal/store/redisstore/
 #   scripts/redis-test-env.sh stop           # stop them and remove the directory
+#
+# The directory is $DELAYQ_REDIS_TEST_DIR when set (reused while its
+# servers live), else a fresh `mktemp -d`: two runs on one machine never
+# share or stop each other's servers. start exports DELAYQ_REDIS_TEST_DIR
+# with the other variables, so stop, run in the same shell, finds it.
 #
 # It starts one standalone redis-server (DELAYQ_TEST_REDIS) and a 3-master
 # Redis Cluster (DELAYQ_TEST_REDIS_CLUSTER), all with appendonly yes and
@@ -13,11 +18,19 @@
 # missing. Only the export lines go to stdout; progress goes to stderr.
 set -euo pipefail
 
-dir="${DELAYQ_REDIS_TEST_DIR:-${TMPDIR:-/tmp}/delayq-redis-test}"
+dir="${DELAYQ_REDIS_TEST_DIR:-}"
+
+# marker marks a directory as this script's, so stop never removes a
+# directory it did not fill.
+marker=.delayq-redis-test
 
 log() { echo "redis-test-env: $*" >&2; }
 
 stop() {
+	if [ -z "$dir" ]; then
+		log "DELAYQ_REDIS_TEST_DIR is not set: nothing to stop (run stop in the shell that sourced start)"
+		return 0
+	fi
 	[ -d "$dir" ] || return 0
 	for pidfile in "$dir"/*/redis.pid; do
 		[ -f "$pidfile" ] || continue
@@ -25,8 +38,12 @@ stop() {
 		kill "$pid" 2>/dev/null || true
 		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 	done
-	rm -rf "$dir"
-	log "stopped and removed $dir"
+	if [ -f "$dir/$marker" ]; then
+		rm -rf "$dir"
+		log "stopped and removed $dir"
+	else
+		log "stopped the servers in $dir (left in place: not made by this script)"
+	fi
 }
 
 install() {
@@ -103,14 +120,23 @@ alive() {
 }
 
 start() {
-	if alive; then
+	if [ -n "$dir" ] && alive; then
 		log "reusing the servers in $dir"
 		cat "$dir/env"
 		return
 	fi
-	stop
+	if [ -n "$dir" ]; then
+		stop
+		if [ -d "$dir" ] && [ ! -f "$dir/$marker" ] && [ -n "$(ls -A "$dir")" ]; then
+			log "$dir is not empty and was not made by this script; give DELAYQ_REDIS_TEST_DIR an empty or new directory"
+			exit 1
+		fi
+		mkdir -p "$dir"
+	else
+		dir="$(mktemp -d -t delayq-redis-test.XXXXXX)"
+	fi
+	touch "$dir/$marker"
 	install
-	mkdir -p "$dir"
 	local single
 	single="$(start_server standalone)"
 	used="$used$single "
@@ -138,6 +164,7 @@ start() {
 	local cluster
 	cluster="$(IFS=,; echo "${addrs[*]}")"
 	{
+		echo "export DELAYQ_REDIS_TEST_DIR=$dir"
 		echo "export DELAYQ_TEST_REDIS=127.0.0.1:$single"
 		echo "export DELAYQ_TEST_REDIS_CLUSTER=$cluster"
 	} >"$dir/env"

@@ -24,6 +24,9 @@ echo "== redis"
 # shellcheck disable=SC1090
 # The assignment, unlike a bare eval "$(...)", stops the run (set -e) when
 # the servers cannot be started.
+# This run's servers live in a directory of its own, made here so the
+# trap can stop them even when start fails halfway.
+export DELAYQ_REDIS_TEST_DIR="${DELAYQ_REDIS_TEST_DIR:-$(mktemp -d -t delayq-redis-test.XXXXXX)}"
 trap 'bash scripts/redis-test-env.sh stop >/dev/null 2>&1 || true' EXIT
 redis_env="$(bash scripts/redis-test-env.sh start)"
 eval "$redis_env"

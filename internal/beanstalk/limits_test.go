@@ -108,7 +108,9 @@ func TestShutdownEndsWaitingReserve(t *testing.T) {
 	ts := startDelayq(t, Limits{})
 	c, r := dial(t, ts.addr)
 	io.WriteString(c, "reserve\r\n")
-	time.Sleep(50 * time.Millisecond)
+	for ts.engine.Waiting("default") == 0 { // the reserve is parked
+		time.Sleep(time.Millisecond)
+	}
 	done := make(chan error, 1)
 	go func() { done <- ts.srv.Shutdown(t.Context()) }()
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -26,7 +27,11 @@ import (
 //	                    characters but "\r" and "\n" (ids, pids, uptimes)
 //	<< current-jobs: 0  expect the line and "\n" (YAML lines of stats)
 //	!raw 1 "use x\r"    send Go-quoted bytes, nothing added
-//	!sleep 1100ms       wait
+//	!await 2 "stats-job 3" "state: ready"
+//	                    send the command on connection 2 until its reply
+//	                    (the line, and the YAML after an OK) contains the
+//	                    text, polling for up to 5 s: a transcript waits on
+//	                    state both servers show, never on the clock
 //	!eof 1              expect the server to close connection 1
 //	!close 2            close connection 2
 //
@@ -178,6 +183,59 @@ func step(line string, get func(int) *peer, peers map[int]*peer) error {
 	}
 }
 
+// quoted splits `"a b" "c"` into its Go-quoted strings.
+func quoted(s string) ([]string, error) {
+	var out []string
+	for s = strings.TrimSpace(s); s != ""; s = strings.TrimSpace(s) {
+		q, err := strconv.QuotedPrefix(s)
+		if err != nil {
+			return nil, err
+		}
+		u, _ := strconv.Unquote(q)
+		out = append(out, u)
+		s = s[len(q):]
+	}
+	return out, nil
+}
+
+// await sends cmd on p until the whole reply contains want, or fails
+// after 5 s with the last reply.
+func await(p *peer, cmd, want string) error {
+	var reply string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := p.c.Write([]byte(cmd + "\r\n")); err != nil {
+			return err
+		}
+		var err error
+		if reply, err = readReply(p); err != nil {
+			return err
+		}
+		if strings.Contains(reply, want) {
+			return nil
+		}
+	}
+	return fmt.Errorf("no reply to %q contained %q within 5s; last %q", cmd, want, reply)
+}
+
+// readReply reads one reply: its line, and the body an "OK <bytes>" line
+// announces.
+func readReply(p *peer) (string, error) {
+	p.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, err := p.r.ReadString('\n')
+	if err != nil {
+		return line, fmt.Errorf("read: %v (got %q)", err, line)
+	}
+	var n int
+	if _, err := fmt.Sscanf(line, "OK %d\r\n", &n); err != nil {
+		return line, nil
+	}
+	body := make([]byte, n+2)
+	if _, err := io.ReadFull(p.r, body); err != nil {
+		return line, fmt.Errorf("read body: %v", err)
+	}
+	return line + string(body), nil
+}
+
 func expect(p *peer, want, end string) error {
 	p.c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	got, err := p.r.ReadString('\n')
@@ -196,10 +254,13 @@ func directive(f []string, get func(int) *peer, peers map[int]*peer) error {
 		return errors.New("directive needs an argument")
 	}
 	switch f[0] {
-	case "sleep":
-		d, err := time.ParseDuration(f[1])
-		time.Sleep(d)
-		return err
+	case "await":
+		n, _ := strconv.Atoi(f[1])
+		args, err := quoted(strings.Join(f[2:], " "))
+		if err != nil || len(args) != 2 {
+			return fmt.Errorf("await wants a connection and two quoted strings: %v", err)
+		}
+		return await(get(n), args[0], args[1])
 	case "raw":
 		n, _ := strconv.Atoi(f[1])
 		s, err := strconv.Unquote(strings.Join(f[2:], " "))

@@ -18,6 +18,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/buildinfo"
 	"github.com/delayq/delayq/internal/config"
 )
 
@@ -31,6 +32,8 @@ const (
 // root is the command tree. Kong builds flags, env vars and help from the
 // tags.
 type root struct {
+	Version kong.VersionFlag `help:"Print the version, commit and Go version of this binary, then exit."`
+
 	Serve   serveCmd   `cmd:"" help:"Run a delayq server."`
 	Put     putCmd     `cmd:"" help:"Put a job into a topic."`
 	Reserve reserveCmd `cmd:"" help:"Reserve ready jobs from one or more topics."`
@@ -128,6 +131,7 @@ func defaultVars() kong.Vars {
 		"log_level":          d.LogLevel,
 		"log_format":         d.LogFormat,
 		"server":             defaultServer,
+		"version":            buildinfo.Read().String(),
 	}
 }
 

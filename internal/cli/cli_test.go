@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/delayq/delayq/api"
+	"github.com/delayq/delayq/internal/buildinfo"
 	"github.com/delayq/delayq/internal/config"
 	"github.com/delayq/delayq/internal/server"
 )
@@ -285,6 +286,20 @@ func TestHelp(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("serve --help lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestVersion: --version prints the build's one line to stdout and exits
+// 0, before any command is required.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := run(t, "--version")
+	if code != exitOK || errOut != "" {
+		t.Fatalf("--version: exit %d, stderr %q; want 0 and nothing", code, errOut)
+	}
+	want := buildinfo.Read().String() + "\n"
+	if out != want || !strings.HasPrefix(out, "delayq ") {
+		t.Errorf("--version printed %q, want %q", out, want)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -69,7 +70,7 @@ func TestBrowser(t *testing.T) {
 	if got := jobIDs(t, ctx); !cmp.Equal(got, []string{"a2"}) {
 		t.Errorf("buried jobs of %s = %v, want [a2]", topic, got)
 	}
-	shot(t, ctx, "/tmp/delayq-dashboard-topic.png")
+	shot(t, ctx, "delayq-dashboard-topic.png")
 
 	// The buried job's detail, then delete it.
 	run(t, ctx, chromedp.Click(chromedp.CSS(`a.job-link[href="#/job/a2"]`)),
@@ -211,8 +212,16 @@ func jobIDs(t *testing.T, ctx context.Context) []string {
 	return ids
 }
 
-func shot(t *testing.T, ctx context.Context, path string) {
+// shot saves a screenshot named name into $DELAYQ_SCREENSHOTS when that
+// names a directory (to look at the page after the run), else into the
+// test's temporary directory: a test writes nothing outside its own.
+func shot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
+	dir := os.Getenv("DELAYQ_SCREENSHOTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	path := filepath.Join(dir, name)
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/buildinfo"
 )
 
 // Metrics holds delayq's collectors, registered on Registry.
@@ -63,12 +64,24 @@ func New(topics func(context.Context) ([]delayq.TopicStats, error)) *Metrics {
 			Help: "Reserve calls currently long-polling.",
 		}),
 	}
-	reg.MustRegister(m.ops, m.fireLateness, m.readyWait, m.timeouts, m.buried, m.waiters,
+	reg.MustRegister(m.ops, m.fireLateness, m.readyWait, m.timeouts, m.buried, m.waiters, buildInfo(buildinfo.Read()),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if topics != nil {
 		reg.MustRegister(&topicCollector{topics: topics})
 	}
 	return m
+}
+
+// buildInfo is the delayq_build_info gauge, always 1: its labels say which
+// build an instance runs, so a dashboard can show a fleet mid-upgrade and
+// a query can join on the version.
+func buildInfo(i buildinfo.Info) prometheus.Collector {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "delayq_build_info",
+		Help: "Always 1; the labels name the build: module version, VCS revision, Go version.",
+	}, []string{"version", "revision", "goversion"})
+	g.WithLabelValues(i.Version, i.Revision, i.GoVersion).Set(1)
+	return g
 }
 
 // Op counts one operation with its outcome code ("ok" on success).

@@ -64,7 +64,11 @@ func TestTwoInstancesOverRedis(t *testing.T) {
 		}
 		got <- len(jobs)
 	}()
-	time.Sleep(200 * time.Millisecond) // let B's consumer park
+	// The put must come after B's consumer parked and B hears A's events
+	// (pub/sub keeps no backlog); both are observable, so wait for them.
+	waitUntil(t, "B's consumer parked and B listening to A", func() bool {
+		return b.redis.Listening() && b.Engine().Waiting(topic) == 1
+	})
 	if _, err := ca.Put(t.Context(), topic, client.PutRequest{Body: []byte("x")}); err != nil {
 		t.Fatalf("Put on A = %v", err)
 	}

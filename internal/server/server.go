@@ -119,9 +119,12 @@ func (s *Server) Start(ctx context.Context) error {
 		MaxTopics:        s.cfg.MaxTopics,
 		Logger:           s.log.With("component", "engine"),
 	})
-	if err := s.listen(); err != nil {
+	// Binding first makes Addr known as soon as Start returns (port 0
+	// picks a free port); the advertised URL needs the bound address.
+	if err := s.bind(); err != nil {
 		return errors.Join(err, s.closeStore())
 	}
+	s.build()
 	s.serve()
 	s.log.Info("delayq serving", "http", s.httpLn.Addr().String(), "beanstalk", s.cfg.BeanstalkAddr, "advertise_url", s.advertise,
 		"debug", s.cfg.DebugAddr, "data_dir", s.cfg.DataDir, "max_wait", s.cfg.MaxWait, "max_body", s.cfg.MaxBody)
@@ -154,9 +157,10 @@ func (s *Server) openStore(ctx context.Context) (store.Store, error) {
 	return st, nil
 }
 
-// listen binds the front ends' listeners, so Addr is known as soon as
-// Start returns (port 0 picks a free port).
-func (s *Server) listen() (err error) {
+// bind takes every port the configuration names, and only that: a later
+// bind that fails frees the ports already taken, so a failed Start leaves
+// nothing behind. Building is left to build, which cannot fail.
+func (s *Server) bind() (err error) {
 	var bound []net.Listener
 	defer func() {
 		if err != nil { // a later bind failed: free the ports already taken
@@ -173,26 +177,37 @@ func (s *Server) listen() (err error) {
 		bound = append(bound, l)
 		return l, nil
 	}
-	ln, err := bind("http", s.cfg.HTTPAddr)
-	if err != nil {
+	if s.httpLn, err = bind("http", s.cfg.HTTPAddr); err != nil {
 		return err
 	}
-	s.httpLn = s.secureHTTP(ln)
+	s.httpLn = s.secureHTTP(s.httpLn)
 	if s.cfg.BeanstalkAddr != "" {
 		if s.beanstalkLn, err = bind("beanstalk", s.cfg.BeanstalkAddr); err != nil {
 			return err
 		}
 		s.beanstalkLn = s.secureBeanstalk(s.beanstalkLn)
-		s.beanstalk = &beanstalk.Server{Engine: s.eng, Logger: s.log.With("component", "beanstalk")}
-		s.guardBeanstalk(s.beanstalk)
 	}
 	if s.cfg.DebugAddr != "" {
 		if s.debugLn, err = bind("debug", s.cfg.DebugAddr); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// build makes the front ends for the bound listeners: the beanstalkd
+// server, the profiler, and the HTTP API with the address it advertises
+// (known only once the HTTP port is bound), which on Redis is also
+// announced to the other instances.
+func (s *Server) build() {
+	if s.beanstalkLn != nil {
+		s.beanstalk = &beanstalk.Server{Engine: s.eng, Logger: s.log.With("component", "beanstalk")}
+		s.guardBeanstalk(s.beanstalk)
+	}
+	if s.debugLn != nil {
 		s.debug = &http.Server{Handler: debugHandler(), ReadHeaderTimeout: readHeaderTimeout}
 	}
-	s.advertise = s.advertiseScheme(s.cfg.AdvertiseURLFor(ln.Addr()))
+	s.advertise = s.advertiseScheme(s.cfg.AdvertiseURLFor(s.httpLn.Addr()))
 	opts := httpapi.Options{
 		Logger:       s.log.With("component", "http"),
 		AdvertiseURL: s.advertise,
@@ -206,8 +221,13 @@ func (s *Server) listen() (err error) {
 		s.redis.Advertise(s.advertise, protocols)
 		opts.Cluster = s.redis.Instances
 	}
-	api := httpapi.NewHandler(s.eng, opts)
-	s.http = &http.Server{
+	s.http = s.httpServer(httpapi.NewHandler(s.eng, opts))
+}
+
+// httpServer wraps the API handler in the HTTP server's protections and
+// timeouts, and drains the engine when it shuts down.
+func (s *Server) httpServer(api http.Handler) *http.Server {
+	srv := &http.Server{
 		// A hostile web page must not make an operator's browser put, kick
 		// or delete jobs: refuse cross-origin unsafe requests (browsers say
 		// where they come from; curl and SDK clients send no such headers).
@@ -223,11 +243,11 @@ func (s *Server) listen() (err error) {
 	// waits for in-flight requests: draining the engine now makes every
 	// long-poll return, so the wait is short.
 	s.drained = make(chan struct{})
-	s.http.RegisterOnShutdown(func() {
+	srv.RegisterOnShutdown(func() {
 		s.eng.Drain()
 		close(s.drained)
 	})
-	return nil
+	return srv
 }
 
 // serve starts the engine loop and the front ends, each owned by the

@@ -68,6 +68,17 @@ func startServer(t *testing.T, cfg config.Config, logs *syncBuffer) *Server {
 	return s
 }
 
+// waitUntil polls cond, which reads observable state, until it holds; it
+// fails the test after 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+	}
+}
+
 // newClient returns a client for s whose idle connections are closed at the
 // end of the test, so goleak sees no stray goroutines.
 func newClient(t *testing.T, s *Server) *client.Client {
@@ -93,9 +104,7 @@ func TestShutdownEndsLongPollThenClosesStore(t *testing.T) {
 		jobs, err := c.Reserve(context.Background(), []string{"orderclose"}, 1, time.Minute)
 		done <- result{len(jobs), err}
 	}()
-	for s.Engine().Waiting("orderclose") == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	waitUntil(t, "the long-poll parked", func() bool { return s.Engine().Waiting("orderclose") == 1 })
 
 	start := time.Now()
 	if err := s.Shutdown(t.Context()); err != nil {
@@ -231,18 +240,29 @@ func TestFailedBindFreesEarlierPorts(t *testing.T) {
 
 func TestRunReturnsWhenContextEnds(t *testing.T) {
 	t.Parallel()
-	cfg := testConfig(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg, nil) }()
-	time.Sleep(100 * time.Millisecond) // let it start; Run must not care when the signal comes
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil && !errors.Is(err, context.Canceled) {
-			t.Errorf("Run() = %v, want nil", err)
+	// Run must not care when the signal comes: before it serves, or while
+	// it does (seen in its log, not guessed from the clock).
+	for _, serving := range []bool{false, true} {
+		cfg := testConfig(t)
+		logs := &syncBuffer{}
+		ctx, cancel := context.WithCancel(t.Context())
+		if !serving {
+			cancel()
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Run still running 10s after its context ended")
+		done := make(chan error, 1)
+		go func() { done <- Run(ctx, cfg, slog.New(slog.NewTextHandler(logs, nil))) }()
+		if serving {
+			waitUntil(t, "the server logs that it serves", func() bool { return strings.Contains(logs.String(), `msg="delayq serving"`) })
+			cancel()
+		}
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("Run(serving %v) = %v, want nil", serving, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Run(serving %v) still running 10s after its context ended", serving)
+		}
+		cancel()
 	}
 }

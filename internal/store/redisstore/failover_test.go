@@ -100,7 +100,18 @@ type delivery struct {
 	deadline time.Time
 	due      time.Time
 	finished bool
+	via      string // the instance the reserve went through
+	outcome  string // what the finish got, for the failure message
 }
+
+// Budgets of the failover run. The puts take what they take on a loaded
+// machine; the consumers then have drainBudget to finish every
+// acknowledged job (the last due is 1.5 s after the last put, a TTR
+// expiry adds 1 s). Both are far above an unloaded run (about 3 s).
+const (
+	putBudget   = 90 * time.Second
+	drainBudget = 30 * time.Second
+)
 
 // TestFailoverKill9 runs three delayq processes on one Redis, puts jobs
 // through all of them, consumes through all of them, and kill -9s one
@@ -119,14 +130,18 @@ func testFailover(t *testing.T, addrs []string) {
 		u, c := startInstance(t, addrs, prefix)
 		urls, cmds = append(urls, u), append(cmds, c)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	// The consumers' deadline starts when the puts end, so a slow put
+	// phase on a loaded machine does not eat the time to drain.
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	f := &fleet{urls: urls, dead: map[string]bool{}, acked: map[string]bool{}, seen: map[string][]delivery{}}
+	putCtx, putCancel := context.WithTimeout(ctx, putBudget)
+	defer putCancel()
+	f := &fleet{urls: urls, dead: map[string]bool{}, acked: map[string]bool{}, finished: map[string]bool{}, seen: map[string][]delivery{}}
 
 	var wg sync.WaitGroup
 	for c := range 6 {
 		wg.Add(1)
-		go func() { defer wg.Done(); f.consume(ctx, c, jobs) }()
+		go func() { defer wg.Done(); f.consume(ctx, c) }()
 	}
 	for i := range jobs {
 		switch i {
@@ -137,8 +152,13 @@ func testFailover(t *testing.T, addrs []string) {
 			u, _ := startInstance(t, addrs, prefix) // and later a restart
 			f.add(u)
 		}
-		f.put(ctx, i)
+		f.put(putCtx, i)
 	}
+	f.mu.Lock()
+	f.putsOver = true
+	f.mu.Unlock()
+	stop := time.AfterFunc(drainBudget, cancel)
+	defer stop.Stop()
 	wg.Wait()
 	f.check(t, jobs)
 }
@@ -147,11 +167,12 @@ func testFailover(t *testing.T, addrs []string) {
 type fleet struct {
 	urls []string
 
-	mu    sync.Mutex
-	dead  map[string]bool       // guarded by mu
-	acked map[string]bool       // guarded by mu: puts answered 201
-	seen  map[string][]delivery // guarded by mu
-	done  int                   // guarded by mu: acknowledged jobs finished
+	mu       sync.Mutex
+	dead     map[string]bool       // guarded by mu
+	acked    map[string]bool       // guarded by mu: puts answered 201
+	finished map[string]bool       // guarded by mu: jobs known finished
+	seen     map[string][]delivery // guarded by mu
+	putsOver bool                  // guarded by mu
 }
 
 func (f *fleet) add(url string) {
@@ -177,6 +198,22 @@ func (f *fleet) pick(i int) string {
 		}
 	}
 	return live[i%len(live)]
+}
+
+// drained reports whether the puts are over and every acknowledged job is
+// finished: the consumers' cue to stop.
+func (f *fleet) drained() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.putsOver {
+		return false
+	}
+	for id := range f.acked {
+		if !f.finished[id] {
+			return false
+		}
+	}
+	return true
 }
 
 func post(ctx context.Context, url string, body any, out any) (int, error) {
@@ -211,14 +248,8 @@ func (f *fleet) put(ctx context.Context, i int) {
 // consume reserves through instance c (failing over when it dies) and
 // finishes what it gets, except every 7th delivery, which it abandons so
 // its TTR runs out and another consumer gets it.
-func (f *fleet) consume(ctx context.Context, c, jobs int) {
-	for n := 0; ctx.Err() == nil; n++ {
-		f.mu.Lock()
-		finished := f.done == jobs
-		f.mu.Unlock()
-		if finished {
-			return
-		}
+func (f *fleet) consume(ctx context.Context, c int) {
+	for n := 0; ctx.Err() == nil && !f.drained(); n++ {
 		var res api.JobsResponse
 		base := f.pick(c + n)
 		code, err := post(ctx, base+"/v1/reserve", map[string]any{"topics": []string{"failover"}, "n": 3, "wait": "500ms"}, &res)
@@ -233,20 +264,46 @@ func (f *fleet) consume(ctx context.Context, c, jobs int) {
 }
 
 func (f *fleet) handle(ctx context.Context, base string, j api.Job, finish bool) {
-	d := delivery{at: time.Now(), due: j.Due.Time}
+	d := delivery{at: time.Now(), due: j.Due.Time, via: base, outcome: "abandoned"}
 	if j.Deadline != nil {
 		d.deadline = j.Deadline.Time
 	}
 	if finish {
-		code, err := post(ctx, base+"/v1/jobs/"+j.ID+"/finish", map[string]any{"reservation": j.Reservation}, nil)
-		d.finished = err == nil && code < 300
+		d.finished, d.outcome = f.finish(ctx, base, j)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.seen[j.ID] = append(f.seen[j.ID], d)
-	if d.finished && f.acked[j.ID] {
-		f.done++
+	if d.finished {
+		f.finished[j.ID] = true
 	}
+}
+
+// finish finishes j through base. When the answer is lost (base was
+// killed with the request in flight, which may or may not have reached
+// Redis), it does what a failing-over client does: it sends the same
+// finish, same reservation, through the other instances until one
+// answers. 404 then means the job is gone, and in this test only a finish
+// removes a job: the lost request did finish it. 409 means the
+// reservation had lapsed, so the job is, or will be, delivered again.
+func (f *fleet) finish(ctx context.Context, base string, j api.Job) (bool, string) {
+	req := map[string]any{"reservation": j.Reservation}
+	code, err := post(ctx, base+"/v1/jobs/"+j.ID+"/finish", req, nil)
+	if err == nil {
+		return code < 300, fmt.Sprint(code)
+	}
+	lost := err.Error()
+	for i := 0; ctx.Err() == nil; i++ {
+		retry := f.pick(i)
+		code, err := post(ctx, retry+"/v1/jobs/"+j.ID+"/finish", req, nil)
+		if err != nil {
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		outcome := fmt.Sprintf("reply lost (%s); retry through %s answered %d", lost, retry, code)
+		return code < 300 || code == http.StatusNotFound, outcome
+	}
+	return false, "reply lost (" + lost + "); no retry answered"
 }
 
 func (f *fleet) check(t *testing.T, jobs int) {
@@ -256,15 +313,24 @@ func (f *fleet) check(t *testing.T, jobs int) {
 	if len(f.acked) < jobs*2/3 {
 		t.Errorf("only %d of %d puts acknowledged", len(f.acked), jobs)
 	}
+	var live string // any live instance, for lookups
+	for _, u := range f.urls {
+		if !f.dead[u] {
+			live = u
+		}
+	}
 	redelivered := 0
 	var worst time.Duration
+	var worstID string
 	for id := range f.acked {
 		ds := f.seen[id]
 		for _, d := range ds {
-			worst = max(worst, d.at.Sub(d.due))
+			if late := d.at.Sub(d.due); late > worst {
+				worst, worstID = late, id
+			}
 		}
-		if !slices.ContainsFunc(ds, func(d delivery) bool { return d.finished }) {
-			t.Errorf("acknowledged job %s was never delivered and finished (%d deliveries)", id, len(ds))
+		if !f.finished[id] {
+			t.Errorf("acknowledged job %s was never delivered and finished; deliveries: %s; now: %s", id, describeDeliveries(ds), lookup(live, id))
 		}
 		redelivered += max(len(ds)-1, 0)
 	}
@@ -283,7 +349,30 @@ func (f *fleet) check(t *testing.T, jobs int) {
 	// rest of the bound is the consumers' long-poll turn-around on a
 	// loaded 2-core machine.
 	if limit := failoverLatenessLimit; worst > limit {
-		t.Errorf("worst delivery lateness %s, want within %s (lease 600ms + consumer turn-around)", worst, limit)
+		t.Errorf("worst delivery lateness %s, want within %s (lease 600ms + consumer turn-around); job %s: %s",
+			worst, limit, worstID, describeDeliveries(f.seen[worstID]))
 	}
-	t.Logf("%d acknowledged, %d finished, %d redeliveries after TTR expiry; worst lateness %s", len(f.acked), f.done, redelivered, worst)
+	t.Logf("%d acknowledged, %d finished, %d redeliveries after TTR expiry; worst lateness %s", len(f.acked), len(f.finished), redelivered, worst)
+}
+
+func describeDeliveries(ds []delivery) string {
+	var b strings.Builder
+	for _, d := range ds {
+		fmt.Fprintf(&b, "[at %s via %s, due %s, deadline %s: %s] ", d.at.Format(time.StampMilli), d.via,
+			d.due.Format(time.StampMilli), d.deadline.Format(time.StampMilli), d.outcome)
+	}
+	return b.String()
+}
+
+// lookup reads a job's state through instance base, to tell a job that is
+// gone from one that is stuck.
+func lookup(base, id string) string {
+	req, _ := http.NewRequest("GET", base+"/v1/jobs/"+id, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return fmt.Sprintf("%d %s", resp.StatusCode, bytes.TrimSpace(b))
 }

@@ -143,7 +143,8 @@ func TestNotifyAcrossInstances(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Notify() = %v", err)
 	}
-	time.Sleep(100 * time.Millisecond) // let the subscription settle
+	// Pub/sub keeps no backlog: B's put must come after A subscribed.
+	waitFor(t, 5*time.Second, "A listening for events", a.Listening)
 	now := delayq.TruncMilli(time.Now())
 	due := now.Add(time.Hour)
 	put := []*delayq.Job{

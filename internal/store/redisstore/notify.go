@@ -87,7 +87,11 @@ func (s *Store) subscribe(ctx context.Context) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		start := time.Now()
-		err := s.c.Receive(ctx, s.c.B().Subscribe().Channel(s.k.events()).Build(), s.onMessage)
+		hooked := rueidis.WithOnSubscriptionHook(ctx, func(sub rueidis.PubSubSubscription) {
+			s.fan.setSubscribed(sub.Kind == "subscribe")
+		})
+		err := s.c.Receive(hooked, s.c.B().Subscribe().Channel(s.k.events()).Build(), s.onMessage)
+		s.fan.setSubscribed(false)
 		if ctx.Err() != nil {
 			return
 		}
@@ -114,6 +118,12 @@ func (s *Store) onMessage(m rueidis.PubSubMessage) {
 	s.fan.send(e.toStore())
 }
 
+// Listening reports whether events published by other instances reach
+// this instance's Notify readers now: Redis has confirmed the subscription
+// and a reader is registered. Pub/sub keeps no backlog, so an event sent
+// before then is never heard; tests wait for this instead of sleeping.
+func (s *Store) Listening() bool { return s.fan.listening() }
+
 // Notify implements store.Notifier.
 func (s *Store) Notify(ctx context.Context) (<-chan store.Event, error) {
 	if err := s.check(); err != nil {
@@ -128,9 +138,10 @@ func (s *Store) Notify(ctx context.Context) (<-chan store.Event, error) {
 // channel drops the event (its reader is behind and will catch up on the
 // next one; the engine's waiters also recheck on their own).
 type fanout struct {
-	mu     sync.Mutex
-	subs   map[chan store.Event]bool // guarded by mu
-	closed bool                      // guarded by mu
+	mu         sync.Mutex
+	subs       map[chan store.Event]bool // guarded by mu
+	closed     bool                      // guarded by mu
+	subscribed bool                      // guarded by mu: Redis confirmed the subscription
 }
 
 func newFanout() *fanout { return &fanout{subs: map[chan store.Event]bool{}} }
@@ -145,6 +156,18 @@ func (f *fanout) add() chan store.Event {
 	}
 	f.subs[ch] = true
 	return ch
+}
+
+func (f *fanout) setSubscribed(on bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.subscribed = on
+}
+
+func (f *fanout) listening() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.subscribed && len(f.subs) > 0
 }
 
 func (f *fanout) remove(ch chan store.Event) {

@@ -65,6 +65,10 @@ func TestFailsFastAndRecoversWhenRedisReturns(t *testing.T) {
 	cmd, port := startRedis(t, 0)
 	s := openStore(t, []string{fmt.Sprintf("127.0.0.1:%d", port)}, Options{})
 	defer s.Close()
+	if _, err := s.Notify(t.Context()); err != nil {
+		t.Fatalf("Notify() = %v", err)
+	}
+	waitFor(t, 5*time.Second, "listening for events", s.Listening)
 	put := func(id string) error {
 		now := delayq.TruncMilli(time.Now())
 		return s.Put(t.Context(), []*delayq.Job{{ID: id, Topic: "outage", TTR: time.Second, State: delayq.StateReady, Due: now, Created: now}})
@@ -81,6 +85,7 @@ func TestFailsFastAndRecoversWhenRedisReturns(t *testing.T) {
 	if d := time.Since(start); d > 4*time.Second {
 		t.Errorf("Put during the outage took %s to fail, want fast (under 4s)", d)
 	}
+	waitFor(t, 5*time.Second, "the subscription seen lost", func() bool { return !s.Listening() })
 	startRedis(t, port)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -94,4 +99,5 @@ func TestFailsFastAndRecoversWhenRedisReturns(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	waitFor(t, 5*time.Second, "leases taken again after the outage", func() bool { return len(s.Buckets()) == s.opt.Buckets })
+	waitFor(t, 5*time.Second, "subscribed again after the outage", s.Listening)
 }

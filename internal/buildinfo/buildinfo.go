@@ -1,0 +1,84 @@
+// Package buildinfo says which delayq a binary is: the module version and
+// the commit it was built from, as the Go toolchain recorded them. An
+// operator reporting a bug, or comparing the instances of a deployment,
+// needs this without access to the build, so it is printed by
+// `delayq --version` and exported as the delayq_build_info metric.
+package buildinfo
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"strings"
+)
+
+// unknown stands for a field the build did not record (go run, a test
+// binary, a build outside version control).
+const unknown = "unknown"
+
+// Info is what the toolchain recorded about this build.
+type Info struct {
+	Version   string // module version: a tag, a pseudo-version, or "(devel)"
+	Revision  string // VCS commit, or "unknown"
+	Time      string // commit time (RFC 3339), or "unknown"
+	Modified  bool   // the work tree had uncommitted changes
+	GoVersion string // toolchain, e.g. go1.26.8
+}
+
+// Read returns the running binary's build information.
+func Read() Info {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		bi = nil
+	}
+	return from(bi)
+}
+
+// from extracts Info from what debug.ReadBuildInfo returned (nil when the
+// binary carries none), filling what is missing with "unknown".
+func from(bi *debug.BuildInfo) Info {
+	i := Info{Version: unknown, Revision: unknown, Time: unknown, GoVersion: runtime.Version()}
+	if bi == nil {
+		return i
+	}
+	if bi.Main.Version != "" {
+		i.Version = bi.Main.Version
+	}
+	if bi.GoVersion != "" {
+		i.GoVersion = bi.GoVersion
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			i.Revision = s.Value
+		case "vcs.time":
+			i.Time = s.Value
+		case "vcs.modified":
+			i.Modified = s.Value == "true"
+		}
+	}
+	return i
+}
+
+// String is the one-line form `delayq --version` prints:
+//
+//	delayq v1.2.0 (revision 0a1b2c3d4e5f, 2026-11-24T00:00:00Z) go1.26.8
+//
+// with ", modified" after the time when the tree had uncommitted changes.
+func (i Info) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "delayq %s (revision %s, %s", i.Version, short(i.Revision), i.Time)
+	if i.Modified {
+		b.WriteString(", modified")
+	}
+	fmt.Fprintf(&b, ") %s", i.GoVersion)
+	return b.String()
+}
+
+// short cuts a commit hash to the 12 characters people paste.
+func short(rev string) string {
+	if len(rev) > 12 {
+		return rev[:12]
+	}
+	return rev
+}

@@ -1,0 +1,49 @@
+package buildinfo
+
+import (
+	"runtime"
+	"runtime/debug"
+	"testing"
+)
+
+func TestFromRecordedBuild(t *testing.T) {
+	got := from(&debug.BuildInfo{
+		GoVersion: "go1.26.8",
+		Main:      debug.Module{Path: "github.com/delayq/delayq", Version: "v1.2.0"},
+		Settings: []debug.BuildSetting{
+			{Key: "vcs", Value: "git"},
+			{Key: "vcs.revision", Value: "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567"},
+			{Key: "vcs.time", Value: "2026-11-24T00:00:00Z"},
+			{Key: "vcs.modified", Value: "true"},
+		},
+	})
+	want := Info{Version: "v1.2.0", Revision: "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567", Time: "2026-11-24T00:00:00Z", Modified: true, GoVersion: "go1.26.8"}
+	if got != want {
+		t.Fatalf("from() = %+v, want %+v", got, want)
+	}
+	if s, want := got.String(), "delayq v1.2.0 (revision 0a1b2c3d4e5f, 2026-11-24T00:00:00Z, modified) go1.26.8"; s != want {
+		t.Errorf("String() = %q, want %q", s, want)
+	}
+}
+
+// A binary built without module or VCS information (go run, a test
+// binary, a tarball build) still says what it can, never an empty field.
+func TestFromMissingBuild(t *testing.T) {
+	want := Info{Version: unknown, Revision: unknown, Time: unknown, GoVersion: runtime.Version()}
+	if got := from(nil); got != want {
+		t.Errorf("from(nil) = %+v, want %+v", got, want)
+	}
+	if got := from(&debug.BuildInfo{}); got != want {
+		t.Errorf("from(empty) = %+v, want %+v", got, want)
+	}
+	if s, want := from(nil).String(), "delayq unknown (revision unknown, unknown) "+runtime.Version(); s != want {
+		t.Errorf("String() = %q, want %q", s, want)
+	}
+}
+
+func TestReadNeverEmpty(t *testing.T) {
+	i := Read()
+	if i.Version == "" || i.Revision == "" || i.Time == "" || i.GoVersion == "" {
+		t.Errorf("Read() = %+v, want every field set", i)
+	}
+}
