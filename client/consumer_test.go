@@ -180,6 +180,20 @@ func (h *heldCounter) RoundTrip(req *http.Request) (*http.Response, error) {
 		h.held += len(out.Jobs)
 		h.mu.Unlock()
 		return resp, err
+	case req.URL.Path == "/v1/jobs/finish": // a batch finish settles each entry that succeeded
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		var out api.FinishBatchResponse
+		json.Unmarshal(body, &out)
+		h.mu.Lock()
+		for _, r := range out.Results {
+			if r.OK {
+				h.held--
+			}
+		}
+		h.mu.Unlock()
+		return resp, err
 	case settle:
 		h.mu.Lock()
 		h.held--
