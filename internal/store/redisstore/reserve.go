@@ -166,7 +166,9 @@ func (s *Store) reserveTopics(ctx context.Context, shares map[string]share, now 
 	if len(marks) > 0 {
 		// The jobs are reserved whatever happens now; a lost mark only
 		// delays their TTR expiry until the sweep (tick.go) repairs it.
-		if err := s.doAll(ctx, "reserve: mark deadline", marks); err != nil {
+		// Not the caller's ctx: a client that hangs up now must not
+		// cost its jobs their marks (rueidis's own timeouts bound this).
+		if err := s.doAll(context.WithoutCancel(ctx), "reserve: mark deadline", marks); err != nil {
 			s.log.Warn("redisstore: reserve could not mark deadlines; the sweep will", "err", err)
 		}
 		s.publish(ctx, event{due: earliest})
@@ -216,7 +218,7 @@ func (s *Store) ReserveJob(ctx context.Context, p store.ReserveJobParams) (*dela
 		return nil, err
 	}
 	d := ms(r.job.Deadline)
-	if err := s.c.Do(ctx, s.markDue(r.job.Topic, d)).Error(); err != nil {
+	if err := s.c.Do(context.WithoutCancel(ctx), s.markDue(r.job.Topic, d)).Error(); err != nil {
 		s.log.Warn("redisstore: reserve could not mark deadline; the sweep will", "err", err)
 	}
 	s.publish(ctx, event{due: d})
