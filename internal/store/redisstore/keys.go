@@ -33,6 +33,8 @@ import (
 //	P:instances      ZSET   instance id -> heartbeat expiry (unix ms)
 //	P:instance:{<i>} HASH   url, protocols, since
 //	P:events         pub/sub channel of wake-ups between instances
+//	P:{sched}:s:<n>  HASH   schedule n: rev, data (JSON store.Schedule); schedules.go
+//	P:{sched}:names  SET    every schedule name (same slot, so one script sees both)
 type keys struct {
 	prefix string
 }
@@ -87,3 +89,8 @@ func (k keys) events() string { return k.prefix + ":events" }
 func bucketOf(topic string, buckets int) int {
 	return int(crc32.ChecksumIEEE([]byte(topic)) % uint32(buckets))
 }
+
+// sched and schedNames share the hash tag {sched}, so the schedule
+// scripts touch one Cluster slot.
+func (k keys) sched(name string) string { return k.prefix + ":{sched}:s:" + name }
+func (k keys) schedNames() string       { return k.prefix + ":{sched}:names" }

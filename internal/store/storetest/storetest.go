@@ -64,6 +64,7 @@ func Run(t *testing.T, f Factory) {
 		{"Close", testClose},
 		{"Persistence", testPersistence},
 		{"Random", testRandom},
+		{"Schedules", testSchedules},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) { g.run(t, f) })
