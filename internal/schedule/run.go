@@ -1,0 +1,204 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// maxTicksPerVisit bounds the ticks one schedule fires per visit, so a
+// schedule catching up on MaxMissed ticks does not hold the others back.
+const maxTicksPerVisit = 64
+
+// retryAfter is how soon a step that met a store error is tried again.
+const retryAfter = time.Second
+
+// Run fires schedules until ctx is done: it sleeps until the earliest
+// thing to do (a tick's put, a claim to take over) or Refresh, whichever
+// is first, or until a change made through this service. A step in
+// progress finishes its store call; Run returns nil once ctx is done.
+func (s *Service) Run(ctx context.Context) error {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		case <-s.wake:
+		}
+		next := s.step(ctx)
+		wait := s.cfg.Refresh
+		if !next.IsZero() {
+			wait = min(wait, max(time.Until(next), 0))
+		}
+		timer.Reset(wait)
+	}
+}
+
+// step visits every schedule once and returns the earliest time one needs
+// a visit again (zero: only the refresh).
+func (s *Service) step(ctx context.Context) time.Time {
+	all, err := s.st.ListSchedules(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("schedules: list failed; retrying", "err", err)
+		}
+		return time.Now().Add(retryAfter)
+	}
+	var next time.Time
+	for _, sc := range all {
+		if ctx.Err() != nil {
+			return time.Time{}
+		}
+		n := s.visit(ctx, sc)
+		if !n.IsZero() && (next.IsZero() || n.Before(next)) {
+			next = n
+		}
+	}
+	return next
+}
+
+// visit fires what is due of sc and returns when it next needs a visit.
+func (s *Service) visit(ctx context.Context, sc *store.Schedule) time.Time {
+	tm, err := s.timing(sc)
+	if err != nil {
+		s.log.Error("schedules: stored spec does not parse; schedule idle", "schedule", sc.Name, "spec", sc.Spec, "err", err)
+		return time.Time{}
+	}
+	name := sc.Name
+	for range maxTicksPerVisit {
+		if sc.Paused || ctx.Err() != nil {
+			return time.Time{}
+		}
+		now := time.Now()
+		var again time.Time
+		if sc.Pending {
+			if now.Before(sc.Lease) {
+				return sc.Lease
+			}
+			sc, again, err = s.fire(ctx, sc, sc.Last, now, true)
+		} else {
+			base := latest(sc.Last, sc.Since)
+			tick := tm.next(base, sc.Anchor)
+			switch {
+			case tick.IsZero():
+				return time.Time{}
+			case tick.Sub(now) > s.cfg.Lead:
+				return tick.Add(-s.cfg.Lead)
+			case now.Sub(tick) > s.cfg.Grace:
+				sc, again, err = s.missed(ctx, sc, tm, base, tick, now)
+			default:
+				sc, again, err = s.fire(ctx, sc, tick, now, false)
+			}
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("schedules: store call failed; retrying", "schedule", name, "err", err)
+			}
+			return now.Add(retryAfter)
+		}
+		if !again.IsZero() {
+			return again
+		}
+		if sc == nil {
+			return time.Time{} // deleted meanwhile
+		}
+	}
+	return time.Now() // more to do; let the other schedules have a turn first
+}
+
+// missed applies sc's policy to the ticks that passed more than Grace
+// ago: tick is the oldest of them.
+func (s *Service) missed(ctx context.Context, sc *store.Schedule, tm *timing, base, tick, now time.Time) (*store.Schedule, time.Time, error) {
+	newest := tm.prev(now.Add(-s.cfg.Grace).Add(time.Millisecond), sc.Anchor)
+	if newest.IsZero() || !newest.After(base) {
+		newest = tick
+	}
+	switch sc.Missed {
+	case MissedOne:
+		return s.fire(ctx, sc, newest, now, false)
+	case MissedAll:
+		// Keep the latest MaxMissed: skip to the tick before them.
+		cut := newest
+		for i := 0; i < MaxMissed && cut.After(base); i++ {
+			cut = tm.prev(cut, sc.Anchor)
+			if cut.IsZero() {
+				break
+			}
+		}
+		if !cut.IsZero() && cut.After(base) {
+			s.log.Warn("schedules: more missed ticks than fire; skipping the oldest", "schedule", sc.Name, "max", MaxMissed, "skipped_to", cut)
+			return s.skipTo(ctx, sc, cut)
+		}
+		return s.fire(ctx, sc, tick, now, false)
+	default:
+		return s.skipTo(ctx, sc, newest)
+	}
+}
+
+// skipTo records tick as fired without putting anything.
+func (s *Service) skipTo(ctx context.Context, sc *store.Schedule, tick time.Time) (*store.Schedule, time.Time, error) {
+	n := sc.Clone()
+	n.Last, n.Pending, n.Lease, n.Rev = tick, false, time.Time{}, store.NewRev()
+	return s.save(ctx, n, sc.Rev)
+}
+
+// fire claims tick (or, with takeover, takes over the expired claim of
+// sc.Last), puts its job and confirms. It returns the schedule as it now
+// stands (reread after a lost race; nil when deleted), or a time to come
+// back when the put failed and the claim waits for its lease.
+func (s *Service) fire(ctx context.Context, sc *store.Schedule, tick, now time.Time, takeover bool) (*store.Schedule, time.Time, error) {
+	claim := sc.Clone()
+	claim.Last, claim.Pending, claim.Lease, claim.Rev = tick, true, now.Add(s.cfg.Lease), store.NewRev()
+	got, again, err := s.save(ctx, claim, sc.Rev)
+	if err != nil || got != claim {
+		return got, again, err // lost the race: got is the winner's record
+	}
+	if takeover {
+		s.log.Info("schedules: taking over an expired claim", "schedule", sc.Name, "tick", tick)
+	}
+	_, err = s.put.Put(ctx, []engine.PutRequest{{
+		ID: JobID(sc.Name, tick), Topic: sc.Topic, Body: sc.Body, At: tick,
+		TTR: sc.TTR, Priority: sc.Priority, MaxAttempts: sc.MaxAttempts,
+	}})
+	if err != nil && !errors.Is(err, delayq.ErrExists) {
+		if ctx.Err() == nil {
+			s.log.Warn("schedules: put failed; the claim is retried when its lease ends", "schedule", sc.Name, "tick", tick, "err", err)
+		}
+		return claim, claim.Lease, nil
+	}
+	// Confirm; a change of definition meanwhile keeps the claim (Put
+	// carries Last and Pending over), so confirm on the new revision.
+	cur := claim
+	for {
+		done := cur.Clone()
+		done.Pending, done.Lease, done.Rev = false, time.Time{}, store.NewRev()
+		got, again, err := s.save(ctx, done, cur.Rev)
+		if err != nil || got == done || got == nil || !got.Pending || !got.Last.Equal(tick) {
+			return got, again, err
+		}
+		cur = got
+	}
+}
+
+// save writes n over rev prev. On a lost race it returns the stored
+// record instead (nil if deleted), so the caller continues from it.
+func (s *Service) save(ctx context.Context, n *store.Schedule, prev uint64) (*store.Schedule, time.Time, error) {
+	err := s.st.SaveSchedule(ctx, n, prev)
+	if err == nil {
+		return n, time.Time{}, nil
+	}
+	if !errors.Is(err, store.ErrScheduleConflict) {
+		return nil, time.Time{}, err
+	}
+	cur, err := s.st.GetSchedule(ctx, n.Name)
+	if errors.Is(err, store.ErrScheduleNotFound) {
+		return nil, time.Time{}, nil
+	}
+	return cur, time.Time{}, err
+}
