@@ -8,6 +8,7 @@ import (
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/api"
 	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/schedule"
 )
 
 // Options configure the handler. Zero values take the documented defaults.
@@ -28,6 +29,9 @@ type Options struct {
 	// UI, when set, serves the dashboard under /ui/ (it sees the full
 	// path, /ui/ included), and GET / redirects there.
 	UI http.Handler
+	// Schedules, when set, serves the periodic jobs' endpoints
+	// (/v1/schedules, schedules.go).
+	Schedules *schedule.Service
 }
 
 // perJobOverhead is room for a job's JSON fields besides its body.

@@ -31,6 +31,8 @@ func (h *handler) routes() {
 	m.HandleFunc("POST /v1/jobs/{id}/kick", h.kickJob)
 
 	m.HandleFunc("GET /v1/backup", h.backup)
+	h.scheduleRoutes()
+
 	m.HandleFunc("GET /v1/cluster", h.cluster)
 	m.HandleFunc("GET /healthz", h.healthz)
 	m.HandleFunc("GET /readyz", h.readyz)

@@ -115,8 +115,8 @@ func (s *Service) visit(ctx context.Context, sc *store.Schedule) time.Time {
 // missed applies sc's policy to the ticks that passed more than Grace
 // ago: tick is the oldest of them.
 func (s *Service) missed(ctx context.Context, sc *store.Schedule, tm *timing, base, tick, now time.Time) (*store.Schedule, time.Time, error) {
-	newest := tm.prev(now.Add(-s.cfg.Grace).Add(time.Millisecond), sc.Anchor)
-	if newest.IsZero() || !newest.After(base) {
+	newest := tm.newest(base, now.Add(-s.cfg.Grace), sc.Anchor)
+	if newest.IsZero() {
 		newest = tick
 	}
 	switch sc.Missed {
@@ -154,7 +154,7 @@ func (s *Service) skipTo(ctx context.Context, sc *store.Schedule, tick time.Time
 // back when the put failed and the claim waits for its lease.
 func (s *Service) fire(ctx context.Context, sc *store.Schedule, tick, now time.Time, takeover bool) (*store.Schedule, time.Time, error) {
 	claim := sc.Clone()
-	claim.Last, claim.Pending, claim.Lease, claim.Rev = tick, true, now.Add(s.cfg.Lease), store.NewRev()
+	claim.Last, claim.Pending, claim.Lease, claim.Rev = tick, true, s.leaseEnd(tick, now), store.NewRev()
 	got, again, err := s.save(ctx, claim, sc.Rev)
 	if err != nil || got != claim {
 		return got, again, err // lost the race: got is the winner's record
@@ -162,8 +162,9 @@ func (s *Service) fire(ctx context.Context, sc *store.Schedule, tick, now time.T
 	if takeover {
 		s.log.Info("schedules: taking over an expired claim", "schedule", sc.Name, "tick", tick)
 	}
+	at := tick
 	_, err = s.put.Put(ctx, []engine.PutRequest{{
-		ID: JobID(sc.Name, tick), Topic: sc.Topic, Body: sc.Body, At: tick,
+		ID: JobID(sc.Name, tick), Topic: sc.Topic, Body: sc.Body, At: &at,
 		TTR: sc.TTR, Priority: sc.Priority, MaxAttempts: sc.MaxAttempts,
 	}})
 	if err != nil && !errors.Is(err, delayq.ErrExists) {
@@ -184,6 +185,22 @@ func (s *Service) fire(ctx context.Context, sc *store.Schedule, tick, now time.T
 		}
 		cur = got
 	}
+}
+
+// leaseEnd is when a claim of tick made at now may be taken over: after
+// Lease, but never later than a fifth of Lease before the tick. A
+// takeover re-puts the tick's job, which is safe only while that job, if
+// the first put made it, still waits for its tick (then the re-put is
+// "already exists"); once it is due a consumer may have finished it. A
+// claim made that close to its tick or after it (a late or missed tick)
+// keeps the plain Lease: there is no safe moment left, and the re-put
+// after a crash is the documented window.
+func (s *Service) leaseEnd(tick, now time.Time) time.Time {
+	end := now.Add(s.cfg.Lease)
+	if safe := tick.Add(-s.cfg.Lease / 5); safe.After(now) && safe.Before(end) {
+		end = safe
+	}
+	return end
 }
 
 // save writes n over rev prev. On a lost race it returns the stored

@@ -138,17 +138,21 @@ type Def struct {
 	Missed      string // "" is MissedSkip
 }
 
-// notFound is the error for an unknown schedule name: it wraps
-// ErrNotFound, so front ends answer 404, with a message about schedules.
-type notFound struct{ name string }
+// NotFoundError is the error for an unknown schedule name. It wraps
+// ErrNotFound, so front ends answer it as not_found; its text names the
+// schedule, for front ends to show instead of the sentinel's words about
+// jobs.
+type NotFoundError struct{ Name string }
 
-func (e *notFound) Error() string { return fmt.Sprintf("delayq: schedule %q not found", clip(e.name)) }
-func (e *notFound) Unwrap() error { return delayq.ErrNotFound }
+func (e *NotFoundError) Error() string { return fmt.Sprintf("schedule %q not found", clip(e.Name)) }
+
+// Unwrap makes it match delayq.ErrNotFound.
+func (e *NotFoundError) Unwrap() error { return delayq.ErrNotFound }
 
 // mapErr turns a store's not-found into the service's.
 func mapErr(name string, err error) error {
 	if errors.Is(err, store.ErrScheduleNotFound) {
-		return &notFound{name}
+		return &NotFoundError{name}
 	}
 	return err
 }

@@ -406,7 +406,7 @@ func TestBadInput(t *testing.T) {
 	if l, _ := s.List(t.Context()); len(l) != 0 {
 		t.Fatalf("refused puts left %d schedules", len(l))
 	}
-	if _, err := s.Get(t.Context(), "nope"); !errors.Is(err, delayq.ErrNotFound) || err.Error() != `delayq: schedule "nope" not found` {
+	if _, err := s.Get(t.Context(), "nope"); !errors.Is(err, delayq.ErrNotFound) || err.Error() != `schedule "nope" not found` {
 		t.Fatalf("Get(unknown) = %v", err)
 	}
 	if err := s.Delete(t.Context(), "nope"); !errors.Is(err, delayq.ErrNotFound) {

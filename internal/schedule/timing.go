@@ -115,6 +115,24 @@ func (tm *timing) prev(t, anchor time.Time) time.Time {
 	return p.UTC()
 }
 
+// newest is the latest tick after base and at or before limit (zero if
+// none), as next counts ticks. prev only jumps near limit: around a DST
+// gap the cron library's prev and next disagree on the moved tick, so the
+// last steps walk forward with next.
+func (tm *timing) newest(base, limit, anchor time.Time) time.Time {
+	var newest time.Time
+	start := base
+	if p := tm.prev(limit, anchor); !p.IsZero() {
+		if q := tm.prev(p, anchor); q.After(base) {
+			start, newest = q, q
+		}
+	}
+	for t := tm.next(start, anchor); !t.IsZero() && !t.After(limit); t = tm.next(t, anchor) {
+		newest = t
+	}
+	return newest
+}
+
 // clip keeps error messages short.
 func clip(s string) string {
 	if len(s) > 64 {

@@ -21,6 +21,7 @@ import (
 	"github.com/delayq/delayq/internal/dashboard"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/httpapi"
+	"github.com/delayq/delayq/internal/schedule"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/diskstore"
 	"github.com/delayq/delayq/internal/store/redisstore"
@@ -55,6 +56,8 @@ type Server struct {
 	debugLn     net.Listener      // nil unless cfg.DebugAddr is set
 	debug       *http.Server      // nil unless cfg.DebugAddr is set
 	sec         security          // auth, TLS and limits (security.go)
+	sched       *schedule.Service // periodic jobs (schedules.go); nil if the store keeps none
+	stopSched   func()            // stops sched.Run and waits for it
 
 	group      *errgroup.Group
 	failed     context.Context    // done when a part stopped on its own with an error
@@ -119,6 +122,7 @@ func (s *Server) Start(ctx context.Context) error {
 		MaxTopics:        s.cfg.MaxTopics,
 		Logger:           s.log.With("component", "engine"),
 	})
+	s.sched = s.newSchedules()
 	// Binding first makes Addr known as soon as Start returns (port 0
 	// picks a free port); the advertised URL needs the bound address.
 	if err := s.bind(); err != nil {
@@ -212,6 +216,7 @@ func (s *Server) build() {
 		Logger:       s.log.With("component", "http"),
 		AdvertiseURL: s.advertise,
 		UI:           dashboard.Handler(),
+		Schedules:    s.sched,
 	}
 	if s.redis != nil {
 		protocols := []string{"http"}
@@ -263,6 +268,7 @@ func (s *Server) serve() {
 		return nil
 	})
 	s.reloadOnSIGHUP(g, engCtx)
+	s.runSchedules(g)
 	g.Go(func() error {
 		if err := s.http.Serve(s.httpLn); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("http: %w", err)
@@ -330,6 +336,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 func (s *Server) shutdown(ctx context.Context) error {
 	start := time.Now()
+	s.stopSched()
 	s.log.Info("shutdown: closing listeners and draining the engine")
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- s.http.Shutdown(ctx) }()
