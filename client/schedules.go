@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -57,7 +56,7 @@ func schedulePath(name string) string { return "/v1/schedules/" + url.PathEscape
 // network error. Replacing keeps the ticks already fired.
 func (c *Client) PutSchedule(ctx context.Context, name string, r ScheduleRequest) (*Schedule, error) {
 	w := api.ScheduleRequest{Topic: r.Topic, Cron: r.Cron, Priority: r.Priority, Timezone: r.Timezone, Missed: r.Missed}
-	w.Body, w.BodyBase64 = wireBody(r.Body)
+	w.Body, w.BodyBase64 = api.EncodeBody(r.Body)
 	if r.Every != 0 {
 		w.Every = ptr(api.Duration(r.Every))
 	}
@@ -131,16 +130,11 @@ func fromWireSchedule(w *api.Schedule) (*Schedule, error) {
 		TTR: time.Duration(w.TTR * float64(time.Second)), Priority: w.Priority, MaxAttempts: w.MaxAttempts,
 		Paused: w.Paused, Created: w.Created.Time, Updated: w.Updated.Time,
 	}
-	switch {
-	case w.Body != nil:
-		s.Body = []byte(*w.Body)
-	case w.BodyBase64 != nil:
-		b, err := base64.StdEncoding.DecodeString(*w.BodyBase64)
-		if err != nil {
-			return nil, fmt.Errorf("delayq: schedule %s: body_base64: %w", w.Name, err)
-		}
-		s.Body = b
+	b, err := api.DecodeBody(w.Body, w.BodyBase64)
+	if err != nil {
+		return nil, fmt.Errorf("delayq: schedule %s: %w", w.Name, err)
 	}
+	s.Body = b
 	if w.Last != nil {
 		s.Last = w.Last.Time
 	}

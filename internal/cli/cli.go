@@ -51,6 +51,9 @@ type root struct {
 	Backup  backupCmd  `cmd:"" help:"Copy a running server's embedded store into a new data directory."`
 	Bench   benchCmd   `cmd:"" help:"Measure a delayq or beanstalkd server: put, reserve+delete, firing lateness."`
 	Token   tokenCmd   `cmd:"" help:"Make a new random token and print the hashed entry for --auth-file."`
+
+	// Periodic jobs and topic controls (schedules.go, pause.go).
+	Schedule scheduleCmd `cmd:"" help:"Manage periodic jobs: add, list, get, delete, pause, resume."`
 }
 
 // env is what every subcommand's Run gets: the context (cancelled on

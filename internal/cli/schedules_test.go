@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestScheduleCommands(t *testing.T) {
+	srv := startServer(t)
+	code, out, errOut := run(t, "schedule", "add", "nightly", "--server", srv, "--topic", "reports",
+		"--cron", "0 30 2 * * *", "--timezone", "Europe/Berlin", "--missed", "one", "--body", "run")
+	if code != 0 || !strings.Contains(out, "0 30 2 * * *") {
+		t.Fatalf("schedule add = %d %q %q", code, out, errOut)
+	}
+	if !strings.Contains(out, "Europe/Berlin") || !strings.Contains(out, "next") {
+		t.Fatalf("schedule add printed %q; want the zone and next fire times", out)
+	}
+
+	code, out, errOut = run(t, "schedule", "add", "beat", "--server", srv, "--topic", "pings", "--every", "90s", "--json")
+	var s scheduleJSON
+	if code != 0 || json.Unmarshal([]byte(out), &s) != nil || s.Cron != "@every 1m30s" || len(s.Next) != 5 {
+		t.Fatalf("schedule add --json = %d %q %q", code, out, errOut)
+	}
+
+	code, out, _ = run(t, "schedule", "list", "--server", srv)
+	if code != 0 || !strings.Contains(out, "beat") || !strings.Contains(out, "nightly") || strings.Index(out, "beat") > strings.Index(out, "nightly") {
+		t.Fatalf("schedule list = %d %q", code, out)
+	}
+
+	code, out, _ = run(t, "schedule", "pause", "beat", "--server", srv, "--json")
+	if code != 0 || json.Unmarshal([]byte(out), &s) != nil || !s.Paused {
+		t.Fatalf("schedule pause = %d %q", code, out)
+	}
+	code, out, _ = run(t, "schedule", "resume", "beat", "--server", srv, "--json")
+	if code != 0 || json.Unmarshal([]byte(out), &s) != nil || s.Paused {
+		t.Fatalf("schedule resume = %d %q", code, out)
+	}
+	code, out, _ = run(t, "schedule", "get", "beat", "--server", srv)
+	if code != 0 || !strings.Contains(out, "@every 1m30s") || !strings.Contains(out, "last") {
+		t.Fatalf("schedule get = %d %q", code, out)
+	}
+
+	code, out, _ = run(t, "schedule", "delete", "beat", "--server", srv)
+	if code != 0 || !strings.Contains(out, "deleted schedule beat") {
+		t.Fatalf("schedule delete = %d %q", code, out)
+	}
+	code, _, errOut = run(t, "schedule", "get", "beat", "--server", srv)
+	if code != 1 || !strings.Contains(errOut, "not found") {
+		t.Fatalf("schedule get of a deleted schedule = %d %q", code, errOut)
+	}
+
+	// Bad input is refused by the server with its named code.
+	code, _, errOut = run(t, "schedule", "add", "feb", "--server", srv, "--topic", "t", "--cron", "0 0 0 31 2 *")
+	if code != 1 || !strings.Contains(errOut, "cron_never_fires") {
+		t.Fatalf("schedule add Feb 31 = %d %q", code, errOut)
+	}
+	// Neither or both of --cron and --every is a usage error.
+	if code, _, _ = run(t, "schedule", "add", "x", "--server", srv, "--topic", "t"); code != 2 {
+		t.Fatalf("schedule add without timing = %d, want 2", code)
+	}
+	if code, _, _ = run(t, "schedule", "add", "x", "--server", srv, "--topic", "t", "--cron", "@daily", "--every", "1s"); code != 2 {
+		t.Fatalf("schedule add with both timings = %d, want 2", code)
+	}
+}
