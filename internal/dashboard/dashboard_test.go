@@ -18,6 +18,7 @@ import (
 	"github.com/delayq/delayq/internal/dashboard"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/httpapi"
+	"github.com/delayq/delayq/internal/schedule"
 	"github.com/delayq/delayq/internal/store/memstore"
 )
 
@@ -40,7 +41,12 @@ func newAPI(t *testing.T) http.Handler {
 			t.Errorf("closing the store: %v", err)
 		}
 	})
-	return httpapi.NewHandler(e, httpapi.Options{UI: dashboard.Handler(), Logger: log})
+	sched := schedule.New(st, e, schedule.Config{Logger: log})
+	sctx, stop := context.WithCancel(context.Background())
+	sdone := make(chan struct{})
+	go func() { defer close(sdone); _ = sched.Run(sctx) }()
+	t.Cleanup(func() { stop(); <-sdone })
+	return httpapi.NewHandler(e, httpapi.Options{UI: dashboard.Handler(), Logger: log, Schedules: sched})
 }
 
 type response struct {
@@ -151,7 +157,7 @@ func TestScriptCallsOnlyRealEndpoints(t *testing.T) {
 	if n := strings.Count(js, "/v1/"); n != len(found) {
 		t.Errorf("app.js has %d \"/v1/\" strings but %d entries in its API table: keep every endpoint in the table", n, len(found))
 	}
-	fill := strings.NewReplacer("{topic}", "shop%2Forders", "{id}", "job-1")
+	fill := strings.NewReplacer("{topic}", "shop%2Forders", "{id}", "job-1", "{name}", "nightly")
 	for _, m := range found {
 		method, path := m[1], fill.Replace(m[2])
 		t.Run(method+" "+m[2], func(t *testing.T) {
@@ -187,6 +193,10 @@ func TestScriptListsTheAPITable(t *testing.T) {
 		"DELETE /v1/jobs/{id}",
 		"POST /v1/jobs/{id}/kick",
 		"PATCH /v1/jobs/{id}",
+		"GET /v1/schedules",
+		"POST /v1/schedules/{name}/pause",
+		"POST /v1/schedules/{name}/resume",
+		"DELETE /v1/schedules/{name}",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("app.js API table (-want +got):\n%s", diff)

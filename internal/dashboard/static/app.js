@@ -16,6 +16,10 @@
     deleteJob: 'DELETE /v1/jobs/{id}',
     kickJob: 'POST /v1/jobs/{id}/kick',
     updateJob: 'PATCH /v1/jobs/{id}',
+    schedules: 'GET /v1/schedules',
+    pauseSchedule: 'POST /v1/schedules/{name}/pause',
+    resumeSchedule: 'POST /v1/schedules/{name}/resume',
+    deleteSchedule: 'DELETE /v1/schedules/{name}',
   };
   const STATES = ['ready', 'delayed', 'reserved', 'buried'];
   const REFRESH_MS = 3000;
@@ -350,6 +354,50 @@
     }
   }
 
+  // ---- schedules (periodic jobs) ----
+
+  async function showSchedules(gen) {
+    crumbs(el('a', { href: '#/' }, 'Topics'), el('a', { href: '#/schedules' }, 'Schedules'));
+    const data = await call('schedules');
+    if (gen !== generation) return;
+    const head = el('tr', null, ['Name', 'Topic', 'Cron', 'Time zone', 'Next fire times', 'Last', 'Status', '']
+      .map((h) => el('th', null, h)));
+    const rows = (data.schedules || []).map((s) => el('tr', { 'data-schedule': s.name },
+      el('td', null, el('code', null, s.name)),
+      el('td', null, el('a', { href: topicHref(s.topic) }, s.topic)),
+      el('td', null, el('code', null, s.cron)),
+      el('td', null, s.timezone),
+      el('td', { class: 'next' }, s.paused ? el('span', { class: 'muted' }, 'paused') :
+        el('ol', { class: 'times' }, (s.next || []).map((t) => el('li', null, fmtWhen(t))))),
+      el('td', null, s.last ? fmtWhen(s.last) : el('span', { class: 'muted' }, 'not yet')),
+      el('td', null, s.paused ? el('span', { class: 'badge buried' }, 'paused') : el('span', { class: 'badge ready' }, 'active')),
+      el('td', { class: 'sched-actions' },
+        s.paused
+          ? el('button', { type: 'button', class: 'resume', onclick: () => act(async () => {
+            await call('resumeSchedule', { name: s.name });
+            return `Resumed schedule ${s.name}: it fires from now on.`;
+          }) }, 'Resume')
+          : el('button', { type: 'button', class: 'pause', onclick: () => act(async () => {
+            await call('pauseSchedule', { name: s.name });
+            return `Paused schedule ${s.name}.`;
+          }) }, 'Pause'),
+        el('button', { type: 'button', class: 'danger delete', onclick: () => {
+          if (!confirm(`Delete schedule ${s.name}? Jobs it already put stay.`)) return;
+          act(async () => {
+            await call('deleteSchedule', { name: s.name });
+            return `Deleted schedule ${s.name}.`;
+          });
+        } }, 'Delete'))));
+    if (!rows.length) {
+      rows.push(el('tr', null, el('td', { colspan: 8, class: 'muted' },
+        'No schedules: create one with `delayq schedule add` or over the HTTP API.')));
+    }
+    setView(
+      el('div', { class: 'bar' }, el('h1', null, 'Schedules'),
+        el('button', { type: 'button', onclick: () => route() }, 'Refresh')),
+      el('table', { id: 'schedules' }, el('thead', null, head), el('tbody', null, rows)));
+  }
+
   // ---- routing ----
 
   async function route() {
@@ -365,6 +413,8 @@
     try {
       if (parts[1] === 'topic' && parts[2]) {
         await showTopic(gen, decodeURIComponent(parts.slice(2).join('/')), new URLSearchParams(qs || ''));
+      } else if (parts[1] === 'schedules') {
+        await showSchedules(gen);
       } else if (parts[1] === 'job' && parts[2]) {
         await showJob(gen, decodeURIComponent(parts[2]));
       } else {
