@@ -186,6 +186,42 @@ func TestCronAcrossDST(t *testing.T) {
 			}
 		}
 	})
+	// A fixed local time fires once a day across both changes: on the
+	// night the clocks go back 02:30 happens twice and fires once; on
+	// the night they go forward it does not exist and fires at 03:30.
+	for _, tc := range []struct {
+		from time.Time
+		want []time.Time
+	}{
+		{time.Date(2026, 10, 24, 0, 0, 0, 0, time.UTC), []time.Time{
+			time.Date(2026, 10, 24, 0, 30, 0, 0, time.UTC), // 02:30 CEST
+			time.Date(2026, 10, 25, 0, 30, 0, 0, time.UTC), // 02:30 CEST, not again at 02:30 CET
+			time.Date(2026, 10, 26, 1, 30, 0, 0, time.UTC), // 02:30 CET
+		}},
+		{time.Date(2026, 3, 28, 0, 0, 0, 0, time.UTC), []time.Time{
+			time.Date(2026, 3, 28, 1, 30, 0, 0, time.UTC), // 02:30 CET
+			time.Date(2026, 3, 29, 1, 30, 0, 0, time.UTC), // 03:30 CEST: 02:30 does not exist
+			time.Date(2026, 3, 30, 0, 30, 0, 0, time.UTC), // 02:30 CEST
+		}},
+	} {
+		synctest.Test(t, func(t *testing.T) {
+			f := newFixture()
+			s := f.service(Config{Refresh: time.Hour})
+			time.Sleep(tc.from.Sub(time.Now()))
+			if _, _, err := s.Put(t.Context(), Def{Name: "late", Topic: "t", Cron: "0 30 2 * * *", Timezone: "Europe/Berlin"}); err != nil {
+				t.Fatal(err)
+			}
+			stop := run(s)
+			time.Sleep(3 * 24 * time.Hour)
+			stop()
+			var want []string
+			for _, w := range tc.want {
+				want = append(want, JobID("late", w))
+			}
+			sort.Strings(want)
+			sameIDs(t, f.rec.ids(), want)
+		})
+	}
 	synctest.Test(t, func(t *testing.T) {
 		f := newFixture()
 		s := f.service(Config{Refresh: time.Hour})

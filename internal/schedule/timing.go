@@ -92,10 +92,36 @@ func (tm *timing) next(t, anchor time.Time) time.Time {
 		return anchor.Add(k * tm.every)
 	}
 	n := tm.spec.Next(t)
+	if !n.IsZero() && tm.repeatsWallClock(n) {
+		n = tm.spec.Next(n)
+	}
 	if n.IsZero() {
 		return n
 	}
 	return n.UTC()
+}
+
+// allHours are the Hour bits of a spec that fires in every hour.
+const allHours = 1<<24 - 1
+
+// repeatsWallClock reports whether n is the second occurrence of its wall
+// clock time (the hour repeated when the clocks go back) for a spec at
+// fixed hours. Such a spec means "at 02:30 local time", once a day, as
+// crontab runs it; the parser alone would fire it in both 02:30s. A spec
+// for every hour keeps both: those are two real hours.
+func (tm *timing) repeatsWallClock(n time.Time) bool {
+	if tm.spec.Hour&allHours == allHours {
+		return false
+	}
+	loc := tm.spec.Location
+	_, after := n.In(loc).Zone()
+	_, before := n.Add(-3 * time.Hour).In(loc).Zone()
+	if before <= after {
+		return false
+	}
+	first := n.Add(-time.Duration(before-after) * time.Second)
+	const wall = "2006-01-02 15:04:05.000"
+	return first.In(loc).Format(wall) == n.In(loc).Format(wall)
 }
 
 // prev is the last tick before t (zero if none). For "@every" ticks before
