@@ -41,3 +41,9 @@ type Schedule struct {
 type SchedulesResponse struct {
 	Schedules []Schedule `json:"schedules"`
 }
+
+// PauseRequest is the body of POST /v1/topics/{topic}/pause: reserves skip
+// the topic for For, or until it is resumed when For is absent.
+type PauseRequest struct {
+	For *Duration `json:"for,omitempty"`
+}

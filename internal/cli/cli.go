@@ -53,6 +53,8 @@ type root struct {
 	Token   tokenCmd   `cmd:"" help:"Make a new random token and print the hashed entry for --auth-file."`
 
 	// Periodic jobs and topic controls (schedules.go, pause.go).
+	Pause    pauseCmd    `cmd:"" help:"Pause a topic: reserves skip it for --for, or until resumed."`
+	Resume   resumeCmd   `cmd:"" help:"Resume a paused topic."`
 	Schedule scheduleCmd `cmd:"" help:"Manage periodic jobs: add, list, get, delete, pause, resume."`
 }
 

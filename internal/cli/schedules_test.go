@@ -63,3 +63,26 @@ func TestScheduleCommands(t *testing.T) {
 		t.Fatalf("schedule add with both timings = %d, want 2", code)
 	}
 }
+
+func TestPauseResumeCommands(t *testing.T) {
+	srv := startServer(t)
+	if code, _, errOut := run(t, "put", "orders", "x", "--server", srv); code != 0 {
+		t.Fatalf("put = %d %s", code, errOut)
+	}
+	code, out, errOut := run(t, "pause", "orders", "--for", "10m", "--server", srv)
+	if code != 0 || out != "paused topic orders for 10m0s (1 ready)\n" {
+		t.Fatalf("pause = %d %q %q", code, out, errOut)
+	}
+	if code, out, _ = run(t, "reserve", "orders", "--server", srv); code != 0 || !strings.Contains(out, "no job ready") {
+		t.Fatalf("reserve from a paused topic = %d %q", code, out)
+	}
+	if code, out, _ = run(t, "resume", "orders", "--server", srv); code != 0 || out != "resumed topic orders (1 ready)\n" {
+		t.Fatalf("resume = %d %q", code, out)
+	}
+	if code, out, _ = run(t, "reserve", "orders", "--server", srv); code != 0 || strings.Contains(out, "no job ready") {
+		t.Fatalf("reserve after resume = %d %q", code, out)
+	}
+	if code, out, _ = run(t, "pause", "orders", "--server", srv); code != 0 || !strings.Contains(out, "until resumed") {
+		t.Fatalf("pause without --for = %d %q", code, out)
+	}
+}

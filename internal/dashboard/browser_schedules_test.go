@@ -112,3 +112,38 @@ func getBody(t *testing.T, url string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// TestBrowserPauseTopic pauses a topic for a while from its page, checks
+// the API sees it paused, then resumes it.
+func TestBrowserPauseTopic(t *testing.T) {
+	chromium := findChromium(t)
+	srv := httptest.NewServer(newAPI(t))
+	t.Cleanup(srv.Close)
+	post(t, srv.URL+"/v1/topics/mail/jobs", `{"id":"m1","body":"hi"}`, nil)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	ctx = newBrowser(t, ctx, chromium)
+	acceptDialogs(ctx) // starts the browser on ctx, not on a step's shorter context
+
+	run(t, ctx, chromedp.Navigate(srv.URL+"/ui/#/topic/mail"), chromedp.WaitVisible(chromedp.ID("pause-for")))
+	run(t, ctx, chromedp.SetValue(chromedp.ID("pause-for"), "30m"))
+	run(t, ctx, chromedp.Click(chromedp.CSS("#pause-topic button")), chromedp.WaitVisible(chromedp.ID("resume-topic")))
+	if got := text(t, ctx, "#notice"); got != "Paused topic mail for 30m." {
+		t.Errorf("notice after pause = %q", got)
+	}
+	var tp api.Topic
+	if status, body := getBody(t, srv.URL+"/v1/topics/mail"); status != 200 || json.Unmarshal([]byte(body), &tp) != nil || !tp.Paused {
+		t.Fatalf("GET topic after pause in the dashboard = %d %s", status, body)
+	}
+	var r api.JobsResponse
+	post(t, srv.URL+"/v1/reserve", `{"topics":["mail"]}`, &r)
+	if len(r.Jobs) != 0 {
+		t.Fatalf("reserved %v from a topic paused in the dashboard", r.Jobs)
+	}
+	run(t, ctx, chromedp.Click(chromedp.ID("resume-topic")), chromedp.WaitVisible(chromedp.ID("pause-for")))
+	post(t, srv.URL+"/v1/reserve", `{"topics":["mail"]}`, &r)
+	if len(r.Jobs) != 1 {
+		t.Fatalf("after resume in the dashboard reserved %d jobs, want 1", len(r.Jobs))
+	}
+}

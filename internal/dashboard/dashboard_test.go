@@ -189,6 +189,8 @@ func TestScriptListsTheAPITable(t *testing.T) {
 		"GET /v1/topics/{topic}",
 		"GET /v1/topics/{topic}/jobs",
 		"POST /v1/topics/{topic}/kick",
+		"POST /v1/topics/{topic}/pause",
+		"POST /v1/topics/{topic}/resume",
 		"GET /v1/jobs/{id}",
 		"DELETE /v1/jobs/{id}",
 		"POST /v1/jobs/{id}/kick",

@@ -32,6 +32,7 @@ func (h *handler) routes() {
 
 	m.HandleFunc("GET /v1/backup", h.backup)
 	h.scheduleRoutes()
+	h.pauseRoutes()
 
 	m.HandleFunc("GET /v1/cluster", h.cluster)
 	m.HandleFunc("GET /healthz", h.healthz)

@@ -12,6 +12,8 @@
     topic: 'GET /v1/topics/{topic}',
     jobs: 'GET /v1/topics/{topic}/jobs',
     kickTopic: 'POST /v1/topics/{topic}/kick',
+    pauseTopic: 'POST /v1/topics/{topic}/pause',
+    resumeTopic: 'POST /v1/topics/{topic}/resume',
     job: 'GET /v1/jobs/{id}',
     deleteJob: 'DELETE /v1/jobs/{id}',
     kickJob: 'POST /v1/jobs/{id}/kick',
@@ -240,8 +242,34 @@
       el('div', { class: 'bar' }, el('h1', null, 'Topic ', el('code', null, name)),
         t.paused ? el('span', { class: 'badge buried' }, 'paused') : null,
         el('button', { type: 'button', onclick: () => route() }, 'Refresh')),
-      tabs, kick, jobsTable(page.jobs || []),
+      tabs, kick, pauseControl(name, t.paused), jobsTable(page.jobs || []),
       pager(name, state, limit, cursor, page.next));
+  }
+
+  // pauseControl pauses a topic's reserves for a while (or until resumed)
+  // or resumes a paused one; puts keep working either way.
+  function pauseControl(name, paused) {
+    if (paused) {
+      return el('div', { class: 'inline', id: 'pause-topic' },
+        el('button', { type: 'button', id: 'resume-topic', onclick: () => act(async () => {
+          await call('resumeTopic', { topic: name });
+          return `Resumed topic ${name}: its ready jobs can be reserved again.`;
+        }) }, 'Resume'),
+        el('span', { class: 'muted' }, ' Reserves skip this topic while it is paused; puts still work.'));
+    }
+    const d = el('input', { id: 'pause-for', value: '10m', size: 6, 'aria-label': 'pause for' });
+    const form = el('form', { class: 'inline', id: 'pause-topic' },
+      'Pause reserves for ', d, ' ', el('button', { type: 'submit' }, 'Pause'),
+      el('span', { class: 'muted' }, ' (e.g. 30s, 10m, 2h; empty: until resumed)'));
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const v = d.value.trim();
+      act(async () => {
+        await call('pauseTopic', { topic: name }, v ? { for: v } : {});
+        return v ? `Paused topic ${name} for ${v}.` : `Paused topic ${name} until resumed.`;
+      });
+    });
+    return form;
   }
 
   function jobsTable(jobs) {
