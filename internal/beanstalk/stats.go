@@ -172,7 +172,7 @@ func (c *conn) cmdStats(*command) error {
 	}
 	user, sys := rusage()
 	host, _ := os.Hostname()
-	d.add("job-timeouts", 0).add("total-jobs", s.stats.totalJobs.Load()).
+	d.add("job-timeouts", s.Engine.Metrics().TimeoutsTotal()).add("total-jobs", s.stats.totalJobs.Load()).
 		add("max-job-size", s.Engine.Config().MaxBody).
 		add("current-tubes", len(s.tubes.list(stored, time.Now()))).
 		add("current-connections", s.connCount()).
