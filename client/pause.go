@@ -3,8 +3,10 @@ package client
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"time"
 
+	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/api"
 )
 
@@ -26,4 +28,14 @@ func (c *Client) ResumeTopic(ctx context.Context, topic string) (api.Topic, erro
 	var out api.Topic
 	_, err := c.do(ctx, call{method: http.MethodPost, path: topicPath(topic) + "/resume", out: &out, mode: retrySafe})
 	return out, err
+}
+
+// Purge deletes topic's jobs in state (required), whatever their
+// reservation, and returns how many it deleted
+// (DELETE /v1/topics/{topic}/jobs?state=). Retried only when unsent: a
+// blind retry would delete jobs that arrived since.
+func (c *Client) Purge(ctx context.Context, topic string, state delayq.State) (int, error) {
+	var out api.PurgeResponse
+	_, err := c.do(ctx, call{method: http.MethodDelete, path: topicPath(topic) + "/jobs?state=" + url.QueryEscape(string(state)), out: &out, mode: retryUnsent})
+	return out.Deleted, err
 }

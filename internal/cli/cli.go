@@ -55,6 +55,7 @@ type root struct {
 	// Periodic jobs and topic controls (schedules.go, pause.go).
 	Pause    pauseCmd    `cmd:"" help:"Pause a topic: reserves skip it for --for, or until resumed."`
 	Resume   resumeCmd   `cmd:"" help:"Resume a paused topic."`
+	Purge    purgeCmd    `cmd:"" help:"Delete every job of a topic in one state (e.g. buried)."`
 	Schedule scheduleCmd `cmd:"" help:"Manage periodic jobs: add, list, get, delete, pause, resume."`
 }
 

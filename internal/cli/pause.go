@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"time"
+
+	"github.com/delayq/delayq"
 )
 
 // pauseCmd is `delayq pause TOPIC [--for D]`.
@@ -58,5 +60,30 @@ func (c *resumeCmd) Run(e *env) error {
 		return printJSON(e.stdout, t)
 	}
 	fmt.Fprintf(e.stdout, "resumed topic %s (%d ready)\n", c.Topic, t.Ready)
+	return nil
+}
+
+// purgeCmd is `delayq purge TOPIC --state S`.
+type purgeCmd struct {
+	clientFlags
+	Topic string `arg:"" help:"Topic whose jobs to delete."`
+	State string `required:"" enum:"ready,delayed,reserved,buried" help:"Delete the jobs in this state (ready, delayed, reserved or buried)."`
+	Yes   bool   `help:"Do not ask; needed when stdin is not a terminal."`
+}
+
+// Run deletes the jobs after a confirmation (or --yes).
+func (c *purgeCmd) Run(e *env) error {
+	if !c.Yes {
+		return usageError{fmt.Sprintf("purge deletes every %s job of %s and cannot be undone; add --yes to do it", c.State, c.Topic)}
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	n, err := cl.Purge(e.ctx, c.Topic, delayq.State(c.State))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "deleted %s from topic %s\n", plural(n, c.State+" job", c.State+" jobs"), c.Topic)
 	return nil
 }

@@ -86,3 +86,19 @@ func TestPauseResumeCommands(t *testing.T) {
 		t.Fatalf("pause without --for = %d %q", code, out)
 	}
 }
+
+func TestPurgeCommand(t *testing.T) {
+	srv := startServer(t)
+	for _, d := range []string{"1h", "2h"} {
+		if code, _, errOut := run(t, "put", "orders", "x", "--delay", d, "--server", srv); code != 0 {
+			t.Fatalf("put = %d %s", code, errOut)
+		}
+	}
+	if code, _, errOut := run(t, "purge", "orders", "--state", "delayed", "--server", srv); code != 2 || !strings.Contains(errOut, "--yes") {
+		t.Fatalf("purge without --yes = %d %q", code, errOut)
+	}
+	code, out, errOut := run(t, "purge", "orders", "--state", "delayed", "--yes", "--server", srv)
+	if code != 0 || out != "deleted 2 delayed jobs from topic orders\n" {
+		t.Fatalf("purge = %d %q %q", code, out, errOut)
+	}
+}

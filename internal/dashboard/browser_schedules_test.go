@@ -124,7 +124,7 @@ func TestBrowserPauseTopic(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	ctx = newBrowser(t, ctx, chromium)
-	acceptDialogs(ctx) // starts the browser on ctx, not on a step's shorter context
+	confirms := acceptDialogs(ctx) // also starts the browser on ctx, not on a step's shorter context
 
 	run(t, ctx, chromedp.Navigate(srv.URL+"/ui/#/topic/mail"), chromedp.WaitVisible(chromedp.ID("pause-for")))
 	run(t, ctx, chromedp.SetValue(chromedp.ID("pause-for"), "30m"))
@@ -145,5 +145,21 @@ func TestBrowserPauseTopic(t *testing.T) {
 	post(t, srv.URL+"/v1/reserve", `{"topics":["mail"]}`, &r)
 	if len(r.Jobs) != 1 {
 		t.Fatalf("after resume in the dashboard reserved %d jobs, want 1", len(r.Jobs))
+	}
+
+	// Purge the delayed jobs from the delayed tab, after the confirmation.
+	for _, id := range []string{"d1", "d2"} {
+		post(t, srv.URL+"/v1/topics/mail/jobs", `{"id":"`+id+`","body":"x","delay":"1h"}`, nil)
+	}
+	run(t, ctx, chromedp.Navigate(srv.URL+"/ui/#/topic/mail?state=delayed"), chromedp.WaitVisible(chromedp.ID("purge")),
+		chromedp.Click(chromedp.ID("purge")), chromedp.WaitVisible(chromedp.ID("notice")))
+	if msg := <-confirms; !strings.Contains(msg, "2 delayed") {
+		t.Errorf("purge asked %q, want a question naming 2 delayed jobs", msg)
+	}
+	if got := text(t, ctx, "#notice"); got != "Deleted 2 delayed job(s) of mail." {
+		t.Errorf("notice after purge = %q", got)
+	}
+	if status, body := getBody(t, srv.URL+"/v1/topics/mail"); status != 200 || json.Unmarshal([]byte(body), &tp) != nil || tp.Delayed != 0 || tp.Reserved != 1 {
+		t.Fatalf("GET topic after purge in the dashboard = %d %s; want no delayed jobs, the reserved one kept", status, body)
 	}
 }

@@ -191,6 +191,7 @@ func TestScriptListsTheAPITable(t *testing.T) {
 		"POST /v1/topics/{topic}/kick",
 		"POST /v1/topics/{topic}/pause",
 		"POST /v1/topics/{topic}/resume",
+		"DELETE /v1/topics/{topic}/jobs",
 		"GET /v1/jobs/{id}",
 		"DELETE /v1/jobs/{id}",
 		"POST /v1/jobs/{id}/kick",

@@ -13,10 +13,12 @@ import (
 // time that every backend keeps.
 const pauseForever = 100 * 365 * 24 * time.Hour
 
-// pauseRoutes registers topic pause and resume.
+// pauseRoutes registers the operator's topic controls: pause, resume and
+// purge.
 func (h *handler) pauseRoutes() {
 	h.mux.HandleFunc("POST /v1/topics/{topic}/pause", h.pauseTopic)
 	h.mux.HandleFunc("POST /v1/topics/{topic}/resume", h.resumeTopic)
+	h.mux.HandleFunc("DELETE /v1/topics/{topic}/jobs", h.purgeJobs)
 }
 
 // pauseTopic: POST /v1/topics/{topic}/pause {"for"?} → the topic. Reserves

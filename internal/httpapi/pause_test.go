@@ -64,3 +64,39 @@ func TestPauseResumeTopic(t *testing.T) {
 		}
 	})
 }
+
+func TestPurgeTopicJobs(t *testing.T) {
+	a := newMemAPI(t, Options{})
+	for _, b := range []string{`{"id":"r1","body":"x"}`, `{"id":"r2","body":"x"}`, `{"id":"d1","body":"x","delay":"1h"}`, `{"id":"d2","body":"x","delay":"2h"}`} {
+		a.put("orders", b)
+	}
+	a.put("other", `{"id":"o1","body":"x","delay":"1h"}`)
+	for _, tc := range []struct{ path, code string }{
+		{"/v1/topics/orders/jobs", "bad_state"},
+		{"/v1/topics/orders/jobs?state=gone", "bad_state"},
+		{"/v1/topics/-x/jobs?state=ready", "bad_topic"},
+	} {
+		status, body := a.do("DELETE", tc.path, "")
+		if status != http.StatusBadRequest || errorOf(t, body).Code != tc.code {
+			t.Errorf("DELETE %s = %d %s, want 400 %s", tc.path, status, body, tc.code)
+		}
+	}
+	var p api.PurgeResponse
+	a.must(http.StatusOK, "DELETE", "/v1/topics/orders/jobs?state=delayed", "", &p)
+	if p.Deleted != 2 {
+		t.Fatalf("purged %d delayed jobs, want 2", p.Deleted)
+	}
+	var tp api.Topic
+	a.must(http.StatusOK, "GET", "/v1/topics/orders", "", &tp)
+	if tp.Ready != 2 || tp.Delayed != 0 {
+		t.Fatalf("after the purge: %+v, want 2 ready and no delayed", tp)
+	}
+	a.must(http.StatusOK, "GET", "/v1/topics/other", "", &tp)
+	if tp.Delayed != 1 {
+		t.Fatalf("a purge of orders touched other: %+v", tp)
+	}
+	a.must(http.StatusOK, "DELETE", "/v1/topics/nothing/jobs?state=buried", "", &p)
+	if p.Deleted != 0 {
+		t.Fatalf("purge of an unknown topic = %d", p.Deleted)
+	}
+}

@@ -14,6 +14,7 @@
     kickTopic: 'POST /v1/topics/{topic}/kick',
     pauseTopic: 'POST /v1/topics/{topic}/pause',
     resumeTopic: 'POST /v1/topics/{topic}/resume',
+    purgeJobs: 'DELETE /v1/topics/{topic}/jobs',
     job: 'GET /v1/jobs/{id}',
     deleteJob: 'DELETE /v1/jobs/{id}',
     kickJob: 'POST /v1/jobs/{id}/kick',
@@ -242,7 +243,8 @@
       el('div', { class: 'bar' }, el('h1', null, 'Topic ', el('code', null, name)),
         t.paused ? el('span', { class: 'badge buried' }, 'paused') : null,
         el('button', { type: 'button', onclick: () => route() }, 'Refresh')),
-      tabs, kick, pauseControl(name, t.paused), jobsTable(page.jobs || []),
+      tabs, kick, pauseControl(name, t.paused), state ? purgeControl(name, state, t[state]) : null,
+      jobsTable(page.jobs || []),
       pager(name, state, limit, cursor, page.next));
   }
 
@@ -270,6 +272,20 @@
       });
     });
     return form;
+  }
+
+  // purgeControl deletes every job of the topic in the shown state, after
+  // a confirmation that names the count.
+  function purgeControl(name, state, count) {
+    if (!count) return null;
+    return el('div', { class: 'inline' },
+      el('button', { type: 'button', class: 'danger', id: 'purge', onclick: () => {
+        if (!confirm(`Delete all ${count} ${state} job(s) of ${name}? This cannot be undone.`)) return;
+        act(async () => {
+          const r = await call('purgeJobs', { topic: name }, undefined, { state });
+          return `Deleted ${r.deleted} ${state} job(s) of ${name}.`;
+        });
+      } }, `Delete all ${count} ${state}…`));
   }
 
   function jobsTable(jobs) {
