@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -41,7 +42,16 @@ func (s *Store) Put(ctx context.Context, jobs []*delayq.Job) error {
 	if err != nil {
 		return err
 	}
-	if err := s.insert(ctx, jobs, claims, start); err != nil {
+	if inserted, err := s.insert(ctx, jobs, claims, start); err != nil {
+		// Keep the claims of topics whose insert ran or may have run (its
+		// reply was lost): those jobs may be live, and a live job without
+		// its claim cannot be found by id (finish, delete). A claim whose
+		// job is not live goes stale and a later put takes it over.
+		for i, j := range jobs {
+			if inserted[j.Topic] {
+				claims[i] = ""
+			}
+		}
 		s.unclaimAll(jobs, claims)
 		return err
 	}
@@ -60,27 +70,34 @@ func dupInBatch(jobs []*delayq.Job) error {
 	return nil
 }
 
-// insert assigns seqs and runs the per-topic insert scripts.
-func (s *Store) insert(ctx context.Context, jobs []*delayq.Job, claims []string, start time.Time) error {
+// insert assigns seqs and runs the per-topic insert scripts. On error,
+// inserted names the topics whose jobs are, or may be, live: inserted
+// before the failure, or sent to Redis when the reply did not come back.
+func (s *Store) insert(ctx context.Context, jobs []*delayq.Job, claims []string, start time.Time) (inserted map[string]bool, err error) {
 	last, err := s.c.Do(ctx, s.c.B().Incrby().Key(s.k.seqCounter()).Increment(int64(len(jobs))).Build()).AsInt64()
 	if err != nil {
-		return unavailable("put: seq", err)
+		return nil, unavailable("put: seq", err)
 	}
 	for i, j := range jobs {
 		j.Seq = uint64(last) - uint64(len(jobs)) + uint64(i) + 1
 	}
 	if err := s.indexPut(ctx, jobs); err != nil {
-		return err
+		return nil, err
 	}
 	if time.Since(start) > staleClaim/2 {
-		return unavailable("put", fmt.Errorf("took longer than %s before insert; gave up so a stale-claim takeover cannot race it", staleClaim/2))
+		return nil, unavailable("put", fmt.Errorf("took longer than %s before insert; gave up so a stale-claim takeover cannot race it", staleClaim/2))
 	}
+	inserted = map[string]bool{}
 	for _, topic := range topicsOf(jobs) {
 		if err := s.insertTopic(ctx, topic, jobs, claims); err != nil {
-			return err
+			if !errors.Is(err, delayq.ErrExists) { // no definite answer
+				inserted[topic] = true
+			}
+			return inserted, err
 		}
+		inserted[topic] = true
 	}
-	return nil
+	return inserted, nil
 }
 
 // indexPut writes seq -> topic, registers the topics and lowers each
