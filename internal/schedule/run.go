@@ -145,7 +145,11 @@ func (s *Service) missed(ctx context.Context, sc *store.Schedule, tm *timing, ba
 func (s *Service) skipTo(ctx context.Context, sc *store.Schedule, tick time.Time) (*store.Schedule, time.Time, error) {
 	n := sc.Clone()
 	n.Last, n.Pending, n.Lease, n.Rev = tick, false, time.Time{}, store.NewRev()
-	return s.save(ctx, n, sc.Rev)
+	got, again, err := s.save(ctx, n, sc.Rev)
+	if err == nil && got == n {
+		s.met.tick(outcomeSkipped, 1)
+	}
+	return got, again, err
 }
 
 // fire claims tick (or, with takeover, takes over the expired claim of
@@ -170,8 +174,14 @@ func (s *Service) fire(ctx context.Context, sc *store.Schedule, tick, now time.T
 	if err != nil && !errors.Is(err, delayq.ErrExists) {
 		if ctx.Err() == nil {
 			s.log.Warn("schedules: put failed; the claim is retried when its lease ends", "schedule", sc.Name, "tick", tick, "err", err)
+			s.met.tick(outcomeFailed, 1)
 		}
 		return claim, claim.Lease, nil
+	}
+	if takeover {
+		s.met.tick(outcomeTakeover, 1)
+	} else {
+		s.met.tick(outcomeFired, 1)
 	}
 	// Confirm; a change of definition meanwhile keeps the claim (Put
 	// carries Last and Pending over), so confirm on the new revision.

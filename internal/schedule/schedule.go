@@ -33,6 +33,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/store"
@@ -79,6 +81,9 @@ type Config struct {
 	Refresh time.Duration
 	// Logger receives the scheduler's log lines. Default slog.Default().
 	Logger *slog.Logger
+	// Registry, when set, gets the scheduler's metrics
+	// (delayq_schedule_ticks_total).
+	Registry prometheus.Registerer
 }
 
 func (c *Config) setDefaults() {
@@ -108,6 +113,7 @@ type Service struct {
 	put Putter
 	cfg Config
 	log *slog.Logger
+	met *counters
 
 	// wake has capacity 1: a change made here makes Run look again at
 	// once; changes coalesce.
@@ -120,7 +126,8 @@ type Service struct {
 // New returns a service over st that puts jobs through put.
 func New(st store.ScheduleStore, put Putter, cfg Config) *Service {
 	cfg.setDefaults()
-	return &Service{st: st, put: put, cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), timings: map[string]*timing{}}
+	return &Service{st: st, put: put, cfg: cfg, log: cfg.Logger, met: newCounters(cfg.Registry),
+		wake: make(chan struct{}, 1), timings: map[string]*timing{}}
 }
 
 // Def is a schedule's definition as an operator gives it. Exactly one of

@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/store"
@@ -288,9 +290,16 @@ func TestMissedPolicies(t *testing.T) {
 				stop()
 				f.rec.finishAll(t)
 				time.Sleep(10 * time.Minute)
-				stop = run(f.service(Config{}))
+				s2 := f.service(Config{})
+				stop = run(s2)
 				time.Sleep(3 * time.Minute)
 				stop()
+				skips, fires := testutil.ToFloat64(s2.met.ticks.WithLabelValues(outcomeSkipped)), testutil.ToFloat64(s2.met.ticks.WithLabelValues(outcomeFired))
+				wantSkips := map[string]float64{MissedSkip: 1, MissedOne: 0, MissedAll: 0}[tc.missed]
+				wantFires := map[string]float64{MissedSkip: 3, MissedOne: 4, MissedAll: 13}[tc.missed]
+				if skips != wantSkips || fires != wantFires {
+					t.Errorf("after the restart the metrics count %v skips and %v fires, want %v and %v", skips, fires, wantSkips, wantFires)
+				}
 				want := tc.want(start)
 				sort.Strings(want)
 				sameIDs(t, f.rec.ids(), want)

@@ -19,8 +19,9 @@ func (s *Server) newSchedules() *schedule.Service {
 		return nil
 	}
 	return schedule.New(ss, s.eng, schedule.Config{
-		MaxBody: s.cfg.MaxBody,
-		Logger:  s.log.With("component", "schedule"),
+		MaxBody:  s.cfg.MaxBody,
+		Logger:   s.log.With("component", "schedule"),
+		Registry: s.eng.Metrics().Registry,
 	})
 }
 
