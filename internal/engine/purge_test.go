@@ -13,10 +13,11 @@ import (
 func TestPurgePages(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, Config{})
+		hour := time.Hour
 		for b := range 3 {
 			reqs := make([]PutRequest, 0, 900)
 			for i := range 900 {
-				reqs = append(reqs, PutRequest{ID: fmt.Sprintf("j%d-%d", b, i), Topic: "t", TTR: time.Minute, Delay: time.Hour})
+				reqs = append(reqs, PutRequest{ID: fmt.Sprintf("j%d-%d", b, i), Topic: "t", TTR: time.Minute, Delay: &hour})
 			}
 			if _, err := h.e.Put(context.Background(), reqs); err != nil {
 				t.Fatal(err)

@@ -35,7 +35,8 @@ func TestTTRExpiriesCounted(t *testing.T) {
 		h := start(t, Config{})
 		h.put(PutRequest{ID: "again", TTR: 2 * time.Second})
 		h.put(PutRequest{ID: "spent", TTR: 2 * time.Second, MaxAttempts: 1})
-		h.put(PutRequest{ID: "later", Delay: time.Second})
+		sec := time.Second
+		h.put(PutRequest{ID: "later", Delay: &sec})
 		for range 2 {
 			if got := h.reserve(0, "t"); len(got) != 1 {
 				t.Fatalf("reserved %d jobs, want 1", len(got))
@@ -68,10 +69,11 @@ func TestTTRExpiriesCountedOnDisk(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = e.Run(ctx) }()
 	defer func() { cancel(); <-done; st.Close() }()
+	half := 500 * time.Millisecond
 	if _, err := e.Put(ctx, []PutRequest{
 		{ID: "a", Topic: "t", TTR: time.Second, Priority: 1},
 		{ID: "b", Topic: "t", TTR: time.Second, Priority: 2, MaxAttempts: 1},
-		{ID: "c", Topic: "t", TTR: time.Second, Delay: 500 * time.Millisecond},
+		{ID: "c", Topic: "t", TTR: time.Second, Delay: &half},
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -70,8 +70,9 @@ type Config struct {
 	// the tick). Default 500 ms.
 	Lead time.Duration
 	// Lease is how long a claim stays with its scheduler before another
-	// may take it over; shorter than Lead, so a takeover normally happens
-	// while the job still waits for its tick. Default 250 ms.
+	// may take it over; shorter than Lead, and cut to end a fifth of it
+	// before the tick (leaseEnd), so a takeover happens while the job
+	// still waits for its tick. Default 250 ms.
 	Lease time.Duration
 	// Grace is how late a tick may be and still count as on time; older
 	// ticks are missed and follow the schedule's policy. Default 1 s.
