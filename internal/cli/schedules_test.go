@@ -52,7 +52,7 @@ func TestScheduleCommands(t *testing.T) {
 
 	// Bad input is refused by the server with its named code.
 	code, _, errOut = run(t, "schedule", "add", "feb", "--server", srv, "--topic", "t", "--cron", "0 0 0 31 2 *")
-	if code != 1 || !strings.Contains(errOut, "cron_never_fires") {
+	if code != 1 || !strings.Contains(errOut, "never fires") {
 		t.Fatalf("schedule add Feb 31 = %d %q", code, errOut)
 	}
 	// Neither or both of --cron and --every is a usage error.
