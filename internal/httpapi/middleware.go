@@ -101,6 +101,19 @@ var guardRules = []struct {
 	{"POST /v1/jobs/{id}/bury", onSome(auth.Consume)},
 	{"POST /v1/jobs/{id}/kick", onJob(auth.Admin)},
 	{"GET /v1/backup", onAll(auth.Admin)}, // a checkpoint holds every job
+	// Topic controls (pause.go): an operator's.
+	{"POST /v1/topics/{topic}/pause", onTopic(auth.Admin)},
+	{"POST /v1/topics/{topic}/resume", onTopic(auth.Admin)},
+	{"DELETE /v1/topics/{topic}/jobs", onTopic(auth.Admin)},
+	// Schedules (schedules.go): reading them is reading; a schedule is a
+	// standing producer into a topic named in its body, so changing one
+	// takes admin.
+	{"GET /v1/schedules", onAll(auth.Read)},
+	{"GET /v1/schedules/{name}", onAll(auth.Read)},
+	{"PUT /v1/schedules/{name}", onAll(auth.Admin)},
+	{"DELETE /v1/schedules/{name}", onAll(auth.Admin)},
+	{"POST /v1/schedules/{name}/pause", onAll(auth.Admin)},
+	{"POST /v1/schedules/{name}/resume", onAll(auth.Admin)},
 	{"GET /v1/cluster", authenticated},
 	{"GET /metrics", onAll(auth.Read)},
 	// The original protocol names its topic inside the body, after this

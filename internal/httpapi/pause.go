@@ -16,9 +16,10 @@ const pauseForever = 100 * 365 * 24 * time.Hour
 // pauseRoutes registers the operator's topic controls: pause, resume and
 // purge.
 func (h *handler) pauseRoutes() {
-	h.mux.HandleFunc("POST /v1/topics/{topic}/pause", h.pauseTopic)
-	h.mux.HandleFunc("POST /v1/topics/{topic}/resume", h.resumeTopic)
-	h.mux.HandleFunc("DELETE /v1/topics/{topic}/jobs", h.purgeJobs)
+	m := h.mux
+	m.HandleFunc("POST /v1/topics/{topic}/pause", h.pauseTopic)
+	m.HandleFunc("POST /v1/topics/{topic}/resume", h.resumeTopic)
+	m.HandleFunc("DELETE /v1/topics/{topic}/jobs", h.purgeJobs)
 }
 
 // pauseTopic: POST /v1/topics/{topic}/pause {"for"?} → the topic. Reserves

@@ -187,3 +187,35 @@ func TestScheduleSurvivesRestart(t *testing.T) {
 	close(stop)
 	checkTicks(t, "restart", sc.Created, paused.Last, 200*time.Millisecond, seen(), 15)
 }
+
+// TestScheduleAndTopicControlScopes: reading schedules takes read;
+// changing them, and pausing, resuming or purging a topic, takes admin.
+func TestScheduleAndTopicControlScopes(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.AuthFile = authFile(t, "shop-token")
+	s := startServer(t, cfg, &syncBuffer{})
+	hc := plainClient(t)
+	u := s.URL()
+	sched := `{"topic":"orders","every":"1h"}`
+	for _, c := range []struct {
+		name, method, path, token, body string
+		status                          int
+	}{
+		{"producer making a schedule", "PUT", "/v1/schedules/s1", "shop-token", sched, 403},
+		{"admin making a schedule", "PUT", "/v1/schedules/s1", "ops-token", sched, 201},
+		{"producer reading schedules", "GET", "/v1/schedules", "shop-token", "", 403},
+		{"admin reading a schedule", "GET", "/v1/schedules/s1", "ops-token", "", 200},
+		{"consumer pausing a schedule", "POST", "/v1/schedules/s1/pause", "worker-token", "", 403},
+		{"producer deleting a schedule", "DELETE", "/v1/schedules/s1", "shop-token", "", 403},
+		{"admin deleting a schedule", "DELETE", "/v1/schedules/s1", "ops-token", "", 204},
+		{"producer pausing its topic", "POST", "/v1/topics/orders/pause", "shop-token", "", 403},
+		{"consumer purging its topic", "DELETE", "/v1/topics/orders/jobs?state=ready", "worker-token", "", 403},
+		{"admin pausing a topic", "POST", "/v1/topics/orders/pause", "ops-token", "", 200},
+		{"admin resuming a topic", "POST", "/v1/topics/orders/resume", "ops-token", "", 200},
+		{"admin purging a topic", "DELETE", "/v1/topics/orders/jobs?state=ready", "ops-token", "", 200},
+	} {
+		if status, code := secCall(t, hc, c.method, u+c.path, c.token, "", c.body); status != c.status {
+			t.Errorf("%s: %d %q, want %d", c.name, status, code, c.status)
+		}
+	}
+}
