@@ -45,7 +45,7 @@ func TestBrowserSchedules(t *testing.T) {
 	if err != nil || n != 5 {
 		t.Errorf("nightly shows %d next fire times (%v), want 5", n, err)
 	}
-	shot(t, ctx, "/tmp/delayq-dashboard-schedules.png")
+	shot(t, ctx, "delayq-dashboard-schedules.png")
 
 	// Pause, then resume: the view and the API agree.
 	run(t, ctx, chromedp.Click(chromedp.CSS(`#schedules tr[data-schedule="beat"] button.pause`)),
