@@ -69,6 +69,7 @@ run "put batch100 c=4 delayq-http"   "$DQ"  "$dq_pid"  --mode put -n 300000 -c 4
 run "reserve take100 c=4 delayq-http" "$DQ" "$dq_pid"  --mode reserve -n 300000 -c 4 --batch 100 --take 100 "${B[@]}"
 # (2) 5,000 jobs/s due uniformly over 5 s, 32 consumers.
 run "spread 5k/s x5s delayq-http"        "$DQ"  "$dq_pid"  --mode spread --rate 5000 --duration 5s -c 32 --batch 100 --lead 2s "${B[@]}"
+run "spread 5k/s x5s take100 delayq-http" "$DQ" "$dq_pid"  --mode spread --rate 5000 --duration 5s -c 32 --batch 100 --take 100 --lead 2s "${B[@]}"
 run "spread 5k/s x5s delayq-beanstalk"   "$DQB" "$dq_pid"  --mode spread --rate 5000 --duration 5s -c 32 --lead 4s "${B[@]}"
 run "spread 5k/s x5s beanstalkd-memory"  "$BSM" "$bsm_pid" --mode spread --rate 5000 --duration 5s -c 32 --lead 4s "${B[@]}"
 # (3) 100,000 jobs due at one instant.
