@@ -8,7 +8,6 @@ import (
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/api"
 	"github.com/delayq/delayq/internal/schedule"
-	"github.com/delayq/delayq/internal/store"
 )
 
 // nextShown is how many next fire times a schedule shows.
@@ -141,7 +140,7 @@ func (h *handler) setPaused(w http.ResponseWriter, r *http.Request, paused bool)
 }
 
 // toSchedule is a schedule on the wire, with its next fire times.
-func (h *handler) toSchedule(sc *store.Schedule) api.Schedule {
+func (h *handler) toSchedule(sc *schedule.Schedule) api.Schedule {
 	tz := sc.Timezone
 	if tz == "" {
 		tz = "UTC"

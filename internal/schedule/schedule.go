@@ -406,3 +406,8 @@ func latest(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// Schedule is a schedule as the Service hands it out. Front ends name it
+// through this package, which owns schedules' semantics, not through the
+// store that keeps them (see the import rules in docs/architecture.md).
+type Schedule = store.Schedule
