@@ -7,7 +7,8 @@
 #   bash scripts/bench.sh put        # only runs whose name contains "put"
 #   bash scripts/bench.sh history    # (4): the figures again after 10M far-future jobs and 1M passed through
 #
-# Set FSYNC_DELAY_US=1000 to add 1 ms to every fsync of delayq and the
+# DELAYQ_BIN=path measures that binary instead of building this tree (A/B
+# against an older build). Set FSYNC_DELAY_US=1000 to add 1 ms to every fsync of delayq and the
 # durable beanstalkd (needs strace), as a real disk would.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +16,7 @@ filter="${1:-}"
 bash scripts/deps.sh
 work=$(mktemp -d)
 go build -o "$work/delayq" ./cmd/delayq
-bin="$work/delayq"
+bin="${DELAYQ_BIN:-$work/delayq}"
 pids=()
 # strace does not pass SIGTERM on to its tracee: stop the children first.
 cleanup() {
