@@ -23,30 +23,25 @@ const checkpointDir = "checkpoints"
 // is a data directory that Open (and `delayq serve --data-dir`) takes as
 // it is.
 func (s *Store) Backup(ctx context.Context, w io.Writer) error {
-	s.mu.Lock()
-	if err := s.usable(); err != nil {
+	return s.outside(ctx, func() error {
+		s.mu.Lock()
+		s.flushLocked() // the checkpoint then holds every transition applied so far
 		s.mu.Unlock()
-		return err
-	}
-	s.flushLocked()
-	s.inflight.Add(1) // Close waits: the checkpoint reads the open db
-	s.mu.Unlock()
-	defer s.inflight.Done()
-
-	parent := filepath.Join(s.dir, checkpointDir)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return unavailable("backup", err)
-	}
-	tmp, err := os.MkdirTemp(parent, "backup-")
-	if err != nil {
-		return unavailable("backup", err)
-	}
-	defer os.RemoveAll(tmp)
-	cp := filepath.Join(tmp, "cp")
-	if err := s.db.Checkpoint(cp, pebble.WithFlushedWAL()); err != nil {
-		return unavailable("backup checkpoint", err)
-	}
-	return writeTar(ctx, w, cp)
+		parent := filepath.Join(s.dir, checkpointDir)
+		if err := os.MkdirAll(parent, 0o755); err != nil {
+			return unavailable("backup", err)
+		}
+		tmp, err := os.MkdirTemp(parent, "backup-")
+		if err != nil {
+			return unavailable("backup", err)
+		}
+		defer os.RemoveAll(tmp)
+		cp := filepath.Join(tmp, "cp")
+		if err := s.db.Checkpoint(cp, pebble.WithFlushedWAL()); err != nil {
+			return unavailable("backup checkpoint", err)
+		}
+		return writeTar(ctx, w, cp)
+	})
 }
 
 // writeTar writes the regular files under dir to w, named relative to it.

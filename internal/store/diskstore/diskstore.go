@@ -112,10 +112,8 @@ type Store struct {
 	kick  chan struct{}  // capacity 1: the open group has work (commit.go)
 	stop  chan struct{}  // closed by Close: the committer commits what is left and ends
 	syncq *groupQueue    // applied groups waiting for their fsync
-	bg    sync.WaitGroup // the committer and the syncer
+	bg    sync.WaitGroup // the committer, the syncer and calls outside the mutex (outside)
 	dir   string         // the data directory
-
-	inflight sync.WaitGroup // backups reading the db; Close waits for them
 
 	mu        sync.Mutex
 	closed    bool                      // guarded by mu
@@ -201,7 +199,6 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	close(s.stop)
 	s.bg.Wait()
-	s.inflight.Wait()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("diskstore: close: %w", err)
 	}
@@ -251,6 +248,27 @@ func (s *Store) read(ctx context.Context, fn func() error) error {
 		return err
 	}
 	return s.wait(ctx, g)
+}
+
+// outside runs fn on the open store without the store mutex, for calls
+// that use the db handle but not the job path's state (schedules,
+// backups): it refuses a closed or failed store and keeps Close waiting
+// until fn is done with the db. It joins s.bg for that: Close waits for
+// bg before it closes the db, and an Add made under mu while the store is
+// open comes before Close's Wait.
+func (s *Store) outside(ctx context.Context, fn func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if err := s.usable(); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	s.bg.Add(1)
+	s.mu.Unlock()
+	defer s.bg.Done()
+	return fn()
 }
 
 // wait waits for g to be durable.

@@ -21,27 +21,6 @@ var schedMu sync.Mutex
 
 func schedKey(name string) []byte { return append([]byte{prefixSched}, name...) }
 
-// schedCall runs fn on the open store: it refuses a closed or failed store
-// and keeps Close waiting until fn is done with the db handle. It joins
-// s.bg for that: Close waits for bg before it closes the db, and an Add
-// made under mu while the store is open comes before Close's Wait.
-// Schedule calls never touch the job path's state, so they hold mu only
-// for that check: a synced schedule write does not stall job transitions.
-func (s *Store) schedCall(ctx context.Context, fn func() error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	if err := s.usable(); err != nil {
-		s.mu.Unlock()
-		return err
-	}
-	s.bg.Add(1)
-	s.mu.Unlock()
-	defer s.bg.Done()
-	return fn()
-}
-
 // readSched reads a schedule straight from Pebble: the job path's open
 // group never holds P keys, so there is nothing of it to commit first.
 func (s *Store) readSched(name string) (*store.Schedule, error) {
@@ -62,7 +41,7 @@ func (s *Store) readSched(name string) (*store.Schedule, error) {
 
 // GetSchedule implements store.ScheduleStore.
 func (s *Store) GetSchedule(ctx context.Context, name string) (sc *store.Schedule, err error) {
-	err = s.schedCall(ctx, func() error {
+	err = s.outside(ctx, func() error {
 		sc, err = s.readSched(name)
 		return err
 	})
@@ -72,7 +51,7 @@ func (s *Store) GetSchedule(ctx context.Context, name string) (sc *store.Schedul
 // ListSchedules implements store.ScheduleStore.
 func (s *Store) ListSchedules(ctx context.Context) (out []*store.Schedule, err error) {
 	out = []*store.Schedule{}
-	err = s.schedCall(ctx, func() error {
+	err = s.outside(ctx, func() error {
 		lo := []byte{prefixSched}
 		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
 		if err != nil {
@@ -101,7 +80,7 @@ func (s *Store) SaveSchedule(ctx context.Context, sc *store.Schedule, prev uint6
 	if err != nil {
 		return fmt.Errorf("diskstore: encode schedule: %w", err)
 	}
-	return s.schedCall(ctx, func() error {
+	return s.outside(ctx, func() error {
 		schedMu.Lock()
 		defer schedMu.Unlock()
 		var cur uint64
@@ -124,7 +103,7 @@ func (s *Store) SaveSchedule(ctx context.Context, sc *store.Schedule, prev uint6
 
 // DeleteSchedule implements store.ScheduleStore.
 func (s *Store) DeleteSchedule(ctx context.Context, name string) error {
-	return s.schedCall(ctx, func() error {
+	return s.outside(ctx, func() error {
 		schedMu.Lock()
 		defer schedMu.Unlock()
 		if _, err := s.readSched(name); err != nil {
