@@ -1,12 +1,11 @@
 package cli
 
 import (
-	"encoding/base64"
 	"fmt"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
+	"github.com/delayq/delayq/api"
 	"github.com/delayq/delayq/client"
 )
 
@@ -69,7 +68,7 @@ func (c *scheduleListCmd) Run(e *env) error {
 		return err
 	}
 	if c.JSON {
-		out := make([]scheduleJSON, 0, len(all))
+		out := make([]api.Schedule, 0, len(all))
 		for _, s := range all {
 			out = append(out, toScheduleJSON(s))
 		}
@@ -158,41 +157,20 @@ func (c *scheduleDeleteCmd) Run(e *env) error {
 	return nil
 }
 
-// scheduleJSON is a schedule in --json output, named as the HTTP API
-// names it.
-type scheduleJSON struct {
-	Name        string      `json:"name"`
-	Topic       string      `json:"topic"`
-	Cron        string      `json:"cron"`
-	Timezone    string      `json:"timezone"`
-	Missed      string      `json:"missed"`
-	Body        *string     `json:"body,omitempty"`
-	BodyBase64  *string     `json:"body_base64,omitempty"`
-	TTR         float64     `json:"ttr"`
-	Priority    uint32      `json:"priority"`
-	MaxAttempts int         `json:"max_attempts"`
-	Paused      bool        `json:"paused"`
-	Last        *time.Time  `json:"last,omitempty"`
-	Next        []time.Time `json:"next"`
-}
-
-func toScheduleJSON(s *client.Schedule) scheduleJSON {
-	j := scheduleJSON{
+// toScheduleJSON is a schedule in --json output: the HTTP API's own
+// wire form (api.Schedule), so scripts read the same fields either way.
+func toScheduleJSON(s *client.Schedule) api.Schedule {
+	j := api.Schedule{
 		Name: s.Name, Topic: s.Topic, Cron: s.Cron, Timezone: s.Timezone, Missed: s.Missed,
-		TTR: s.TTR.Seconds(), Priority: s.Priority, MaxAttempts: s.MaxAttempts, Paused: s.Paused, Next: s.Next,
+		TTR: s.TTR.Seconds(), Priority: s.Priority, MaxAttempts: s.MaxAttempts, Paused: s.Paused,
+		Created: api.Time{Time: s.Created}, Updated: api.Time{Time: s.Updated}, Next: []api.Time{},
 	}
-	if j.Next == nil {
-		j.Next = []time.Time{}
-	}
-	if utf8.Valid(s.Body) {
-		b := string(s.Body)
-		j.Body = &b
-	} else {
-		b := base64.StdEncoding.EncodeToString(s.Body)
-		j.BodyBase64 = &b
+	j.Body, j.BodyBase64 = api.EncodeBody(s.Body)
+	for _, t := range s.Next {
+		j.Next = append(j.Next, api.Time{Time: t})
 	}
 	if !s.Last.IsZero() {
-		j.Last = &s.Last
+		j.Last = &api.Time{Time: s.Last}
 	}
 	return j
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/delayq/delayq/api"
 )
 
 func TestScheduleCommands(t *testing.T) {
@@ -18,7 +20,7 @@ func TestScheduleCommands(t *testing.T) {
 	}
 
 	code, out, errOut = run(t, "schedule", "add", "beat", "--server", srv, "--topic", "pings", "--every", "90s", "--json")
-	var s scheduleJSON
+	var s api.Schedule
 	if code != 0 || json.Unmarshal([]byte(out), &s) != nil || s.Cron != "@every 1m30s" || len(s.Next) != 5 {
 		t.Fatalf("schedule add --json = %d %q %q", code, out, errOut)
 	}
