@@ -19,6 +19,7 @@ import (
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/httpapi"
 	"github.com/delayq/delayq/internal/schedule"
+	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/memstore"
 )
 
@@ -41,7 +42,7 @@ func newAPI(t *testing.T) http.Handler {
 			t.Errorf("closing the store: %v", err)
 		}
 	})
-	sched := schedule.New(st, e, schedule.Config{Logger: log})
+	sched := schedule.New(store.Schedules(st), e, schedule.Config{Logger: log})
 	sctx, stop := context.WithCancel(context.Background())
 	sdone := make(chan struct{})
 	go func() { defer close(sdone); _ = sched.Run(sctx) }()

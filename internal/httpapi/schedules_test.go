@@ -10,6 +10,7 @@ import (
 
 	"github.com/delayq/delayq/api"
 	"github.com/delayq/delayq/internal/schedule"
+	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/memstore"
 )
 
@@ -19,7 +20,7 @@ func newScheduleAPI(t *testing.T) *testAPI {
 	t.Helper()
 	st := memstore.New()
 	a := startAPI(t, st, Options{})
-	svc := schedule.New(st, a.e, schedule.Config{Logger: discard()})
+	svc := schedule.New(store.Schedules(st), a.e, schedule.Config{Logger: discard()})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(ctx) }()

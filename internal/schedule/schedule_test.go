@@ -88,7 +88,7 @@ func newFixture() *fixture {
 // returns its stop function.
 func (f *fixture) service(cfg Config) *Service {
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	return New(f.st, f.rec, cfg)
+	return New(store.Schedules(f.st), f.rec, cfg)
 }
 
 func run(s *Service) (stop func()) {
@@ -457,7 +457,7 @@ func TestBadInput(t *testing.T) {
 	if err := s.Delete(t.Context(), "nope"); !errors.Is(err, delayq.ErrNotFound) {
 		t.Fatalf("Delete(unknown) = %v", err)
 	}
-	var _ store.ScheduleStore = f.st
+	var _ store.DocStore = f.st
 }
 
 func TestJobIDFits(t *testing.T) {
@@ -508,7 +508,7 @@ func TestTakeoverAfterCrash(t *testing.T) {
 			crashes := 0
 			for range 15 {
 				ctx, cancel := context.WithCancel(context.Background())
-				b := New(f.st, &crasher{p: f.rec, cancel: cancel, after: after}, Config{Logger: slog.New(slog.DiscardHandler)})
+				b := New(store.Schedules(f.st), &crasher{p: f.rec, cancel: cancel, after: after}, Config{Logger: slog.New(slog.DiscardHandler)})
 				done := make(chan struct{})
 				go func() { b.Run(ctx); close(done) }()
 				<-done // b dies on its third put

@@ -14,11 +14,11 @@ import (
 // shared store they race per tick and the store's compare-and-set lets one
 // win (package schedule).
 func (s *Server) newSchedules() *schedule.Service {
-	ss, ok := s.st.(store.ScheduleStore)
+	ds, ok := s.st.(store.DocStore)
 	if !ok {
 		return nil
 	}
-	return schedule.New(ss, s.eng, schedule.Config{
+	return schedule.New(store.Schedules(ds), s.eng, schedule.Config{
 		MaxBody:  s.cfg.MaxBody,
 		Logger:   s.log.With("component", "schedule"),
 		Registry: s.eng.Metrics().Registry,

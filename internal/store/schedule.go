@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/delayq/delayq"
 )
 
-// ScheduleStore keeps periodic jobs' schedules. It is apart from Store so
-// that backends gain it without the job contract changing; the server
-// runs schedules only over stores that implement it.
+// ScheduleStore keeps periodic jobs' schedules. Backends keep them as
+// documents (Schedules over a DocStore); the server runs schedules only
+// over stores that implement DocStore.
 //
 // A schedule is one record written whole. Every write is a compare-and-set
 // on Rev, so instances that share a store (redisstore) can race to fire
@@ -94,15 +93,4 @@ func (s *Schedule) Clone() *Schedule {
 	c := *s
 	c.Body = append([]byte(nil), s.Body...)
 	return &c
-}
-
-// NewRev returns a revision for SaveSchedule: random, so a schedule
-// deleted and made again never repeats a revision a slow scheduler still
-// holds.
-func NewRev() uint64 {
-	for {
-		if r := rand.Uint64(); r != 0 {
-			return r
-		}
-	}
 }

@@ -31,7 +31,7 @@ const formatVersion uint32 = 1
 //	G<due><seq>                    -> id: every delayed job, in due order (the timer's index)
 //	C<topic>                       -> topic counters and pause (topicStats codec)
 //	M<name>                        -> meta values (format version, last seq)
-//	P<name>                        -> a periodic job's schedule (JSON store.Schedule, schedules.go)
+//	P<kind>\x00<name>               -> a document: rev (8 bytes) + data (schedules, policies, alarms; docs.go)
 //
 // Integers are big-endian so that byte order is numeric order; times are
 // milliseconds since the Unix epoch with the sign bit flipped so that
@@ -43,7 +43,7 @@ const (
 	prefixDue     = 'G'
 	prefixCounter = 'C'
 	prefixMeta    = 'M'
-	prefixSched   = 'P'
+	prefixDoc     = 'P'
 )
 
 // State bytes inside X keys and records.

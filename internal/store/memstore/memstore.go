@@ -30,13 +30,13 @@ const defaultTickMax = 1000
 // Store is an in-memory store.Store. The zero value is not usable; call New.
 type Store struct {
 	mu     sync.Mutex
-	closed bool                       // guarded by mu
-	seq    uint64                     // last seq assigned; guarded by mu
-	jobs   map[uint64]*delayq.Job     // live jobs by seq; guarded by mu
-	ids    map[string]uint64          // live job id -> seq; guarded by mu
-	pauses map[string]time.Time       // topic -> pause end; guarded by mu
-	clock  store.Clock                // guarded by mu
-	scheds map[string]*store.Schedule // periodic jobs (schedules.go); guarded by mu
+	closed bool                             // guarded by mu
+	seq    uint64                           // last seq assigned; guarded by mu
+	jobs   map[uint64]*delayq.Job           // live jobs by seq; guarded by mu
+	ids    map[string]uint64                // live job id -> seq; guarded by mu
+	pauses map[string]time.Time             // topic -> pause end; guarded by mu
+	clock  store.Clock                      // guarded by mu
+	docs   map[string]map[string]*store.Doc // kind -> name -> document (docs.go); guarded by mu
 }
 
 // New returns an empty store.

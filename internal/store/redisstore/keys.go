@@ -33,8 +33,8 @@ import (
 //	P:instances      ZSET   instance id -> heartbeat expiry (unix ms)
 //	P:instance:{<i>} HASH   url, protocols, since
 //	P:events         pub/sub channel of wake-ups between instances
-//	P:{sched}:s:<n>  HASH   schedule n: rev, data (JSON store.Schedule); schedules.go
-//	P:{sched}:names  SET    every schedule name (same slot, so one script sees both)
+//	P:{doc}:<kind>:d:<n>  HASH  document n of kind (schedule, policy, alarm): rev, data; docs.go
+//	P:{doc}:<kind>:names SET  every name of that kind (same slot, so one script sees both)
 type keys struct {
 	prefix string
 }
@@ -90,7 +90,8 @@ func bucketOf(topic string, buckets int) int {
 	return int(crc32.ChecksumIEEE([]byte(topic)) % uint32(buckets))
 }
 
-// sched and schedNames share the hash tag {sched}, so the schedule
-// scripts touch one Cluster slot.
-func (k keys) sched(name string) string { return k.prefix + ":{sched}:s:" + name }
-func (k keys) schedNames() string       { return k.prefix + ":{sched}:names" }
+// doc and docNames share the hash tag {doc}, so a document's scripts
+// touch one Cluster slot. A kind is a fixed word (store.Kind*) and names
+// end the key, so no two (kind, name) pairs share a key.
+func (k keys) doc(kind, name string) string { return k.prefix + ":{doc}:" + kind + ":d:" + name }
+func (k keys) docNames(kind string) string  { return k.prefix + ":{doc}:" + kind + ":names" }

@@ -10,17 +10,18 @@ import (
 	"github.com/delayq/delayq/internal/store"
 )
 
-// testSchedules pins store.ScheduleStore: compare-and-set on Rev, not
-// found, list order, deep copies, and durability across a reopen.
+// testSchedules pins store.ScheduleStore over each store's DocStore:
+// compare-and-set on Rev, not found, list order, deep copies, and
+// durability across a reopen.
 func testSchedules(t *testing.T, f Factory) {
 	open := func(t *testing.T) (store.Store, store.ScheduleStore) {
 		s := f.Open(t)
-		ss, ok := s.(store.ScheduleStore)
+		ds, ok := s.(store.DocStore)
 		if !ok {
 			s.Close()
-			t.Fatalf("%T does not implement store.ScheduleStore", s)
+			t.Fatalf("%T does not implement store.DocStore", s)
 		}
-		return s, ss
+		return s, store.Schedules(ds)
 	}
 	sched := func(name string) *store.Schedule {
 		return &store.Schedule{
@@ -116,7 +117,7 @@ func testSchedules(t *testing.T, f Factory) {
 		}
 		s = f.Reopen(t, s)
 		defer s.Close()
-		got, err := s.(store.ScheduleStore).GetSchedule(t.Context(), "a")
+		got, err := store.Schedules(s.(store.DocStore)).GetSchedule(t.Context(), "a")
 		if err != nil {
 			t.Fatalf("GetSchedule after reopen = %v", err)
 		}

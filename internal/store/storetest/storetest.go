@@ -64,6 +64,7 @@ func Run(t *testing.T, f Factory) {
 		{"Close", testClose},
 		{"Persistence", testPersistence},
 		{"Random", testRandom},
+		{"Docs", testDocs},
 		{"Schedules", testSchedules},
 	}
 	for _, g := range groups {
