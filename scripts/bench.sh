@@ -29,7 +29,9 @@ trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wrap=()
 if [ -n "${FSYNC_DELAY_US:-}" ]; then
-  wrap=(strace -f --seccomp-bpf -e "inject=fdatasync,fsync,msync:delay_exit=${FSYNC_DELAY_US}" -o /dev/null)
+  # -e trace= keeps the seccomp filter to these calls; without it strace
+  # stops the server at every syscall and measures strace, not the disk.
+  wrap=(strace -f --seccomp-bpf -e trace=fdatasync,fsync,msync -e "inject=fdatasync,fsync,msync:delay_exit=${FSYNC_DELAY_US}" -o /dev/null)
 fi
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.1; done; echo "port $1 never opened" >&2; exit 1; }
 
