@@ -159,6 +159,11 @@ type Store interface {
 	// reports the topics that gained ready jobs, each promoted delayed job's
 	// lateness, and the earliest due time or deadline still pending (p.Now
 	// when more than Max were due; zero when nothing is pending).
+	//
+	// Tick alone may return before its moves are durable: each follows
+	// from the clock, so a restart's Tick makes any lost one again. Its
+	// moves must still be ordered before every later transition, and
+	// reads must not show them before they are durable.
 	Tick(ctx context.Context, p TickParams) (*TickResult, error)
 
 	// Close releases the store's resources. Calls after Close fail.

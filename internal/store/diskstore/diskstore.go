@@ -288,33 +288,43 @@ func (s *Store) wait(ctx context.Context, g *group) error {
 // group (commit.go), releases the mutex and waits for the group to be
 // durable, together with every transition staged alongside it.
 func (s *Store) write(ctx context.Context, op string, fn func(t *txn) error) error {
-	if err := ctx.Err(); err != nil {
+	g, err := s.stage(ctx, fn)
+	if err != nil {
 		return err
+	}
+	// A transition is acknowledged only once durable: ctx does not cut
+	// the wait short, so a caller never sees "canceled" for a change
+	// that then survives.
+	return s.wait(context.WithoutCancel(ctx), g)
+}
+
+// stage is write without the wait: it returns the group that holds the
+// transition (closedGroup when fn staged nothing).
+func (s *Store) stage(ctx context.Context, fn func(t *txn) error) (*group, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	if err := s.usable(); err != nil {
 		s.mu.Unlock()
-		return err
+		return nil, err
 	}
 	t := s.newTxn()
 	if err := fn(t); err != nil {
 		t.abort()
 		s.mu.Unlock()
-		return err
+		return nil, err
 	}
 	if t.empty() {
 		t.abort()
 		s.mu.Unlock()
-		return nil
+		return closedGroup, nil
 	}
 	t.apply()
 	g := s.stageGroup(t)
 	s.mu.Unlock()
 	_ = t.b.Close()
-	// A transition is acknowledged only once durable: ctx does not cut
-	// the wait short, so a caller never sees "canceled" for a change
-	// that then survives.
-	return s.wait(context.WithoutCancel(ctx), g)
+	return g, nil
 }
 
 // get returns a copy of the value of key; found is false when it is

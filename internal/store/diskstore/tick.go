@@ -12,6 +12,15 @@ import (
 // and the reserved-deadline heap in (time, seq) order, loading the next
 // chunk of the due index when the near-future heap runs dry, and stages
 // every move into one batch.
+//
+// Tick does not wait for that batch to be durable (the store contract
+// allows it): every move it makes follows from the clock alone, so a
+// crash before the sync loses nothing a restart's first Tick does not
+// make again, and whatever a client can see of a move waits for it: a
+// reserve of a promoted job is a later transition in a later (or the
+// same) group, and reads wait for the newest group. Not waiting takes
+// one fsync out of every firing: a woken consumer's reserve rides the
+// group of the promotion instead of the one after it.
 func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult, error) {
 	limit := p.Max
 	if limit <= 0 {
@@ -19,7 +28,7 @@ func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult
 	}
 	res := &store.TickResult{Ready: map[string]int{}}
 	var now time.Time
-	err := s.write(ctx, "tick", func(t *txn) error {
+	_, err := s.stage(ctx, func(t *txn) error {
 		now = s.clock.At(p.Now)
 		for range limit {
 			e, err := s.due(now.UnixMilli())
@@ -36,9 +45,8 @@ func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult
 	if err != nil {
 		return nil, err
 	}
-	// The batch is durable: memory shows what is left. Unlike a read,
-	// this waits for no later group: the next due time is the timer's
-	// own business, and waiting would make every firing a sync later.
+	// Memory shows what is left. Unlike a read, this waits for no group:
+	// the next due time is the timer's own business.
 	s.mu.Lock()
 	err = s.usable()
 	var next *time.Time
