@@ -132,6 +132,7 @@ type Store struct {
 	reserved  queue                     // reserved jobs by deadline; guarded by mu
 	near      nearFuture                // guarded by mu
 	space     space                     // guarded by mu
+	recBuf    []byte                    // scratch for encoding records (txn.stage); guarded by mu
 }
 
 // topic is what memory keeps of a topic: its counters and pause (mirrored

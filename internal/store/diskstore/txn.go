@@ -119,7 +119,10 @@ func (t *txn) stage(old, new *delayq.Job) {
 	if old == nil {
 		t.b.Set(seqKey(new.Seq), []byte(new.ID), nil)
 	}
-	t.b.Set(jobKey(new.ID), encodeRecord(nil, new), nil)
+	// The batch copies the value, so one buffer serves every record the
+	// store encodes (the mutex is held): no allocation per transition.
+	t.s.recBuf = encodeRecord(t.s.recBuf[:0], new)
+	t.b.Set(jobKey(new.ID), t.s.recBuf, nil)
 	t.b.Set(indexKey(new), indexValue(new), nil)
 	if new.State == delayq.StateDelayed {
 		t.b.Set(dueKey(new), []byte(new.ID), nil)
