@@ -260,6 +260,9 @@ type TickResult struct {
 	Ready map[string]int
 	// Lateness holds Now-Due of each delayed job made ready.
 	Lateness []time.Duration
+	// LatenessByTopic holds the same latenesses by the job's topic, for
+	// per-topic history (the dashboard's charts).
+	LatenessByTopic map[string][]time.Duration
 	// Buried counts jobs buried because their attempts were spent.
 	Buried int
 	// Next is the earliest Due or Deadline still pending; Now if more work

@@ -100,7 +100,7 @@ func (s *Store) promote(t *txn, e *entry, now time.Time, res *store.TickResult) 
 	n := j.Clone()
 	if j.State == delayq.StateDelayed {
 		store.ApplyDue(n)
-		res.Lateness = append(res.Lateness, now.Sub(n.Due))
+		res.AddLateness(n.Topic, now.Sub(n.Due))
 	} else {
 		store.ApplyTimeout(n)
 	}

@@ -425,7 +425,7 @@ func pendingAt(j *delayq.Job) time.Time {
 func (s *Store) promote(j *delayq.Job, now time.Time, res *store.TickResult) {
 	if j.State == delayq.StateDelayed {
 		store.ApplyDue(j)
-		res.Lateness = append(res.Lateness, now.Sub(j.Due))
+		res.AddLateness(j.Topic, now.Sub(j.Due))
 	} else {
 		store.ApplyTimeout(j)
 	}

@@ -269,7 +269,7 @@ func result(all []moved) *store.TickResult {
 		switch m.kind {
 		case 0:
 			res.Ready[m.topic]++
-			res.Lateness = append(res.Lateness, time.Duration(m.now-m.at)*time.Millisecond)
+			res.AddLateness(m.topic, time.Duration(m.now-m.at)*time.Millisecond)
 		case 1:
 			res.Ready[m.topic]++
 		default:

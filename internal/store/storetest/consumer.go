@@ -72,7 +72,8 @@ func testRelease(t *testing.T, f Factory) {
 			t.Fatal(err)
 		}
 		check(t, "Tick() after a delayed release", h.tick(now, 0), &store.TickResult{Next: at(3000)})
-		check(t, "Tick(due)", h.tick(at(3000), 0), &store.TickResult{Ready: map[string]int{"t-a": 1}, Lateness: []time.Duration{0}})
+		check(t, "Tick(due)", h.tick(at(3000), 0), &store.TickResult{Ready: map[string]int{"t-a": 1}, Lateness: []time.Duration{0},
+			LatenessByTopic: map[string][]time.Duration{"t-a": {0}}})
 	})
 }
 

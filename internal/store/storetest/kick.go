@@ -168,7 +168,8 @@ func testUpdate(t *testing.T, f Factory) {
 			t.Fatal(err)
 		}
 		check(t, "Tick() after Update", h.tick(now, 0), &store.TickResult{Next: at(2000)})
-		check(t, "Tick(new due)", h.tick(at(2000), 0), &store.TickResult{Ready: map[string]int{"t": 1}, Lateness: []time.Duration{0}})
+		check(t, "Tick(new due)", h.tick(at(2000), 0), &store.TickResult{Ready: map[string]int{"t": 1}, Lateness: []time.Duration{0},
+			LatenessByTopic: map[string][]time.Duration{"t": {0}}})
 	})
 }
 

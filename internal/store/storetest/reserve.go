@@ -135,7 +135,8 @@ func testTick(t *testing.T, f Factory) {
 		check(t, "Tick(due-1ms)", h.tick(at(4999), 0), &store.TickResult{Next: at(5000)})
 		check(t, "Get(d) after Tick(due-1ms)", h.get(delayq.Ref{ID: "d"}), d)
 		check(t, "Reserve(t) at due-1ms", h.reserve(at(4999), 1, "t"), []*delayq.Job{})
-		check(t, "Tick(due)", h.tick(at(5000), 0), &store.TickResult{Ready: map[string]int{"t": 1}, Lateness: []time.Duration{0}})
+		check(t, "Tick(due)", h.tick(at(5000), 0), &store.TickResult{Ready: map[string]int{"t": 1}, Lateness: []time.Duration{0},
+			LatenessByTopic: map[string][]time.Duration{"t": {0}}})
 		want := d.Clone()
 		want.State = delayq.StateReady
 		check(t, "Get(d) after Tick(due)", h.get(delayq.Ref{ID: "d"}), want)
@@ -147,7 +148,11 @@ func testTick(t *testing.T, f Factory) {
 		want := &store.TickResult{
 			Ready:    map[string]int{"x": 2, "y": 1},
 			Lateness: []time.Duration{900 * time.Millisecond, 800 * time.Millisecond, 700 * time.Millisecond},
-			Next:     at(10_000),
+			LatenessByTopic: map[string][]time.Duration{
+				"x": {900 * time.Millisecond, 700 * time.Millisecond},
+				"y": {800 * time.Millisecond},
+			},
+			Next: at(10_000),
 		}
 		check(t, "Tick(+1s)", got, want)
 	})
@@ -254,5 +259,6 @@ func testTickMax(t *testing.T, f Factory) {
 	// Exactly Max due: Next is the real next time, not Now.
 	h.put(delayed("e1", "u", 2000), delayed("e2", "u", 2001))
 	check(t, "Tick(max 2) with exactly 2 due", h.tick(at(3000), 2),
-		&store.TickResult{Ready: map[string]int{"u": 2}, Lateness: []time.Duration{999 * time.Millisecond, time.Second}, Next: at(9000)})
+		&store.TickResult{Ready: map[string]int{"u": 2}, Lateness: []time.Duration{999 * time.Millisecond, time.Second},
+			LatenessByTopic: map[string][]time.Duration{"u": {999 * time.Millisecond, time.Second}}, Next: at(9000)})
 }

@@ -66,6 +66,7 @@ func Run(t *testing.T, f Factory) {
 		{"Random", testRandom},
 		{"Docs", testDocs},
 		{"Schedules", testSchedules},
+		{"DueCounts", testDueCounts},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) { g.run(t, f) })

@@ -1,0 +1,41 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// DueCounter is implemented by stores that can count a topic's delayed
+// jobs by due time from an index ordered by due time, without reading the
+// jobs (every backend: memstore, diskstore, redisstore). The dashboard's
+// due-time distribution ("how many jobs fall due in the next minute, hour,
+// day") comes from it.
+type DueCounter interface {
+	// DueCounts returns, for each bound, how many delayed jobs of topic
+	// are due at or before now+bound; counts[i] belongs to bounds[i]. A
+	// delayed job already due (the timer has not promoted it yet) counts
+	// in every bound. Ready, reserved and buried jobs never count. An
+	// unknown topic has zero counts. It is a read: it changes nothing.
+	DueCounts(ctx context.Context, topic string, now time.Time, bounds []time.Duration) ([]int, error)
+}
+
+// CountDue fills counts for one delayed job due at due (Unix ms): each
+// bound whose limit nowMS+bound it does not pass counts it. Stores whose
+// index yields due times one by one share it.
+func CountDue(counts []int, nowMS, due int64, bounds []time.Duration) {
+	for i, b := range bounds {
+		if due <= nowMS+b.Milliseconds() {
+			counts[i]++
+		}
+	}
+}
+
+// AddLateness records one delayed job of topic made ready d after its due
+// time, in Lateness and in LatenessByTopic.
+func (r *TickResult) AddLateness(topic string, d time.Duration) {
+	r.Lateness = append(r.Lateness, d)
+	if r.LatenessByTopic == nil {
+		r.LatenessByTopic = make(map[string][]time.Duration)
+	}
+	r.LatenessByTopic[topic] = append(r.LatenessByTopic[topic], d)
+}
