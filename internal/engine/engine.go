@@ -40,6 +40,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics records the engine's figures. Default: a fresh set.
 	Metrics *metrics.Metrics
+	// Fired, when set, is told after each timer step of the delayed jobs
+	// it made ready: per topic, their lateness (package history keeps
+	// the dashboard's charts from it). It runs on the timer's goroutine,
+	// so it must be quick and must not block.
+	Fired func(topic string, lateness []time.Duration)
 }
 
 func (c *Config) setDefaults() {

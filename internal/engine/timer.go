@@ -84,6 +84,11 @@ func (e *Engine) afterTick(res *store.TickResult) {
 		e.metrics.FireLateness(d)
 	}
 	e.metrics.Exhausted(res.Buried)
+	if e.cfg.Fired != nil {
+		for topic, ds := range res.LatenessByTopic {
+			e.cfg.Fired(topic, ds)
+		}
+	}
 }
 
 // notifyDue tells the timer that something is due at due. It wakes the

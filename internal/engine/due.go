@@ -1,0 +1,48 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// CodeBadWithin names a due-count request whose bounds are not a short
+// list of positive durations.
+const CodeBadWithin = "bad_within"
+
+// Due-count limits: a few bounds, each at most a century ahead, so a
+// request stays a handful of index range counts.
+const (
+	MaxDueBounds = 10
+	MaxDueBound  = 100 * 365 * 24 * time.Hour
+)
+
+// ErrNoDueCounts: the store cannot count jobs by due time. Every delayq
+// store can; the error is for stores built elsewhere.
+var ErrNoDueCounts = fmt.Errorf("engine: this store cannot count jobs by due time: %w", errors.ErrUnsupported)
+
+// DueCounts returns, for each bound, how many delayed jobs of topic fall
+// due within it from now (those already due but not yet made ready count
+// in every bound): the due-time distribution of the dashboard.
+func (e *Engine) DueCounts(ctx context.Context, topic string, bounds []time.Duration) ([]int, error) {
+	if err := delayq.CheckTopic(topic); err != nil {
+		return nil, err
+	}
+	if len(bounds) == 0 || len(bounds) > MaxDueBounds {
+		return nil, delayq.Invalid(CodeBadWithin, "within", "%d bounds; give 1 to %d", len(bounds), MaxDueBounds)
+	}
+	for _, b := range bounds {
+		if b <= 0 || b > MaxDueBound {
+			return nil, delayq.Invalid(CodeBadWithin, "within", "%s is not a duration above 0 and at most 100 years", b)
+		}
+	}
+	dc, ok := e.st.(store.DueCounter)
+	if !ok {
+		return nil, ErrNoDueCounts
+	}
+	return dc.DueCounts(ctx, topic, time.Now(), bounds)
+}
