@@ -27,22 +27,25 @@ var ErrNoDueCounts = fmt.Errorf("engine: this store cannot count jobs by due tim
 
 // DueCounts returns, for each bound, how many delayed jobs of topic fall
 // due within it from now (those already due but not yet made ready count
-// in every bound): the due-time distribution of the dashboard.
-func (e *Engine) DueCounts(ctx context.Context, topic string, bounds []time.Duration) ([]int, error) {
+// in every bound), and the now it counted from: the due-time
+// distribution of the dashboard.
+func (e *Engine) DueCounts(ctx context.Context, topic string, bounds []time.Duration) (counts []int, now time.Time, err error) {
 	if err := delayq.CheckTopic(topic); err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	if len(bounds) == 0 || len(bounds) > MaxDueBounds {
-		return nil, delayq.Invalid(CodeBadWithin, "within", "%d bounds; give 1 to %d", len(bounds), MaxDueBounds)
+		return nil, time.Time{}, delayq.Invalid(CodeBadWithin, "within", "%d bounds; give 1 to %d", len(bounds), MaxDueBounds)
 	}
 	for _, b := range bounds {
 		if b <= 0 || b > MaxDueBound {
-			return nil, delayq.Invalid(CodeBadWithin, "within", "%s is not a duration above 0 and at most 100 years", b)
+			return nil, time.Time{}, delayq.Invalid(CodeBadWithin, "within", "%s is not a duration above 0 and at most 100 years", b)
 		}
 	}
 	dc, ok := e.st.(store.DueCounter)
 	if !ok {
-		return nil, ErrNoDueCounts
+		return nil, time.Time{}, ErrNoDueCounts
 	}
-	return dc.DueCounts(ctx, topic, time.Now(), bounds)
+	now = time.Now()
+	counts, err = dc.DueCounts(ctx, topic, now, bounds)
+	return counts, now, err
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/api"
 	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/history"
 	"github.com/delayq/delayq/internal/schedule"
 )
 
@@ -32,6 +33,10 @@ type Options struct {
 	// Schedules, when set, serves the periodic jobs' endpoints
 	// (/v1/schedules, schedules.go).
 	Schedules *schedule.Service
+	// History, when set, serves the topics' sampled history
+	// (/v1/topics/{topic}/history, charts.go); without it that answers
+	// 404.
+	History *history.History
 }
 
 // perJobOverhead is room for a job's JSON fields besides its body.

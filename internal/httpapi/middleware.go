@@ -105,6 +105,9 @@ var guardRules = []struct {
 	{"POST /v1/topics/{topic}/pause", onTopic(auth.Admin)},
 	{"POST /v1/topics/{topic}/resume", onTopic(auth.Admin)},
 	{"DELETE /v1/topics/{topic}/jobs", onTopic(auth.Admin)},
+	// The dashboard's charts (charts.go): reading a topic.
+	{"GET /v1/topics/{topic}/due", onTopic(auth.Read)},
+	{"GET /v1/topics/{topic}/history", onTopic(auth.Read)},
 	// Schedules (schedules.go): reading them is reading; a schedule is a
 	// standing producer into a topic named in its body, so changing one
 	// takes admin.

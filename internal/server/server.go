@@ -20,6 +20,7 @@ import (
 	"github.com/delayq/delayq/internal/config"
 	"github.com/delayq/delayq/internal/dashboard"
 	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/history"
 	"github.com/delayq/delayq/internal/httpapi"
 	"github.com/delayq/delayq/internal/schedule"
 	"github.com/delayq/delayq/internal/store"
@@ -58,6 +59,7 @@ type Server struct {
 	sec         security          // auth, TLS and limits (security.go)
 	sched       *schedule.Service // periodic jobs (schedules.go); nil if the store keeps none
 	stopSched   func()            // stops sched.Run and waits for it
+	hist        *history.History  // the dashboard charts' samples; runs with the engine
 
 	group      *errgroup.Group
 	failed     context.Context    // done when a part stopped on its own with an error
@@ -114,6 +116,7 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	s.st = st
+	s.hist = history.New(history.Config{Topics: st.Topics, Logger: s.log.With("component", "history")})
 	s.eng = engine.New(st, engine.Config{
 		MaxBody:          s.cfg.MaxBody,
 		MaxWait:          s.cfg.MaxWait,
@@ -121,6 +124,7 @@ func (s *Server) Start(ctx context.Context) error {
 		MaxWaiting:       s.cfg.MaxWaitingReserves,
 		MaxTopics:        s.cfg.MaxTopics,
 		Logger:           s.log.With("component", "engine"),
+		Fired:            s.hist.Fired,
 	})
 	s.sched = s.newSchedules()
 	// Binding first makes Addr known as soon as Start returns (port 0
@@ -217,6 +221,7 @@ func (s *Server) build() {
 		AdvertiseURL: s.advertise,
 		UI:           dashboard.Handler(),
 		Schedules:    s.sched,
+		History:      s.hist,
 	}
 	if s.redis != nil {
 		protocols := []string{"http"}
@@ -268,6 +273,7 @@ func (s *Server) serve() {
 		return nil
 	})
 	s.reloadOnSIGHUP(g, engCtx)
+	g.Go(func() error { return s.hist.Run(engCtx) })
 	s.runSchedules(g)
 	g.Go(func() error {
 		if err := s.http.Serve(s.httpLn); !errors.Is(err, http.ErrServerClosed) {
