@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
@@ -17,6 +18,7 @@ import (
 	"github.com/delayq/delayq/api"
 	"github.com/delayq/delayq/internal/dashboard"
 	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/history"
 	"github.com/delayq/delayq/internal/httpapi"
 	"github.com/delayq/delayq/internal/schedule"
 	"github.com/delayq/delayq/internal/store"
@@ -31,12 +33,15 @@ func newAPI(t *testing.T) http.Handler {
 	t.Helper()
 	st := memstore.New()
 	log := slog.New(slog.DiscardHandler)
-	e := engine.New(st, engine.Config{Logger: log})
+	hist := history.New(history.Config{Topics: st.Topics, Logger: log, Interval: sampleInterval, Span: time.Minute})
+	e := engine.New(st, engine.Config{Logger: log, Fired: hist.Fired})
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = e.Run(ctx) }()
+	done := make(chan struct{}, 2)
+	go func() { defer func() { done <- struct{}{} }(); _ = e.Run(ctx) }()
+	go func() { defer func() { done <- struct{}{} }(); _ = hist.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
+		<-done
 		<-done
 		if err := st.Close(); err != nil {
 			t.Errorf("closing the store: %v", err)
@@ -47,7 +52,7 @@ func newAPI(t *testing.T) http.Handler {
 	sdone := make(chan struct{})
 	go func() { defer close(sdone); _ = sched.Run(sctx) }()
 	t.Cleanup(func() { stop(); <-sdone })
-	return httpapi.NewHandler(e, httpapi.Options{UI: dashboard.Handler(), Logger: log, Schedules: sched})
+	return httpapi.NewHandler(e, httpapi.Options{UI: dashboard.Handler(), Logger: log, Schedules: sched, History: hist})
 }
 
 type response struct {
@@ -193,6 +198,8 @@ func TestScriptListsTheAPITable(t *testing.T) {
 		"POST /v1/topics/{topic}/pause",
 		"POST /v1/topics/{topic}/resume",
 		"DELETE /v1/topics/{topic}/jobs",
+		"GET /v1/topics/{topic}/history",
+		"GET /v1/topics/{topic}/due",
 		"GET /v1/jobs/{id}",
 		"DELETE /v1/jobs/{id}",
 		"POST /v1/jobs/{id}/kick",

@@ -15,6 +15,8 @@
     pauseTopic: 'POST /v1/topics/{topic}/pause',
     resumeTopic: 'POST /v1/topics/{topic}/resume',
     purgeJobs: 'DELETE /v1/topics/{topic}/jobs',
+    history: 'GET /v1/topics/{topic}/history',
+    due: 'GET /v1/topics/{topic}/due',
     job: 'GET /v1/jobs/{id}',
     deleteJob: 'DELETE /v1/jobs/{id}',
     kickJob: 'POST /v1/jobs/{id}/kick',
@@ -152,7 +154,8 @@
   }
 
   function setView(...children) {
-    $('view').replaceChildren(...children);
+    // Optional parts are null when absent; replaceChildren would show "null".
+    $('view').replaceChildren(...children.filter((c) => c !== null && c !== undefined));
   }
 
   function crumbs(...items) {
@@ -245,7 +248,9 @@
         el('button', { type: 'button', onclick: () => route() }, 'Refresh')),
       tabs, kick, pauseControl(name, t.paused), state ? purgeControl(name, state, t[state]) : null,
       jobsTable(page.jobs || []),
-      pager(name, state, limit, cursor, page.next));
+      pager(name, state, limit, cursor, page.next),
+      // The charts (charts.js) refresh themselves while this view lasts.
+      window.DelayqCharts.mount(name, { call, el, alive: () => gen === generation }));
   }
 
   // pauseControl pauses a topic's reserves for a while (or until resumed)
