@@ -9,7 +9,8 @@
 // has had neither jobs nor fires for a whole Span and makes room; its
 // history answers Sampled false. Lateness is kept per interval in a
 // histogram of fixed buckets (10% apart), so a busy topic costs no more
-// than a quiet one.
+// than a quiet one: about 40 KB a topic with the defaults, 8 MB at the
+// topic limit.
 //
 // Job counts come from the store, so they are the same on every instance
 // that shares it (Redis); fires and lateness are what this instance's own
