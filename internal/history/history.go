@@ -70,8 +70,9 @@ type Sample struct {
 }
 
 // Lateness sums up how late fires were: percentiles and the maximum.
-// Percentiles are the upper edge of a histogram bucket (at most 10% above
-// the true value, and never above Max); Max is exact.
+// Percentiles are the upper edge of a histogram bucket (exactly 0 for
+// fires on time, at most 100 µs below 100 µs, else at most 10% above the
+// true value; never above Max); Max is exact.
 type Lateness struct {
 	P50, P90, P99, Max time.Duration
 }
@@ -256,9 +257,11 @@ func (h *History) Sampled() int {
 	return len(h.series)
 }
 
-// Lateness buckets: bucket 0 holds latenesses up to latMin, bucket i > 0
-// those in (latMin·g^(i-1), latMin·g^i] with g = latGrowth; the last also
-// holds everything above (100 µs · 1.1^255 is about 41 days).
+// Lateness buckets: bucket 0 holds latenesses of 0 (stores keep whole
+// milliseconds, so on time is often exactly 0), bucket 1 those up to
+// latMin, and bucket i > 1 those in (latMin·g^(i-2), latMin·g^(i-1)] with
+// g = latGrowth; the last also holds everything above (100 µs · 1.1^254
+// is about 37 days).
 const (
 	latMin     = 100 * time.Microsecond
 	latGrowth  = 1.1
@@ -284,16 +287,22 @@ func (a *accumulator) add(d time.Duration) {
 func (a *accumulator) reset() { *a = accumulator{} }
 
 func bucketOf(d time.Duration) int {
-	if d <= latMin {
+	switch {
+	case d <= 0:
 		return 0
+	case d <= latMin:
+		return 1
 	}
-	i := int(math.Ceil(math.Log(float64(d)/float64(latMin)) / logGrowth))
-	return min(max(i, 1), latBuckets-1)
+	i := 1 + int(math.Ceil(math.Log(float64(d)/float64(latMin))/logGrowth))
+	return min(max(i, 2), latBuckets-1)
 }
 
 // upper is the largest lateness bucket i holds (the last one: unbounded).
 func upper(i int) time.Duration {
-	return time.Duration(float64(latMin) * math.Pow(latGrowth, float64(i)))
+	if i == 0 {
+		return 0
+	}
+	return time.Duration(float64(latMin) * math.Pow(latGrowth, float64(i-1)))
 }
 
 // lateness sums up the interval; zero when nothing fired.

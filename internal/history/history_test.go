@@ -213,12 +213,20 @@ func TestLatenessBuckets(t *testing.T) {
 		t.Errorf("sub-bucket latenesses: %+v, want p99 and max 50µs", l)
 	}
 	a.reset()
+	for range 10 {
+		a.add(0)
+	}
+	a.add(3 * time.Millisecond)
+	if l := a.lateness(); l.P50 != 0 || l.P90 != 0 || l.P99 != 3*time.Millisecond {
+		t.Errorf("ten fires on time and one 3ms late: %+v, want p50 and p90 exactly 0, p99 3ms", l)
+	}
+	a.reset()
 	a.add(1000 * time.Hour)
 	if l := a.lateness(); l.P50 != 1000*time.Hour {
 		t.Errorf("a lateness beyond the last bucket: p50 %s, want the exact 1000h", l.P50)
 	}
 	for i := 1; i < latBuckets; i++ {
-		if bucketOf(upper(i)) > i || bucketOf(upper(i)+time.Microsecond) <= i-1 {
+		if bucketOf(upper(i)) > i || (i < latBuckets-1 && bucketOf(upper(i)+time.Microsecond) <= i) {
 			t.Fatalf("bucket %d's upper edge %s falls in bucket %d", i, upper(i), bucketOf(upper(i)))
 		}
 	}
