@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/store"
@@ -177,4 +178,11 @@ func (d *durable) ReserveJob(ctx context.Context, p store.ReserveJobParams) (*de
 		return nil, err
 	}
 	return d.mem.ReserveJob(ctx, p)
+}
+
+func (d *durable) DueCounts(ctx context.Context, topic string, now time.Time, bounds []time.Duration) ([]int, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	return d.mem.DueCounts(ctx, topic, now, bounds)
 }
