@@ -81,17 +81,7 @@ func TestChartsWiring(t *testing.T) {
 // instance's history, the one whose timer made it ready.
 func TestChartsOverRedis(t *testing.T) {
 	url := redisURL(t)
-	start := func() *Server {
-		cfg := testConfig(t)
-		cfg.Redis, cfg.DataDir = url, ""
-		s := New(cfg, nil)
-		if err := s.Start(t.Context()); err != nil {
-			t.Fatalf("Start(--redis %s) = %v", url, err)
-		}
-		t.Cleanup(func() { s.Shutdown(context.Background()) })
-		return s
-	}
-	a, b := start(), start()
+	a, b := startOverRedis(t, url), startOverRedis(t, url)
 	get := func(s *Server, path string, v any) {
 		t.Helper()
 		resp, err := http.Get(s.URL() + path)

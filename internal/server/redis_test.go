@@ -29,17 +29,7 @@ func redisURL(t *testing.T) string {
 // other by a consumer that was already waiting there.
 func TestTwoInstancesOverRedis(t *testing.T) {
 	url := redisURL(t)
-	start := func() *Server {
-		cfg := testConfig(t)
-		cfg.Redis, cfg.DataDir = url, ""
-		s := New(cfg, nil)
-		if err := s.Start(t.Context()); err != nil {
-			t.Fatalf("Start(--redis %s) = %v", url, err)
-		}
-		t.Cleanup(func() { s.Shutdown(context.Background()) })
-		return s
-	}
-	a, b := start(), start()
+	a, b := startOverRedis(t, url), startOverRedis(t, url)
 	ca := client.New([]string{a.URL()}, client.Discovery(0))
 	cb := client.New([]string{b.URL()}, client.Discovery(0))
 
@@ -83,4 +73,18 @@ func TestRedisURLValidated(t *testing.T) {
 	if err := cfg.Validate(); err == nil {
 		t.Error("Validate(redis=http://nope) = nil, want an error naming --redis")
 	}
+}
+
+// startOverRedis starts a server with --redis url, shut down when the test
+// ends.
+func startOverRedis(t *testing.T, url string) *Server {
+	t.Helper()
+	cfg := testConfig(t)
+	cfg.Redis, cfg.DataDir = url, ""
+	s := New(cfg, nil)
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatalf("Start(--redis %s) = %v", url, err)
+	}
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	return s
 }

@@ -99,17 +99,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 // again would be a new job, not "already exists").
 func TestScheduleExactlyOnceOverRedis(t *testing.T) {
 	url := redisURL(t)
-	start := func() *Server {
-		cfg := testConfig(t)
-		cfg.Redis, cfg.DataDir = url, ""
-		s := New(cfg, nil)
-		if err := s.Start(t.Context()); err != nil {
-			t.Fatalf("Start(--redis %s) = %v", url, err)
-		}
-		t.Cleanup(func() { s.Shutdown(context.Background()) })
-		return s
-	}
-	a, b := start(), start()
+	a, b := startOverRedis(t, url), startOverRedis(t, url)
 	cb := newClient(t, b)
 	name := fmt.Sprintf("redis-once-%d", time.Now().UnixNano())
 	sc, err := newClient(t, a).PutSchedule(t.Context(), name, client.ScheduleRequest{Topic: name, Every: 100 * time.Millisecond, Missed: "all"})
@@ -125,7 +115,7 @@ func TestScheduleExactlyOnceOverRedis(t *testing.T) {
 		t.Fatalf("Shutdown(A) = %v", err)
 	}
 	time.Sleep(2 * time.Second)
-	a2 := start()
+	a2 := startOverRedis(t, url)
 	time.Sleep(3 * time.Second)
 	if err := a2.Shutdown(t.Context()); err != nil {
 		t.Fatalf("Shutdown(A') = %v", err)
