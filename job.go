@@ -63,7 +63,21 @@ type Job struct {
 	Releases int
 	Buries   int
 	Kicks    int
+
+	// LastReason and LastFailed say why and when the job last failed: the
+	// reason a consumer gave with its last release or bury (empty when it
+	// gave none), or ReasonTTRExpired when its TTR ran out. Both are zero
+	// while the job never failed.
+	LastReason string
+	LastFailed time.Time
 }
+
+// ReasonTTRExpired is the LastReason of a job whose TTR ran out.
+const ReasonTTRExpired = "ttr expired"
+
+// MaxReasonLen bounds a failure reason in bytes: enough for an error
+// message, not for a stack dump kept on every job.
+const MaxReasonLen = 1024
 
 // Clone returns a deep copy of j, so a store can hand out jobs without
 // sharing its own memory.

@@ -42,6 +42,7 @@ func Truncate(j *delayq.Job) {
 	j.Due = delayq.TruncMilli(j.Due)
 	j.Created = delayq.TruncMilli(j.Created)
 	j.Deadline = delayq.TruncMilli(j.Deadline)
+	j.LastFailed = delayq.TruncMilli(j.LastFailed)
 	j.TTR = j.TTR.Truncate(time.Millisecond)
 	j.Delay = j.Delay.Truncate(time.Millisecond)
 }
@@ -128,6 +129,7 @@ func ApplyReserve(j *delayq.Job, start time.Time) {
 func ApplyRelease(j *delayq.Job, p ReleaseParams, now time.Time) {
 	unreserve(j)
 	j.Releases++
+	failed(j, p.Reason, now)
 	j.Delay = p.Delay.Truncate(time.Millisecond)
 	if p.Priority != nil {
 		j.Priority = *p.Priority
@@ -151,6 +153,7 @@ func ApplyTouch(j *delayq.Job, now time.Time) {
 // p has one.
 func ApplyBury(j *delayq.Job, p BuryParams, now time.Time) {
 	unreserve(j)
+	failed(j, p.Reason, now)
 	if p.Priority != nil {
 		j.Priority = *p.Priority
 	}
@@ -192,13 +195,15 @@ func ApplyDue(j *delayq.Job) {
 }
 
 // ApplyTimeout is Tick's effect on reserved j whose TTR ran out:
-// Timeouts+1, Due = the expired Deadline, and ready, or buried (Buries+1)
+// Timeouts+1, Due = LastFailed = the expired Deadline, LastReason =
+// delayq.ReasonTTRExpired, and ready, or buried (Buries+1)
 // when its attempts are spent. Acting at the Deadline rather than the
 // Tick's now keeps the job's history independent of how late Tick ran.
 func ApplyTimeout(j *delayq.Job) {
 	deadline := j.Deadline
 	unreserve(j)
 	j.Timeouts++
+	failed(j, delayq.ReasonTTRExpired, deadline)
 	if Spent(j) {
 		bury(j, deadline)
 		return
@@ -210,6 +215,11 @@ func ApplyTimeout(j *delayq.Job) {
 func unreserve(j *delayq.Job) {
 	j.Reservation = ""
 	j.Deadline = time.Time{}
+}
+
+// failed records why and when j last failed.
+func failed(j *delayq.Job, reason string, at time.Time) {
+	j.LastReason, j.LastFailed = reason, at
 }
 
 // bury moves j to buried at time at.

@@ -48,15 +48,17 @@ import (
 //   - Durations (TTR, Delay) are kept with millisecond precision too, and
 //     every comparison with Now uses the truncated values.
 //   - Reserve, ReserveJob: Attempts+1; Due unchanged.
-//   - Release: Releases+1, Delay = p.Delay; Due = p.Due when it goes ready
-//     or delayed; when buried instead, Buries+1 and Due = p.Now.
-//   - Bury: Buries+1, Due = p.Now.
+//   - Release: Releases+1, Delay = p.Delay, LastReason = p.Reason,
+//     LastFailed = p.Now; Due = p.Due when it goes ready or delayed; when
+//     buried instead, Buries+1 and Due = p.Now.
+//   - Bury: Buries+1, Due = p.Now, LastReason = p.Reason, LastFailed = p.Now.
 //   - Kick, KickJob: Kicks+1, Due = p.Now.
 //   - Update with a Due: Due = *p.Due, Delay = p.Delay. A non-nil empty Body
 //     replaces the body.
 //   - Tick, delayed → ready: Due unchanged (lateness = p.Now - Due).
-//   - Tick, TTR ran out: Timeouts+1 and Due = the expired Deadline, whether
-//     the job goes ready or (attempts spent, also Buries+1) buried.
+//   - Tick, TTR ran out: Timeouts+1, Due = LastFailed = the expired
+//     Deadline and LastReason = delayq.ReasonTTRExpired, whether the job
+//     goes ready or (attempts spent, also Buries+1) buried.
 //   - Reserve skips a topic while p.Now < PausedUntil. A pause stays (and
 //     keeps its topic listed by Topics) until Pause with a zero Until;
 //     stores never drop it by themselves.
@@ -183,6 +185,7 @@ type ReleaseParams struct {
 	Priority *uint32 // nil keeps the job's priority
 	Due      time.Time
 	Delay    time.Duration // recorded as the job's Delay
+	Reason   string        // why the consumer gave the job back, kept as LastReason
 	Now      time.Time
 }
 
@@ -196,6 +199,7 @@ type TouchParams struct {
 type BuryParams struct {
 	Ref      delayq.Ref
 	Priority *uint32 // nil keeps the job's priority
+	Reason   string  // why the consumer buried the job, kept as LastReason
 	Now      time.Time
 }
 

@@ -24,6 +24,12 @@ var errCorrupt = errors.New("diskstore: corrupt record")
 // the bytes; counts are uvarints; durations are varint milliseconds; times
 // are a uvarint that is 0 for the zero time and otherwise 1 + the zigzag of
 // the Unix milliseconds.
+//
+// A job that has failed (LastReason or LastFailed set) carries an optional
+// trailer after kicks: last reason, last failed. It is optional rather than
+// a new version so that records written before it decode unchanged and a
+// job that never failed costs no byte more; a trailer of two zero values is
+// refused as non-canonical, so every job has exactly one encoding.
 func encodeRecord(dst []byte, j *delayq.Job) []byte {
 	dst = append(dst, recordVersion)
 	dst = binary.AppendUvarint(dst, j.Seq)
@@ -42,6 +48,10 @@ func encodeRecord(dst []byte, j *delayq.Job) []byte {
 	dst = appendTime(dst, j.Deadline)
 	for _, n := range []int{j.Timeouts, j.Releases, j.Buries, j.Kicks} {
 		dst = binary.AppendUvarint(dst, uint64(n))
+	}
+	if j.LastReason != "" || !j.LastFailed.IsZero() {
+		dst = appendString(dst, j.LastReason)
+		dst = appendTime(dst, j.LastFailed)
 	}
 	return dst
 }
@@ -84,6 +94,13 @@ func decodeRecord(b []byte) (*delayq.Job, error) {
 	j.Reservation = d.string()
 	j.Deadline = d.time()
 	j.Timeouts, j.Releases, j.Buries, j.Kicks = d.count(), d.count(), d.count(), d.count()
+	if d.err == nil && len(d.b) != 0 {
+		j.LastReason = d.string()
+		j.LastFailed = d.time()
+		if d.err == nil && j.LastReason == "" && j.LastFailed.IsZero() {
+			d.fail("empty failure trailer")
+		}
+	}
 	if d.err == nil && len(d.b) != 0 {
 		d.err = errors.New("trailing bytes")
 	}

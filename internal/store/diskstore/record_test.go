@@ -21,6 +21,11 @@ func sampleJobs() []*delayq.Job {
 		{ID: "old", Seq: 3, Topic: "x", State: delayq.StateBuried, Due: time.UnixMilli(-5), Created: time.UnixMilli(0)},
 		{ID: "far", Seq: 4, Topic: "y", Body: bytes.Repeat([]byte("b"), 300), Priority: 1<<32 - 1, State: delayq.StateDelayed,
 			Due: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), Delay: -time.Second},
+		{ID: "failed", Seq: 5, Topic: "z", State: delayq.StateBuried, Due: t0, Created: t0, Buries: 1,
+			LastReason: "payment gateway: 502", LastFailed: t0},
+		{ID: "expired", Seq: 6, Topic: "z", State: delayq.StateReady, Due: t0, Created: t0, Timeouts: 1,
+			LastReason: delayq.ReasonTTRExpired, LastFailed: t0},
+		{ID: "released-silently", Seq: 7, Topic: "z", State: delayq.StateReady, Due: t0, Created: t0, Releases: 1, LastFailed: t0},
 	}
 }
 
@@ -38,6 +43,23 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 }
 
+// TestRecordWithoutFailureTrailer: a job that never failed encodes without
+// the trailer, byte for byte as records written before the trailer
+// existed, so those decode unchanged.
+func TestRecordWithoutFailureTrailer(t *testing.T) {
+	j := sampleJobs()[1]
+	failed := *j
+	failed.LastReason, failed.LastFailed = "boom", j.Due
+	plain, withTrailer := encodeRecord(nil, j), encodeRecord(nil, &failed)
+	if !bytes.HasPrefix(withTrailer, plain) || len(withTrailer) <= len(plain) {
+		t.Fatalf("a failed job's record %x does not extend the plain record %x", withTrailer, plain)
+	}
+	got, err := decodeRecord(plain)
+	if err != nil || got.LastReason != "" || !got.LastFailed.IsZero() {
+		t.Fatalf("decodeRecord(plain) = %+v, %v; want no failure", got, err)
+	}
+}
+
 func TestDecodeRecordRejects(t *testing.T) {
 	good := encodeRecord(nil, sampleJobs()[1])
 	tests := []struct {
@@ -48,6 +70,8 @@ func TestDecodeRecordRejects(t *testing.T) {
 		{"unknown version", append([]byte{recordVersion + 1}, good[1:]...)},
 		{"truncated", good[:len(good)-1]},
 		{"trailing bytes", append(bytes.Clone(good), 0)},
+		{"empty failure trailer", append(bytes.Clone(good), 0, 0)},
+		{"trailing bytes after the failure trailer", append(encodeRecord(nil, sampleJobs()[4]), 0)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

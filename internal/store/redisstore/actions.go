@@ -34,6 +34,7 @@ func priArg(p *uint32) string {
 //	ARGV[5] -> due (unix ms)
 //	ARGV[6] -> delay (ms) recorded on the job
 //	ARGV[7] -> new priority, or "" to keep it
+//	ARGV[8] -> reason (LastReason)
 //	Returns: {"OK", record}
 var releaseScript = newScript(`
 local seq, j = find(ARGV[1], ARGV[2])
@@ -45,6 +46,7 @@ incr(j, 'rel')
 j.delay = ARGV[6]
 if ARGV[7] ~= '' then j.pri = ARGV[7] end
 local now = clock(ARGV[4])
+failed(j, ARGV[8], fmt(now))
 if spent(j) then bury(j, fmt(now))
 elseif tonumber(ARGV[5]) > now then j.state = 'delayed'; j.due = ARGV[5]
 else j.state = 'ready'; j.due = ARGV[5] end
@@ -57,7 +59,7 @@ return {'OK', reply(seq)}
 func (s *Store) Release(ctx context.Context, p store.ReleaseParams) (*delayq.Job, error) {
 	due := ms(p.Due)
 	r, err := s.runJob(ctx, "release", releaseScript, p.Ref, p.Ref.Reservation, msString(p.Now),
-		strconv.FormatInt(due, 10), strconv.FormatInt(p.Delay.Milliseconds(), 10), priArg(p.Priority))
+		strconv.FormatInt(due, 10), strconv.FormatInt(p.Delay.Milliseconds(), 10), priArg(p.Priority), p.Reason)
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +110,7 @@ func (s *Store) Touch(ctx context.Context, p store.TouchParams) (*delayq.Job, er
 //	ARGV[3] -> reservation
 //	ARGV[4] -> now (unix ms)
 //	ARGV[5] -> new priority, or "" to keep it
+//	ARGV[6] -> reason (LastReason)
 //	Returns: {"OK", record}
 var buryScript = newScript(`
 local seq, j = find(ARGV[1], ARGV[2])
@@ -116,7 +119,9 @@ if not held(j, ARGV[3]) then return {'NOTRESERVED'} end
 unplace(seq, j)
 clear(j)
 if ARGV[5] ~= '' then j.pri = ARGV[5] end
-bury(j, fmt(clock(ARGV[4])))
+local now = fmt(clock(ARGV[4]))
+failed(j, ARGV[6], now)
+bury(j, now)
 place(seq, j)
 save(seq, j)
 return {'OK', reply(seq)}
@@ -124,7 +129,7 @@ return {'OK', reply(seq)}
 
 // Bury implements store.Store.
 func (s *Store) Bury(ctx context.Context, p store.BuryParams) (*delayq.Job, error) {
-	r, err := s.runJob(ctx, "bury", buryScript, p.Ref, p.Ref.Reservation, msString(p.Now), priArg(p.Priority))
+	r, err := s.runJob(ctx, "bury", buryScript, p.Ref, p.Ref.Reservation, msString(p.Now), priArg(p.Priority), p.Reason)
 	return r.job, err
 }
 

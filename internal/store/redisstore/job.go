@@ -16,7 +16,8 @@ import (
 // index in step: place adds a job to the index of its state, unplace
 // removes it; every transition is unplace, change, place, save.
 //
-// A job record is the hash P:{t}:j:<seq> with the fields of jobFields.
+// A job record is the hash P:{t}:j:<seq> with the fields of jobFields,
+// plus lreason and lfail once the job has failed.
 // Times are unix ms, durations ms, the empty string a zero time.
 const prelude = `
 local K_JOB, K_IDS, K_READY, K_AGE = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -67,9 +68,18 @@ local function unplace(seq, j)
   else redis.call('ZREM', K_BURIED, m) end
 end
 local function save(seq, j)
+  if j.lfail then
+    redis.call('HSET', K_JOB .. seq, 'state', j.state, 'pri', j.pri, 'due', j.due, 'delay', j.delay,
+      'att', j.att, 'res', j.res, 'deadline', j.deadline, 'tmo', j.tmo, 'rel', j.rel, 'bur', j.bur, 'kck', j.kck,
+      'lreason', j.lreason or '', 'lfail', j.lfail)
+    return
+  end
   redis.call('HSET', K_JOB .. seq, 'state', j.state, 'pri', j.pri, 'due', j.due, 'delay', j.delay,
     'att', j.att, 'res', j.res, 'deadline', j.deadline, 'tmo', j.tmo, 'rel', j.rel, 'bur', j.bur, 'kck', j.kck)
 end
+-- failed records why and when a job last failed (a job that never failed
+-- has neither field, so it costs no memory).
+local function failed(j, reason, at) j.lreason = reason; j.lfail = at end
 local function incr(j, f) j[f] = fmt(tonumber(j[f]) + 1) end
 local function clear(j) j.res = ''; j.deadline = '' end
 local function spent(j)
@@ -108,7 +118,7 @@ func newReadScript(body string) *rueidis.Lua { return rueidis.NewLuaScriptReadOn
 
 // jobFields encodes j as the field/value pairs of its record.
 func jobFields(j *delayq.Job, claim string) []string {
-	return []string{
+	f := []string{
 		"id", j.ID, "seq", strconv.FormatUint(j.Seq, 10), "topic", j.Topic, "body", string(j.Body),
 		"pri", strconv.FormatUint(uint64(j.Priority), 10), "ttr", strconv.FormatInt(j.TTR.Milliseconds(), 10),
 		"maxatt", strconv.Itoa(j.MaxAttempts), "att", strconv.Itoa(j.Attempts), "state", string(j.State),
@@ -117,6 +127,10 @@ func jobFields(j *delayq.Job, claim string) []string {
 		"rel", strconv.Itoa(j.Releases), "bur", strconv.Itoa(j.Buries), "kck", strconv.Itoa(j.Kicks),
 		"claim", claim,
 	}
+	if j.LastReason != "" || !j.LastFailed.IsZero() {
+		f = append(f, "lreason", j.LastReason, "lfail", optMS(j.LastFailed))
+	}
+	return f
 }
 
 // optMS is "" for the zero time, else unix ms.
@@ -184,6 +198,10 @@ func decodeJob(m rueidis.RedisMessage) (record, error) {
 			j.Buries = int(num(v))
 		case "kck":
 			j.Kicks = int(num(v))
+		case "lreason":
+			j.LastReason = v
+		case "lfail":
+			j.LastFailed = fromMS(num(v))
 		case "claim":
 			r.claim = v
 		}

@@ -77,6 +77,7 @@ while n < max do
     local dl = j.deadline
     clear(j)
     incr(j, 'tmo')
+    failed(j, 'ttr expired', dl)
     if spent(j) then bury(j, dl); kind = 2 else j.state = 'ready'; j.due = dl; kind = 1 end
   end
   place(seq, j)

@@ -45,6 +45,8 @@ func testRelease(t *testing.T, f Factory) {
 		{"ChangesPriority", nil, store.ReleaseParams{Due: now, Priority: u32(7), Now: now}, delayq.StateReady, now},
 		{"AttemptsSpentBuries", func(j *delayq.Job) { j.MaxAttempts = 1 }, store.ReleaseParams{Due: at(9000), Delay: 8 * time.Second, Now: now}, delayq.StateBuried, now},
 		{"AttemptsLeftDelays", func(j *delayq.Job) { j.MaxAttempts = 2 }, store.ReleaseParams{Due: at(9000), Delay: 8 * time.Second, Now: now}, delayq.StateDelayed, at(9000)},
+		{"KeepsReason", nil, store.ReleaseParams{Due: at(2000), Reason: "upstream 503: try later ✓", Now: now}, delayq.StateDelayed, at(2000)},
+		{"ReasonWhenBuried", func(j *delayq.Job) { j.MaxAttempts = 1 }, store.ReleaseParams{Due: now, Reason: "gave up", Now: now}, delayq.StateBuried, now},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -55,6 +57,7 @@ func testRelease(t *testing.T, f Factory) {
 			checkErr(t, "Release()", err, nil)
 			want := unreserved(j, tc.state, tc.due)
 			want.Releases, want.Delay = 1, tc.p.Delay
+			want.LastReason, want.LastFailed = tc.p.Reason, now
 			if tc.p.Priority != nil {
 				want.Priority = *tc.p.Priority
 			}
@@ -65,6 +68,20 @@ func testRelease(t *testing.T, f Factory) {
 			check(t, "Get(a) after Release", h.get(delayq.Ref{ID: "a"}), want)
 		})
 	}
+	t.Run("ReasonReplacedByTheNextFailure", func(t *testing.T) {
+		h := open(t, f)
+		j := h.putReserved("a", base, nil)
+		if _, err := h.s.Release(h.ctx, store.ReleaseParams{Ref: held(j), Due: now, Reason: "first", Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		j2 := h.reserveOne(at(1500), "t-a")
+		got, err := h.s.Release(h.ctx, store.ReleaseParams{Ref: held(j2), Due: at(1500), Now: at(1500)})
+		checkErr(t, "second Release()", err, nil)
+		if got.LastReason != "" || !got.LastFailed.Equal(at(1500)) {
+			t.Errorf("after a release without a reason: LastReason %q, LastFailed %v; want \"\" and %v", got.LastReason, got.LastFailed, at(1500))
+		}
+		check(t, "Get(a) after the second Release", h.get(delayq.Ref{ID: "a"}), got)
+	})
 	t.Run("DelayedReleaseTicksReady", func(t *testing.T) {
 		h := open(t, f)
 		j := h.putReserved("a", base, nil)
@@ -98,10 +115,11 @@ func testBury(t *testing.T, f Factory) {
 		t.Run(name, func(t *testing.T) {
 			h := open(t, f)
 			j := h.putReserved("a", base, nil)
-			got, err := h.s.Bury(h.ctx, store.BuryParams{Ref: held(j), Priority: prio, Now: at(2000)})
+			got, err := h.s.Bury(h.ctx, store.BuryParams{Ref: held(j), Priority: prio, Reason: "bad payload: " + name, Now: at(2000)})
 			checkErr(t, "Bury()", err, nil)
 			want := unreserved(j, delayq.StateBuried, at(2000))
 			want.Buries = 1
+			want.LastReason, want.LastFailed = "bad payload: "+name, at(2000)
 			if prio != nil {
 				want.Priority = *prio
 			}

@@ -211,11 +211,13 @@ func testTick(t *testing.T, f Factory) {
 		check(t, "Tick(deadline)", h.tick(at(2100), 0), &store.TickResult{Ready: map[string]int{"t": 1}, Next: at(2200)})
 		want := a.Clone()
 		want.Attempts, want.Timeouts, want.Due = 1, 1, at(2100)
+		want.LastReason, want.LastFailed = delayq.ReasonTTRExpired, at(2100)
 		check(t, "Get(a) after TTR expiry", h.get(delayq.Ref{ID: "a"}), want)
 		// A late tick still dates the job's return to its deadline.
 		check(t, "Tick(deadline+500ms)", h.tick(at(2700), 0), &store.TickResult{Ready: map[string]int{"u": 1}})
 		want = b.Clone()
 		want.Attempts, want.Timeouts, want.Due = 1, 1, at(2200)
+		want.LastReason, want.LastFailed = delayq.ReasonTTRExpired, at(2200)
 		check(t, "Get(b) after a late tick", h.get(delayq.Ref{ID: "b"}), want)
 	})
 	t.Run("TTRExpiryAttemptsSpentBuries", func(t *testing.T) {
@@ -229,6 +231,7 @@ func testTick(t *testing.T, f Factory) {
 		check(t, "Tick() at the 2nd deadline", h.tick(at(25_000), 0), &store.TickResult{Buried: 1})
 		want := a.Clone()
 		want.State, want.Attempts, want.Timeouts, want.Buries, want.Due = delayq.StateBuried, 2, 2, 1, at(20_000)
+		want.LastReason, want.LastFailed = delayq.ReasonTTRExpired, at(20_000)
 		check(t, "Get(a) after its last TTR ran out", h.get(delayq.Ref{ID: "a"}), want)
 	})
 }
