@@ -49,6 +49,7 @@ const (
 	CodeBadWait         = "bad_wait"
 	CodeWaitTooLong     = "wait_too_long"
 	CodeBadReservation  = "bad_reservation"
+	CodeBadReason       = "bad_reason"
 	CodeBadLimit        = "bad_limit"
 	CodeBadCursor       = "bad_cursor"
 	CodeBadTimeout      = "bad_timeout"

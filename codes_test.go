@@ -3,6 +3,7 @@ package delayq
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -29,4 +30,22 @@ func TestMessageNamesTheProblem(t *testing.T) {
 	if SentinelOf(CodeNotReserved) != ErrNotReserved || SentinelOf(CodeBadTTR) != nil {
 		t.Error("SentinelOf maps codes wrongly")
 	}
+}
+
+// FuzzTruncateReason: whatever text a handler's error holds, the reason
+// made of it is one the server accepts, and text that is already a good
+// reason is kept as it is.
+func FuzzTruncateReason(f *testing.F) {
+	for _, s := range []string{"", "timeout", "a\x00b\x1b[31m", "\xff\xfe", strings.Repeat("é", MaxReasonLen)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r := TruncateReason(s)
+		if err := CheckReason(r); err != nil {
+			t.Fatalf("CheckReason(TruncateReason(%q)) = %v", s, err)
+		}
+		if CheckReason(s) == nil && r != s {
+			t.Fatalf("TruncateReason(%q) = %q, changed a good reason", s, r)
+		}
+	})
 }

@@ -2,7 +2,9 @@ package delayq
 
 import (
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // State is where a job is in its life. Every live job is in exactly one
@@ -78,6 +80,46 @@ const ReasonTTRExpired = "ttr expired"
 // MaxReasonLen bounds a failure reason in bytes: enough for an error
 // message, not for a stack dump kept on every job.
 const MaxReasonLen = 1024
+
+// CheckReason refuses a failure reason that is too long or not UTF-8
+// text, so that every front end and the dashboard can show what is kept.
+func CheckReason(reason string) error {
+	if len(reason) > MaxReasonLen {
+		return Invalid(CodeBadReason, "reason", "%d bytes, more than the %d a reason may have", len(reason), MaxReasonLen)
+	}
+	if !utf8.ValidString(reason) {
+		return Invalid(CodeBadReason, "reason", "not valid UTF-8")
+	}
+	for _, r := range reason {
+		if r < 0x20 && r != '\t' && r != '\n' || r == 0x7f {
+			return Invalid(CodeBadReason, "reason", "holds the control character %U; send text", r)
+		}
+	}
+	return nil
+}
+
+// TruncateReason shortens text to a reason CheckReason accepts: at most
+// MaxReasonLen bytes, cut at a character boundary, with control
+// characters and invalid bytes replaced. Clients use it to turn a
+// handler's error, which may be long, into a reason.
+func TruncateReason(text string) string {
+	text = strings.ToValidUTF8(text, "\uFFFD")
+	text = strings.Map(func(r rune) rune {
+		if r < 0x20 && r != '\t' && r != '\n' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, text)
+	if len(text) <= MaxReasonLen {
+		return text
+	}
+	const more = "…"
+	cut := MaxReasonLen - len(more)
+	for cut > 0 && !utf8.RuneStart(text[cut]) {
+		cut--
+	}
+	return text[:cut] + more
+}
 
 // Clone returns a deep copy of j, so a store can hand out jobs without
 // sharing its own memory.

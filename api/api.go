@@ -148,6 +148,15 @@ type Job struct {
 	Created     Time    `json:"created"`
 	Reservation string  `json:"reservation,omitempty"`
 	Deadline    *Time   `json:"deadline,omitempty"`
+
+	// Counters of the job's life, and why and when it last failed (a
+	// release, a bury, or "ttr expired"); absent while it never failed.
+	Timeouts   int    `json:"timeouts"`
+	Releases   int    `json:"releases"`
+	Buries     int    `json:"buries"`
+	Kicks      int    `json:"kicks"`
+	LastReason string `json:"last_reason,omitempty"`
+	LastFailed *Time  `json:"last_failed,omitempty"`
 }
 
 // UpdateRequest is the body of PATCH /v1/jobs/{id}; absent fields are kept.
@@ -163,6 +172,7 @@ type UpdateRequest struct {
 type ActionRequest struct {
 	Reservation string  `json:"reservation"`
 	Priority    *uint32 `json:"priority,omitempty"` // bury only
+	Reason      string  `json:"reason,omitempty"`   // bury only: kept as the job's last_reason
 }
 
 // ReleaseRequest is the body of POST /v1/jobs/{id}/release.
@@ -170,6 +180,7 @@ type ReleaseRequest struct {
 	Reservation string    `json:"reservation"`
 	Delay       *Duration `json:"delay,omitempty"`
 	Priority    *uint32   `json:"priority,omitempty"`
+	Reason      string    `json:"reason,omitempty"` // kept as the job's last_reason
 }
 
 // KickRequest is the body of POST /v1/topics/{topic}/kick.

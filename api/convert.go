@@ -46,6 +46,11 @@ func FromJob(j *delayq.Job) Job {
 		ID: j.ID, Seq: j.Seq, Topic: j.Topic, State: string(j.State),
 		Priority: j.Priority, TTR: j.TTR.Seconds(), MaxAttempts: j.MaxAttempts,
 		Attempts: j.Attempts, Due: Time{Time: j.Due}, Created: Time{Time: j.Created},
+		Timeouts: j.Timeouts, Releases: j.Releases, Buries: j.Buries, Kicks: j.Kicks,
+		LastReason: j.LastReason,
+	}
+	if !j.LastFailed.IsZero() {
+		w.LastFailed = &Time{Time: j.LastFailed}
 	}
 	w.Body, w.BodyBase64 = EncodeBody(j.Body)
 	if j.State == delayq.StateReserved {
@@ -72,9 +77,14 @@ func (w *Job) ToJob() (*delayq.Job, error) {
 		Priority: w.Priority, TTR: time.Duration(w.TTR * float64(time.Second)),
 		MaxAttempts: w.MaxAttempts, Attempts: w.Attempts,
 		Due: w.Due.Time, Created: w.Created.Time, Reservation: w.Reservation,
+		Timeouts: w.Timeouts, Releases: w.Releases, Buries: w.Buries, Kicks: w.Kicks,
+		LastReason: w.LastReason,
 	}
 	if w.Deadline != nil {
 		j.Deadline = w.Deadline.Time
+	}
+	if w.LastFailed != nil {
+		j.LastFailed = w.LastFailed.Time
 	}
 	b, err := DecodeBody(w.Body, w.BodyBase64)
 	if err != nil {

@@ -197,8 +197,8 @@ func (c *Client) FinishBatch(ctx context.Context, refs []FinishRef) (errs []erro
 
 // Release hands a reserved job back (POST /v1/jobs/{id}/release): ready at
 // once, or delayed by delay. A nil priority keeps the job's priority.
-func (c *Client) Release(ctx context.Context, id, reservation string, delay time.Duration, priority *uint32) (*delayq.Job, error) {
-	in := api.ReleaseRequest{Reservation: reservation, Priority: priority}
+func (c *Client) Release(ctx context.Context, id, reservation string, delay time.Duration, priority *uint32, opts ...ActionOption) (*delayq.Job, error) {
+	in := api.ReleaseRequest{Reservation: reservation, Priority: priority, Reason: actionOptionsOf(opts).reason}
 	if delay > 0 {
 		in.Delay = ptr(api.Duration(delay))
 	}
@@ -214,9 +214,30 @@ func (c *Client) Touch(ctx context.Context, id, reservation string) (*delayq.Job
 
 // Bury moves a reserved job to buried (POST /v1/jobs/{id}/bury), where it
 // stays until kicked. A nil priority keeps the job's priority.
-func (c *Client) Bury(ctx context.Context, id, reservation string, priority *uint32) (*delayq.Job, error) {
+func (c *Client) Bury(ctx context.Context, id, reservation string, priority *uint32, opts ...ActionOption) (*delayq.Job, error) {
 	return c.jobCall(ctx, call{method: http.MethodPost, path: jobPath(id) + "/bury",
-		in: api.ActionRequest{Reservation: reservation, Priority: priority}, mode: retryUnsent})
+		in: api.ActionRequest{Reservation: reservation, Priority: priority, Reason: actionOptionsOf(opts).reason}, mode: retryUnsent})
+}
+
+// ActionOption adds an optional field to a Release or Bury.
+type ActionOption func(*actionOptions)
+
+type actionOptions struct{ reason string }
+
+func actionOptionsOf(opts []ActionOption) actionOptions {
+	var o actionOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// WithReason says why the job failed; the server keeps it as the job's
+// LastReason, shown by GET, list, the CLI and the dashboard. The server
+// refuses a reason of more than delayq.MaxReasonLen bytes or with control
+// characters (delayq.TruncateReason makes any text fit).
+func WithReason(reason string) ActionOption {
+	return func(o *actionOptions) { o.reason = reason }
 }
 
 // KickJob makes a buried or delayed job ready (POST /v1/jobs/{id}/kick).

@@ -274,6 +274,30 @@ func TestConsumerBuriesPermanentErrors(t *testing.T) {
 	if failures.Load() != 1 || next.Load() != "bury" {
 		t.Errorf("failure hook: %d calls, next %v; want 1, bury", failures.Load(), next.Load())
 	}
+	// The handler's error is the job's reason, for operators who read the
+	// server rather than this consumer's log.
+	j, err := c.Get(t.Context(), "perm-0")
+	if err != nil || j.LastReason != "permanent: malformed order" || j.Buries != 1 || j.LastFailed.IsZero() {
+		t.Errorf("Get(perm-0) = %+v, %v; want buried once with reason %q", j, err, "permanent: malformed order")
+	}
+}
+
+// TestConsumerReleaseCarriesReason: a handler's error released with
+// backoff is the job's reason while it waits for its next run.
+func TestConsumerReleaseCarriesReason(t *testing.T) {
+	t.Parallel()
+	srv, c := newTestClient(t)
+	putN(t, c.Producer(), "why", 1)
+	cs := NewConsumer([]string{srv.URL}, "why", UseClient(c), RetryBackoff(func(int) time.Duration { return time.Hour }))
+	stop := consume(t, cs, func(ctx context.Context, j *Job) error {
+		return fmt.Errorf("upstream answered %d", 503)
+	})
+	waitFor(t, "the job released with backoff", func() bool { return topicCounts(t, c, "why") == [4]int{0, 0, 1, 0} })
+	stop()
+	j, err := c.Get(t.Context(), "why-0")
+	if err != nil || j.State != delayq.StateDelayed || j.LastReason != "upstream answered 503" || j.Releases != 1 {
+		t.Errorf("Get(why-0) = %+v, %v; want delayed, released once, reason %q", j, err, "upstream answered 503")
+	}
 }
 
 func TestConsumerRecoversPanics(t *testing.T) {

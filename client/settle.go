@@ -46,10 +46,13 @@ func (cs *Consumer) finish(ctx context.Context, j *Job) error {
 	return cs.c.Finish(ctx, j.ID, j.Reservation)
 }
 
-// fail buries or releases a job whose handler failed and says which.
+// fail buries or releases a job whose handler failed and says which. The
+// handler's error text goes with it as the job's reason, so an operator
+// sees why without reading this consumer's log.
 func (cs *Consumer) fail(ctx context.Context, cause error, j *Job, herr error) (next string, delay time.Duration, err error) {
+	why := WithReason(delayq.TruncateReason(herr.Error()))
 	if IsPermanent(herr) {
-		_, err = cs.c.Bury(ctx, j.ID, j.Reservation, nil)
+		_, err = cs.c.Bury(ctx, j.ID, j.Reservation, nil, why)
 		return "bury", 0, err
 	}
 	switch d, ok := retryDelay(herr); {
@@ -64,7 +67,7 @@ func (cs *Consumer) fail(ctx context.Context, cause error, j *Job, herr error) (
 	if j.MaxAttempts > 0 && j.Attempts >= j.MaxAttempts {
 		next = "bury" // the server buries a job whose last attempt ends unfinished
 	}
-	_, err = cs.c.Release(ctx, j.ID, j.Reservation, delay, nil)
+	_, err = cs.c.Release(ctx, j.ID, j.Reservation, delay, nil, why)
 	if errors.Is(err, delayq.ErrNotFound) && next == "bury" {
 		err = nil
 	}

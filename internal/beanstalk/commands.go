@@ -214,7 +214,7 @@ func (c *conn) cmdBury(cmd *command) error {
 	}
 	delete(c.held, cmd.id)
 	pri := cmd.pri
-	if _, err := c.srv.Engine.Bury(c.ctx, ref, &pri); err != nil {
+	if _, err := c.srv.Engine.Bury(c.ctx, engine.BuryRequest{Ref: ref, Priority: &pri}); err != nil {
 		return err
 	}
 	c.writeLine("BURIED")

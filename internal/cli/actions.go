@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -17,12 +18,13 @@ type heldFlags struct {
 	Reservation string `required:"" help:"Reservation token printed by reserve."`
 }
 
-// releaseCmd is `delayq release ID --reservation R [--delay D] [--priority P]`.
+// releaseCmd is `delayq release ID --reservation R [--delay D] [--priority P] [--reason TEXT]`.
 type releaseCmd struct {
 	clientFlags
 	heldFlags
 	Delay    time.Duration `help:"Make the job ready again after this long (default: at once)."`
 	Priority *uint32       `help:"New priority (default: keep it)."`
+	Reason   string        `help:"Why the job failed; kept as its last reason (at most 1024 bytes)."`
 }
 
 // Run gives the job back, ready now or delayed.
@@ -31,7 +33,7 @@ func (c *releaseCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	j, err := cl.Release(e.ctx, c.ID, c.Reservation, c.Delay, c.Priority)
+	j, err := cl.Release(e.ctx, c.ID, c.Reservation, c.Delay, c.Priority, client.WithReason(c.Reason))
 	if err != nil {
 		return err
 	}
@@ -59,11 +61,12 @@ func (c *touchCmd) Run(e *env) error {
 	return nil
 }
 
-// buryCmd is `delayq bury ID --reservation R [--priority P]`.
+// buryCmd is `delayq bury ID --reservation R [--priority P] [--reason TEXT]`.
 type buryCmd struct {
 	clientFlags
 	heldFlags
 	Priority *uint32 `help:"New priority (default: keep it)."`
+	Reason   string  `help:"Why the job failed; kept as its last reason (at most 1024 bytes)."`
 }
 
 // Run sets the job aside until an operator kicks it.
@@ -72,7 +75,7 @@ func (c *buryCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	if _, err := cl.Bury(e.ctx, c.ID, c.Reservation, c.Priority); err != nil {
+	if _, err := cl.Bury(e.ctx, c.ID, c.Reservation, c.Priority, client.WithReason(c.Reason)); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "buried job %s\n", c.ID)
@@ -140,9 +143,9 @@ func (c *listCmd) Run(e *env) error {
 	}
 	now := time.Now()
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSEQ\tSTATE\tPRIORITY\tATTEMPTS\tDUE")
+	fmt.Fprintln(tw, "ID\tSEQ\tSTATE\tPRIORITY\tATTEMPTS\tDUE\tLAST FAILURE")
 	for _, j := range jobs {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\n", j.ID, j.Seq, j.State, j.Priority, j.Attempts, ago(j.Due, now))
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\n", j.ID, j.Seq, j.State, j.Priority, j.Attempts, ago(j.Due, now), lastFailure(j, now, 40))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -151,4 +154,20 @@ func (c *listCmd) Run(e *env) error {
 		fmt.Fprintf(e.stdout, "more: --cursor %s\n", next)
 	}
 	return nil
+}
+
+// lastFailure is a job's last reason and when, in one cell of at most
+// width characters of reason ("-" while it never failed).
+func lastFailure(j *delayq.Job, now time.Time, width int) string {
+	if j.LastFailed.IsZero() {
+		return "-"
+	}
+	reason := j.LastReason
+	if reason == "" {
+		reason = "(no reason given)"
+	}
+	if r := []rune(reason); len(r) > width {
+		reason = string(r[:width-1]) + "…"
+	}
+	return strconv.Quote(reason) + " " + ago(j.LastFailed, now)
 }

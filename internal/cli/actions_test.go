@@ -39,14 +39,18 @@ func TestConsumerAndOperatorCommands(t *testing.T) {
 	}
 
 	res = fields(mustRun(t, "reserve", srv, "mail"))["reservation"]
-	if out := mustRun(t, "bury", srv, "m1", "--reservation", res); out != "buried job m1\n" {
+	if out := mustRun(t, "bury", srv, "m1", "--reservation", res, "--reason", "card declined"); out != "buried job m1\n" {
 		t.Errorf("bury printed %q", out)
+	}
+	if got := fields(mustRun(t, "get", srv, "m1")); !strings.HasPrefix(got["failed"], `"card declined" `) ||
+		got["counts"] != "0 timeouts, 1 releases, 1 buries, 0 kicks" {
+		t.Errorf("get after bury --reason: failed %q, counts %q", got["failed"], got["counts"])
 	}
 
 	out := mustRun(t, "list", srv, "mail")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 3 || !strings.HasPrefix(lines[1], "m2 ") || !strings.Contains(lines[1], "delayed") ||
-		!strings.HasPrefix(lines[2], "m1 ") || !strings.Contains(lines[2], "buried") {
+		!strings.HasPrefix(lines[2], "m1 ") || !strings.Contains(lines[2], "buried") || !strings.Contains(lines[2], `"card declined"`) {
 		t.Errorf("list printed:\n%s\nwant a header, m2 delayed, then m1 buried", out)
 	}
 	out = mustRun(t, "list", srv, "mail", "--limit", "1")

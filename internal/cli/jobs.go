@@ -251,6 +251,10 @@ func printJob(w io.Writer, j *delayq.Job, now time.Time) {
 		attempts += " of " + strconv.Itoa(j.MaxAttempts)
 	}
 	row("attempts", attempts)
+	row("counts", fmt.Sprintf("%d timeouts, %d releases, %d buries, %d kicks", j.Timeouts, j.Releases, j.Buries, j.Kicks))
+	if !j.LastFailed.IsZero() {
+		row("failed", lastFailure(j, now, delayq.MaxReasonLen))
+	}
 	row("due", j.Due.UTC().Format(api.TimeLayout)+" ("+ago(j.Due, now)+")")
 	row("created", j.Created.UTC().Format(api.TimeLayout))
 	if j.Reservation != "" {

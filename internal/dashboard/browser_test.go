@@ -81,6 +81,13 @@ func TestBrowser(t *testing.T) {
 	if body := text(t, ctx, "#body"); body != "<b>a2</b>" {
 		t.Errorf("job a2 shows body %q, want the text <b>a2</b>", body)
 	}
+	// Why it was buried, as the consumer said, shown as text.
+	if reason := text(t, ctx, `#job dd[data-field="last reason"]`); reason != "card <i>declined</i>" {
+		t.Errorf("job a2 shows last reason %q, want the consumer's text", reason)
+	}
+	if counts := text(t, ctx, `#job dd[data-field="counts"]`); counts != "0 TTR expiries, 0 releases, 1 buries, 0 kicks" {
+		t.Errorf("job a2 shows counts %q", counts)
+	}
 	run(t, ctx, chromedp.Click(chromedp.ID("delete")), chromedp.WaitVisible(chromedp.ID("notice")))
 	if msg := <-confirms; !strings.Contains(msg, "a2") {
 		t.Errorf("delete asked %q, want a question naming job a2", msg)
@@ -261,7 +268,7 @@ func seed(t *testing.T, base string) {
 	if len(first.Jobs) != 1 || first.Jobs[0].ID != "a1" || len(second.Jobs) != 1 || second.Jobs[0].ID != "a2" {
 		t.Fatalf("reserves gave %+v and %+v, want a1 then a2", first.Jobs, second.Jobs)
 	}
-	post(t, base+"/v1/jobs/a2/bury", `{"reservation":"`+second.Jobs[0].Reservation+`"}`, nil)
+	post(t, base+"/v1/jobs/a2/bury", `{"reservation":"`+second.Jobs[0].Reservation+`","reason":"card <i>declined</i>"}`, nil)
 }
 
 func post(t *testing.T, url, body string, out any) {

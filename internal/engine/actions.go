@@ -57,6 +57,7 @@ type ReleaseRequest struct {
 	Ref      delayq.Ref
 	Delay    time.Duration
 	Priority *uint32 // nil keeps the priority
+	Reason   string  // why the consumer gives it back (the job's LastReason)
 }
 
 // Release hands a reserved job back (or buries it when its attempts are
@@ -70,12 +71,15 @@ func (e *Engine) release(ctx context.Context, r ReleaseRequest) (*delayq.Job, er
 	if err := needReservation("release", r.Ref); err != nil {
 		return nil, err
 	}
+	if err := delayq.CheckReason(r.Reason); err != nil {
+		return nil, err
+	}
 	now := delayq.TruncMilli(time.Now())
 	due, delay, err := dueAfter(now, r.Delay)
 	if err != nil {
 		return nil, err
 	}
-	j, err := e.st.Release(ctx, store.ReleaseParams{Ref: r.Ref, Priority: r.Priority, Due: due, Delay: delay, Now: now})
+	j, err := e.st.Release(ctx, store.ReleaseParams{Ref: r.Ref, Priority: r.Priority, Due: due, Delay: delay, Reason: r.Reason, Now: now})
 	if err != nil {
 		return nil, delayq.ForJob(r.Ref, err)
 	}
@@ -92,13 +96,23 @@ func (e *Engine) Touch(ctx context.Context, ref delayq.Ref) (*delayq.Job, error)
 	return j, e.record("touch", delayq.ForJob(ref, err))
 }
 
+// BuryRequest dead-letters a reserved job.
+type BuryRequest struct {
+	Ref      delayq.Ref
+	Priority *uint32 // nil keeps the priority
+	Reason   string  // why the consumer buries it (the job's LastReason)
+}
+
 // Bury dead-letters a reserved job until it is kicked.
-func (e *Engine) Bury(ctx context.Context, ref delayq.Ref, priority *uint32) (*delayq.Job, error) {
-	if err := needReservation("bury", ref); err != nil {
+func (e *Engine) Bury(ctx context.Context, r BuryRequest) (*delayq.Job, error) {
+	if err := needReservation("bury", r.Ref); err != nil {
 		return nil, e.record("bury", err)
 	}
-	j, err := e.st.Bury(ctx, store.BuryParams{Ref: ref, Priority: priority, Now: delayq.TruncMilli(time.Now())})
-	return j, e.record("bury", delayq.ForJob(ref, err))
+	if err := delayq.CheckReason(r.Reason); err != nil {
+		return nil, e.record("bury", err)
+	}
+	j, err := e.st.Bury(ctx, store.BuryParams{Ref: r.Ref, Priority: r.Priority, Reason: r.Reason, Now: delayq.TruncMilli(time.Now())})
+	return j, e.record("bury", delayq.ForJob(r.Ref, err))
 }
 
 // MaxKick is the largest n of a topic kick: beanstalkd's kick bound is a

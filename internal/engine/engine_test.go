@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -446,7 +447,19 @@ func TestActionValidation(t *testing.T) {
 	}{
 		{"finish without reservation", func() error { _, err := e.Finish(ctx, a); return err }, "bad_reservation"},
 		{"touch without reservation", func() error { _, err := e.Touch(ctx, a); return err }, "bad_reservation"},
-		{"bury without reservation", func() error { _, err := e.Bury(ctx, a, nil); return err }, "bad_reservation"},
+		{"bury without reservation", func() error { _, err := e.Bury(ctx, BuryRequest{Ref: a}); return err }, "bad_reservation"},
+		{"bury with a reason too long", func() error {
+			_, err := e.Bury(ctx, BuryRequest{Ref: delayq.Ref{ID: "a", Reservation: "1-1"}, Reason: strings.Repeat("x", delayq.MaxReasonLen+1)})
+			return err
+		}, "bad_reason"},
+		{"release with a reason of invalid UTF-8", func() error {
+			_, err := e.Release(ctx, ReleaseRequest{Ref: delayq.Ref{ID: "a", Reservation: "1-1"}, Reason: "a\xffb"})
+			return err
+		}, "bad_reason"},
+		{"release with a control character in the reason", func() error {
+			_, err := e.Release(ctx, ReleaseRequest{Ref: delayq.Ref{ID: "a", Reservation: "1-1"}, Reason: "a\x1b[31mred"})
+			return err
+		}, "bad_reason"},
 		{"release without reservation", func() error { _, err := e.Release(ctx, ReleaseRequest{Ref: a}); return err }, "bad_reservation"},
 		{"kick negative", func() error { _, err := e.Kick(ctx, "t", -1); return err }, "bad_n"},
 		{"kick over uint32", func() error { _, err := e.Kick(ctx, "t", MaxKick+1); return err }, "bad_n"},
@@ -503,7 +516,7 @@ func TestKickSaysWhichKind(t *testing.T) {
 	if err != nil || len(jobs) != 1 {
 		t.Fatalf("reserve = %v, %v", jobs, err)
 	}
-	if _, err := e.Bury(ctx, delayq.Ref{ID: "b", Reservation: jobs[0].Reservation}, nil); err != nil {
+	if _, err := e.Bury(ctx, BuryRequest{Ref: delayq.Ref{ID: "b", Reservation: jobs[0].Reservation}}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := e.Kick(ctx, "t", 10); err != nil || res != (KickResult{Kicked: 1, State: delayq.StateBuried}) {

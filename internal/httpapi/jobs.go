@@ -124,21 +124,21 @@ func (h *handler) touchJob(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// buryJob: POST /v1/jobs/{id}/bury {"reservation","priority"?}.
+// buryJob: POST /v1/jobs/{id}/bury {"reservation","priority"?,"reason"?}.
 func (h *handler) buryJob(w http.ResponseWriter, r *http.Request) {
 	var req api.ActionRequest
 	h.jobCallWith(w, r, smallRequest, &req, func(ref delayq.Ref) (*delayq.Job, error) {
 		ref.Reservation = req.Reservation
-		return h.e.Bury(r.Context(), ref, req.Priority)
+		return h.e.Bury(r.Context(), engine.BuryRequest{Ref: ref, Priority: req.Priority, Reason: req.Reason})
 	})
 }
 
-// releaseJob: POST /v1/jobs/{id}/release {"reservation","delay"?,"priority"?}.
+// releaseJob: POST /v1/jobs/{id}/release {"reservation","delay"?,"priority"?,"reason"?}.
 func (h *handler) releaseJob(w http.ResponseWriter, r *http.Request) {
 	var req api.ReleaseRequest
 	h.jobCallWith(w, r, smallRequest, &req, func(ref delayq.Ref) (*delayq.Job, error) {
 		ref.Reservation = req.Reservation
-		rel := engine.ReleaseRequest{Ref: ref, Priority: req.Priority}
+		rel := engine.ReleaseRequest{Ref: ref, Priority: req.Priority, Reason: req.Reason}
 		if req.Delay != nil {
 			rel.Delay = time.Duration(*req.Delay)
 		}

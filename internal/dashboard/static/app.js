@@ -294,7 +294,7 @@
   }
 
   function jobsTable(jobs) {
-    const head = el('tr', null, ['ID', 'Seq', 'State', 'Priority', 'Attempts', 'Due', 'Body']
+    const head = el('tr', null, ['ID', 'Seq', 'State', 'Priority', 'Attempts', 'Due', 'Last failure', 'Body']
       .map((h) => el('th', { class: ['Seq', 'Priority', 'Attempts'].includes(h) ? 'num' : undefined }, h)));
     const rows = jobs.map((j) => el('tr', null,
       el('td', null, el('a', { href: jobHref(j.id), class: 'job-link' }, j.id)),
@@ -303,8 +303,9 @@
       el('td', { class: 'num' }, j.priority),
       el('td', { class: 'num' }, j.attempts + (j.max_attempts ? ' / ' + j.max_attempts : '')),
       el('td', null, fmtWhen(j.due)),
+      el('td', { class: 'reason' }, j.last_failed ? (j.last_reason || 'no reason given') : ''),
       el('td', { class: 'body' }, bodyPreview(j))));
-    if (!rows.length) rows.push(el('tr', null, el('td', { colspan: 7, class: 'muted' }, 'No jobs.')));
+    if (!rows.length) rows.push(el('tr', null, el('td', { colspan: 8, class: 'muted' }, 'No jobs.')));
     return el('table', { id: 'jobs' }, el('thead', null, head), el('tbody', null, rows));
   }
 
@@ -332,11 +333,16 @@
       ['priority', j.priority + ' (lower runs first)'],
       ['ttr', j.ttr + ' s'],
       ['attempts', j.attempts + ' of ' + (j.max_attempts || 'unlimited')],
+      ['counts', `${j.timeouts || 0} TTR expiries, ${j.releases || 0} releases, ${j.buries || 0} buries, ${j.kicks || 0} kicks`],
       ['due', fmtWhen(j.due)],
       ['created', fmtWhen(j.created)],
     ];
     if (j.reservation) fields.push(['reservation', el('code', null, j.reservation)]);
     if (j.deadline) fields.push(['deadline', fmtWhen(j.deadline)]);
+    if (j.last_failed) {
+      fields.push(['last reason', el('span', { class: 'reason' }, j.last_reason || 'no reason given')]);
+      fields.push(['last failed', fmtWhen(j.last_failed)]);
+    }
     setView(
       el('div', { class: 'bar' }, el('h1', null, 'Job ', el('code', null, j.id)),
         el('button', { type: 'button', onclick: () => route() }, 'Refresh')),
