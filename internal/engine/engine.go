@@ -74,6 +74,8 @@ type Engine struct {
 	waiters *waiters
 	guards  guards
 
+	tickErrs repeatLog // the timer's failures, logged without flooding
+
 	// wake has capacity 1: sends never block and coalesce, so any number
 	// of puts between two timer steps cost one extra step.
 	wake chan struct{}

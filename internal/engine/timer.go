@@ -61,11 +61,12 @@ func (e *Engine) tickUntilIdle(ctx context.Context) time.Time {
 		now := time.Now()
 		res, err := e.st.Tick(ctx, store.TickParams{Now: now, Max: e.cfg.TickBatch})
 		if err != nil {
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && e.tickErrs.log(now, err) {
 				e.log.Error("timer step failed; retrying", "err", err, "retry_in", tickRetry)
 			}
 			return now.Add(tickRetry)
 		}
+		e.tickErrs.clear()
 		e.afterTick(res)
 		if res.Next.IsZero() || res.Next.After(now) {
 			return res.Next
@@ -128,3 +129,24 @@ func (e *Engine) relay(ctx context.Context, events <-chan store.Event) {
 		}
 	}
 }
+
+// repeatLog decides which of a repeating error's occurrences to log: a
+// store that cannot take writes (a read-only start on a full disk) fails
+// every timer step, four a second, for as long as it lasts, and one line
+// a minute says as much. Used by the timer goroutine only.
+type repeatLog struct {
+	msg  string
+	last time.Time
+}
+
+// log reports whether err, seen at now, should be logged: when it differs
+// from the last one logged or a minute has passed.
+func (r *repeatLog) log(now time.Time, err error) bool {
+	if msg := err.Error(); msg != r.msg || now.Sub(r.last) >= time.Minute {
+		r.msg, r.last = msg, now
+		return true
+	}
+	return false
+}
+
+func (r *repeatLog) clear() { r.msg = "" }

@@ -30,6 +30,7 @@ type daemon struct {
 	exited  chan struct{}
 	exitErr error
 	base    atomic.Pointer[string] // http://127.0.0.1:port of the running process
+	extra   []string               // more serve flags
 }
 
 // buildDaemon compiles cmd/delayq into a temp dir (without -race: the
@@ -65,7 +66,8 @@ func (d *daemon) start(hc *http.Client) time.Duration {
 	begin := time.Now()
 	for try := 0; ; try++ {
 		addr := freeAddr(d.t)
-		d.cmd = exec.Command(d.bin, "serve", "--http-addr", addr, "--beanstalk-addr", "", "--data-dir", d.dir, "--log-level", "warn")
+		args := append([]string{"serve", "--http-addr", addr, "--beanstalk-addr", "", "--data-dir", d.dir, "--log-level", "warn"}, d.extra...)
+		d.cmd = exec.Command(d.bin, args...)
 		d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
 		if err := d.cmd.Start(); err != nil {
 			d.t.Fatalf("starting delayq: %v", err)

@@ -139,6 +139,37 @@ func (s *Server) Start(ctx context.Context) error {
 	return nil
 }
 
+// openInterruptible runs open (a store's open, which may take long: a
+// large WAL to replay, a slow disk) and gives up when ctx ends, so SIGTERM
+// during startup ends the process instead of waiting for it. The open
+// carries on in the background and whatever it returns is closed: nothing
+// was acknowledged yet, and the store is made to survive kill -9 at any
+// point, which is what stopping mid-open amounts to.
+func openInterruptible[T interface{ Close() error }](ctx context.Context, log *slog.Logger, open func() (T, error)) (T, error) {
+	type result struct {
+		st  T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		st, err := open()
+		done <- result{st, err}
+	}()
+	select {
+	case r := <-done:
+		return r.st, r.err
+	case <-ctx.Done():
+		log.Warn("startup interrupted while the store was opening", "cause", context.Cause(ctx))
+		go func() {
+			if r := <-done; r.err == nil {
+				_ = r.st.Close()
+			}
+		}()
+		var zero T
+		return zero, fmt.Errorf("server: interrupted while opening the store: %w", context.Cause(ctx))
+	}
+}
+
 // openStore opens the backend the configuration names: Redis when
 // cfg.Redis is set (DataDir is then ignored), else the embedded store.
 func (s *Server) openStore(ctx context.Context) (store.Store, error) {
@@ -152,11 +183,13 @@ func (s *Server) openStore(ctx context.Context) (store.Store, error) {
 		s.log.Info("store opened", "store", "redis", "took", time.Since(start).Round(time.Microsecond))
 		return st, nil
 	}
-	st, err := diskstore.Open(s.cfg.DataDir, diskstore.Options{
-		Logger:    s.log.With("component", "diskstore"),
-		CacheSize: int64(s.cfg.CacheMiB) << 20,
-		HotSize:   hotBytes(s.cfg.HotMiB),
-		MinFree:   minFreeBytes(s.cfg.MinFreeMiB),
+	st, err := openInterruptible(ctx, s.log, func() (*diskstore.Store, error) {
+		return diskstore.Open(s.cfg.DataDir, diskstore.Options{
+			Logger:    s.log.With("component", "diskstore"),
+			CacheSize: int64(s.cfg.CacheMiB) << 20,
+			HotSize:   hotBytes(s.cfg.HotMiB),
+			MinFree:   minFreeBytes(s.cfg.MinFreeMiB),
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: open store in %s: %w", s.cfg.DataDir, err)

@@ -23,7 +23,7 @@ const checkpointDir = "checkpoints"
 // is a data directory that Open (and `delayq serve --data-dir`) takes as
 // it is.
 func (s *Store) Backup(ctx context.Context, w io.Writer) error {
-	return s.outside(ctx, func() error {
+	return s.outside(ctx, false, func() error {
 		s.mu.Lock()
 		s.flushLocked() // the checkpoint then holds every transition applied so far
 		s.mu.Unlock()

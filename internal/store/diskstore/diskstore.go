@@ -106,8 +106,11 @@ func (o *Options) setDefaults() {
 
 // Store is the embedded store.Store. Create it with Open.
 type Store struct {
-	db    *pebble.DB
-	chunk int // due-index entries per near-future load
+	db    *pebble.DB   // replaced only by a read-only store's reopen, under mu and dbMu
+	dbMu  sync.RWMutex // held for reading by calls that use db outside mu (outside)
+	lock  *pebble.Lock // the directory lock, held from Open to Close
+	opts  Options      // as given to Open, defaults set
+	chunk int          // due-index entries per near-future load
 
 	kick  chan struct{}  // capacity 1: the open group has work (commit.go)
 	stop  chan struct{}  // closed by Close: the committer commits what is left and ends
@@ -118,6 +121,7 @@ type Store struct {
 	mu        sync.Mutex
 	closed    bool                      // guarded by mu
 	failed    error                     // set once a write failed; guarded by mu
+	readOnly  error                     // why the store takes no transitions (readonly.go); guarded by mu
 	open      *group                    // transitions not yet committed to Pebble; guarded by mu
 	tail      *group                    // the newest group that has a transition; guarded by mu
 	seq       uint64                    // last seq assigned; guarded by mu
@@ -148,44 +152,83 @@ func newTopic() *topic {
 }
 
 // Open opens the store in dir, creating it if needed. Only one process may
-// have a store open at a time (Pebble locks the directory).
+// have a store open at a time (the store holds Pebble's directory lock
+// until Close, across a read-only start's reopen too).
+//
+// On a filesystem without room for Pebble's opening flush, Open opens the
+// store read-only instead of hanging in Pebble (see readonly.go).
 func Open(dir string, opts Options) (*Store, error) {
 	opts.setDefaults()
-	cache := pebble.NewCache(opts.CacheSize)
-	defer cache.Unref()
-	db, err := pebble.Open(dir, pebbleOptions(opts, cache))
+	fs := opts.fs
+	if fs == nil {
+		fs = vfs.Default
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("diskstore: create %s: %w", dir, err)
+	}
+	lock, err := pebble.LockDirectory(dir, fs)
 	if err != nil {
 		if locked(err) {
 			return nil, fmt.Errorf("data directory %s is in use by another delayq server (its LOCK file is held): %w", dir, err)
 		}
-		return nil, fmt.Errorf("diskstore: open %s: %w", dir, err)
+		return nil, fmt.Errorf("diskstore: lock %s: %w", dir, err)
 	}
 	s := &Store{
-		db:       db,
-		dir:      dir,
-		chunk:    opts.nearChunk,
-		topics:   make(map[string]*topic),
-		entries:  make(map[uint64]*entry),
-		byID:     make(map[string]*entry),
-		hotMax:   opts.HotSize,
-		space:    space{floor: uint64(max(opts.MinFree, 0)), free: opts.freeBytes},
-		reserved: queue{less: byAt},
-		near:     nearFuture{q: queue{less: byAt}},
-		kick:     make(chan struct{}, 1),
-		stop:     make(chan struct{}),
-		syncq:    newGroupQueue(),
-		tail:     closedGroup,
+		dir:   dir,
+		opts:  opts,
+		lock:  lock,
+		chunk: opts.nearChunk,
+		space: space{floor: uint64(max(opts.MinFree, 0)), free: opts.freeBytes},
+		kick:  make(chan struct{}, 1),
+		stop:  make(chan struct{}),
+		syncq: newGroupQueue(),
+		tail:  closedGroup,
 	}
-	s.open = s.newGroup()
-	if err := s.load(); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("diskstore: open %s: %w", dir, err)
+	readOnly, why := s.startReadOnly(fs)
+	if err := s.openDB(readOnly); err != nil {
+		_ = lock.Close()
+		return nil, err
 	}
-	s.seqOnDisk = s.seq
+	if readOnly {
+		s.readOnly = why
+		opts.Logger.Error("diskstore: opened read-only: " + why.Error())
+		s.bg.Add(1)
+		go s.watchSpace()
+	}
 	s.bg.Add(2)
 	go s.committer()
 	go s.syncer()
 	return s, nil
+}
+
+// openDB opens Pebble (read-only or not) and loads memory from it: the
+// state a new store starts from, and a read-only store's reopen. Requires
+// mu or a store nobody else sees yet.
+func (s *Store) openDB(readOnly bool) error {
+	cache := pebble.NewCache(s.opts.CacheSize)
+	defer cache.Unref()
+	po := pebbleOptions(s.opts, cache)
+	po.Lock = s.lock
+	po.ReadOnly = readOnly
+	db, err := pebble.Open(s.dir, po)
+	if err != nil {
+		return fmt.Errorf("diskstore: open %s: %w", s.dir, err)
+	}
+	s.db = db
+	s.topics = make(map[string]*topic)
+	s.entries = make(map[uint64]*entry)
+	s.byID = make(map[string]*entry)
+	s.hot, s.hotMax = 0, s.opts.HotSize
+	s.reserved = queue{less: byAt}
+	s.near = nearFuture{q: queue{less: byAt}}
+	s.seq = 0
+	s.open = s.newGroup()
+	if err := s.load(readOnly); err != nil {
+		_ = db.Close()
+		return fmt.Errorf("diskstore: open %s: %w", s.dir, err)
+	}
+	s.seqOnDisk = s.seq
+	return nil
 }
 
 // Close waits for writers still syncing and closes the database. Calls
@@ -200,7 +243,11 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	close(s.stop)
 	s.bg.Wait()
-	if err := s.db.Close(); err != nil {
+	err := s.db.Close()
+	if lerr := s.lock.Close(); err == nil {
+		err = lerr
+	}
+	if err != nil {
 		return fmt.Errorf("diskstore: close: %w", err)
 	}
 	return nil
@@ -214,6 +261,14 @@ func (s *Store) usable() error {
 		return errClosed
 	}
 	return s.failed
+}
+
+// writable reports why the store takes no transition. Requires mu.
+func (s *Store) writable() error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	return s.readOnly
 }
 
 // fail marks the store failed after a write error: memory may be ahead of
@@ -256,19 +311,27 @@ func (s *Store) read(ctx context.Context, fn func() error) error {
 // backups): it refuses a closed or failed store and keeps Close waiting
 // until fn is done with the db. It joins s.bg for that: Close waits for
 // bg before it closes the db, and an Add made under mu while the store is
-// open comes before Close's Wait.
-func (s *Store) outside(ctx context.Context, fn func() error) error {
+// open comes before Close's Wait. It holds dbMu for reading, so that a
+// read-only store's reopen does not swap the db under fn. A write (write
+// true) is refused while the store is read-only.
+func (s *Store) outside(ctx context.Context, write bool, fn func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	if err := s.usable(); err != nil {
+	check := s.usable
+	if write {
+		check = s.writable
+	}
+	if err := check(); err != nil {
 		s.mu.Unlock()
 		return err
 	}
 	s.bg.Add(1)
 	s.mu.Unlock()
 	defer s.bg.Done()
+	s.dbMu.RLock()
+	defer s.dbMu.RUnlock()
 	return fn()
 }
 
@@ -306,7 +369,7 @@ func (s *Store) stage(ctx context.Context, fn func(t *txn) error) (*group, error
 		return nil, err
 	}
 	s.mu.Lock()
-	if err := s.usable(); err != nil {
+	if err := s.writable(); err != nil {
 		s.mu.Unlock()
 		return nil, err
 	}

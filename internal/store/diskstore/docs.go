@@ -55,7 +55,7 @@ func (s *Store) readDoc(kind, name string) (*store.Doc, error) {
 
 // GetDoc implements store.DocStore.
 func (s *Store) GetDoc(ctx context.Context, kind, name string) (d *store.Doc, err error) {
-	err = s.outside(ctx, func() error {
+	err = s.outside(ctx, false, func() error {
 		d, err = s.readDoc(kind, name)
 		return err
 	})
@@ -65,7 +65,7 @@ func (s *Store) GetDoc(ctx context.Context, kind, name string) (d *store.Doc, er
 // ListDocs implements store.DocStore.
 func (s *Store) ListDocs(ctx context.Context, kind string) (out []*store.Doc, err error) {
 	out = []*store.Doc{}
-	err = s.outside(ctx, func() error {
+	err = s.outside(ctx, false, func() error {
 		lo := docPrefix(kind)
 		it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: prefixEnd(lo)})
 		if err != nil {
@@ -92,7 +92,7 @@ func (s *Store) ListDocs(ctx context.Context, kind string) (out []*store.Doc, er
 func (s *Store) SaveDoc(ctx context.Context, kind string, d *store.Doc, prev uint64) error {
 	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(d.Data)), d.Rev)
 	v = append(v, d.Data...)
-	return s.outside(ctx, func() error {
+	return s.outside(ctx, true, func() error {
 		docMu.Lock()
 		defer docMu.Unlock()
 		var cur uint64
@@ -115,7 +115,7 @@ func (s *Store) SaveDoc(ctx context.Context, kind string, d *store.Doc, prev uin
 
 // DeleteDoc implements store.DocStore.
 func (s *Store) DeleteDoc(ctx context.Context, kind, name string) error {
-	return s.outside(ctx, func() error {
+	return s.outside(ctx, true, func() error {
 		docMu.Lock()
 		defer docMu.Unlock()
 		if _, err := s.readDoc(kind, name); err != nil {

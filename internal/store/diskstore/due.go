@@ -29,7 +29,7 @@ func (s *Store) DueCounts(ctx context.Context, topic string, now time.Time, boun
 	// Keys due at or before limit sort before prefix + sortable(limit+1).
 	upper := binary.BigEndian.AppendUint64(slices.Clone(prefix), sortable(limit+1))
 	var g *group
-	err := s.outside(ctx, func() error {
+	err := s.outside(ctx, false, func() error {
 		s.mu.Lock()
 		it, err := s.iter(&pebble.IterOptions{LowerBound: prefix, UpperBound: upper})
 		g = s.tail

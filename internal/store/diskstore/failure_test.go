@@ -54,7 +54,7 @@ func TestOpenRefusesUnknownVersion(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{slog.New(slog.DiscardHandler)}})
+	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{l: slog.New(slog.DiscardHandler)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,10 @@ import (
 // load rebuilds memory at open: format check, seq, every topic's counters
 // and ready and reserved jobs, and the first chunk of the due index.
 // Nothing here is proportional to the number of delayed or buried jobs.
-func (s *Store) load() error {
-	if err := s.checkVersion(); err != nil {
+// A read-only load writes nothing (a new store's version waits for the
+// reopen).
+func (s *Store) load(readOnly bool) error {
+	if err := s.checkVersion(readOnly); err != nil {
 		return err
 	}
 	v, ok, err := s.get(metaSeqKey)
@@ -40,7 +42,7 @@ func (s *Store) load() error {
 
 // checkVersion writes the format version into a new store and refuses a
 // store of another version.
-func (s *Store) checkVersion() error {
+func (s *Store) checkVersion(readOnly bool) error {
 	v, ok, err := s.get(metaVersionKey)
 	if err != nil {
 		return err
@@ -61,6 +63,9 @@ func (s *Store) checkVersion() error {
 	}
 	if !empty {
 		return fmt.Errorf("directory holds a Pebble database without a delayq format version")
+	}
+	if readOnly {
+		return nil
 	}
 	return s.db.Set(metaVersionKey, binary.BigEndian.AppendUint32(nil, formatVersion), pebble.Sync)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -30,7 +32,7 @@ func pebbleOptions(o Options, cache *pebble.Cache) *pebble.Options {
 		FormatMajorVersion: pebble.FormatNewest,
 		// Pebble's own logging is chatty (flushes, compactions, WAL
 		// recovery): keep info at debug and route errors to our logger.
-		Logger: pebbleLogger{o.Logger},
+		Logger: pebbleLogger{l: o.Logger, errs: &errorRate{}},
 		FS:     o.fs, // nil: the real filesystem
 	}
 	// Bloom filters on every level: Put looks up J<id> for each new id to
@@ -44,13 +46,55 @@ func pebbleOptions(o Options, cache *pebble.Cache) *pebble.Options {
 }
 
 // pebbleLogger routes Pebble's log lines to slog, quietly.
-type pebbleLogger struct{ l *slog.Logger }
+type pebbleLogger struct {
+	l    *slog.Logger
+	errs *errorRate // nil: no limit
+}
+
+// errorRate bounds Pebble's error lines to one a second per message
+// format. A background job that fails on a full disk is retried at once
+// and logs each failure: thousands of lines a second that bury the one
+// that matters. The lines left out are counted in the next one.
+type errorRate struct {
+	mu      sync.Mutex
+	last    map[string]time.Time
+	dropped map[string]int
+}
+
+// allow reports whether a line of format may be logged now, and how many
+// were left out since the last one.
+func (r *errorRate) allow(format string, now time.Time) (bool, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last == nil {
+		r.last, r.dropped = map[string]time.Time{}, map[string]int{}
+	}
+	if now.Sub(r.last[format]) < time.Second {
+		r.dropped[format]++
+		return false, 0
+	}
+	n := r.dropped[format]
+	r.last[format], r.dropped[format] = now, 0
+	return true, n
+}
 
 func (p pebbleLogger) Infof(format string, args ...any) {
 	p.l.Debug("pebble: " + fmt.Sprintf(format, args...))
 }
 
 func (p pebbleLogger) Errorf(format string, args ...any) {
+	if p.errs == nil {
+		p.l.Warn("pebble: " + fmt.Sprintf(format, args...))
+		return
+	}
+	ok, dropped := p.errs.allow(format, time.Now())
+	if !ok {
+		return
+	}
+	if dropped > 0 {
+		p.l.Warn("pebble: "+fmt.Sprintf(format, args...), "similar_lines_left_out", dropped)
+		return
+	}
 	p.l.Warn("pebble: " + fmt.Sprintf(format, args...))
 }
 

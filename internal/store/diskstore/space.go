@@ -74,6 +74,9 @@ func (s *Store) Health() string {
 	if s.closed {
 		return errClosed.Error()
 	}
+	if s.readOnly != nil {
+		return s.readOnly.Error()
+	}
 	if err := s.checkPut(); err != nil {
 		return err.Error()
 	}

@@ -1,0 +1,129 @@
+package diskstore
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/delayq/delayq"
+)
+
+// Starting on a full disk. Pebble's Open replays the WAL into a memtable
+// and flushes it to an sstable before it returns; on a filesystem without
+// room for that flush it retries forever (seen on a full tmpfs: 2,500
+// failed sstable writes a second, no listener ever opened, SIGTERM
+// unanswered). So Open looks first: when the free space is below what the
+// flush needs (the WAL files' size plus openMargin), it opens Pebble
+// read-only, which replays the WAL in memory and writes nothing. The store
+// then serves reads (get, list, topics, documents, backup) and refuses
+// every transition with ErrDiskFull, Health says why, and watchSpace
+// reopens it for writing once the space is there, without a restart.
+
+// openMargin is free space asked for beyond the WAL's size before a
+// writable open: a new WAL, the manifest and the options file.
+const openMargin = 16 << 20
+
+// reopenCheckEvery is how often a read-only store looks at the free space.
+const reopenCheckEvery = time.Second
+
+// openNeeds returns the free bytes a writable open of dir needs, and
+// whether dir holds a store at all (a new store has nothing to flush).
+func openNeeds(fs vfs.FS, dir string) (need uint64, exists bool, err error) {
+	names, err := fs.List(dir)
+	if err != nil {
+		return 0, false, err
+	}
+	need = openMargin
+	for _, n := range names {
+		switch {
+		case strings.HasPrefix(n, "MANIFEST-"):
+			exists = true
+		case strings.HasSuffix(n, ".log"):
+			st, err := fs.Stat(fs.PathJoin(dir, n))
+			if err != nil {
+				return 0, false, err
+			}
+			need += uint64(st.Size())
+		}
+	}
+	return need, exists, nil
+}
+
+// startReadOnly decides how Open opens an existing store: read-only, and
+// why, when the filesystem lacks the room a writable open needs. A new
+// store, or free space that cannot be read, opens writable as before.
+func (s *Store) startReadOnly(fs vfs.FS) (bool, error) {
+	need, exists, err := openNeeds(fs, s.dir)
+	if err != nil || !exists {
+		return false, nil
+	}
+	free, err := s.space.free(s.dir)
+	if err != nil || free >= need {
+		return false, nil
+	}
+	return true, fmt.Errorf("%w: the data directory's filesystem has %d MiB free and opening the store for writes needs %d MiB (to flush its log); "+
+		"serving reads only until space is freed, then writes resume by themselves", delayq.ErrDiskFull, free>>20, (need+1<<20-1)>>20)
+}
+
+// watchSpace reopens a read-only store for writing once the filesystem
+// has the room, then ends; it ends too when the store closes.
+func (s *Store) watchSpace() {
+	defer s.bg.Done()
+	fs := s.opts.fs
+	if fs == nil {
+		fs = vfs.Default
+	}
+	t := time.NewTicker(reopenCheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		need, _, err := openNeeds(fs, s.dir)
+		if err != nil {
+			continue
+		}
+		if free, err := s.space.free(s.dir); err != nil || free < need {
+			continue
+		}
+		if s.reopenWritable() {
+			return
+		}
+	}
+}
+
+// reopenWritable swaps the read-only db for a writable one and reloads
+// memory from it (the read-only store changed nothing, so memory comes
+// back the same, the due index's horizon aside). If the writable open
+// fails, the store goes back to read-only and the watcher tries again.
+// It reports whether the store is writable now.
+func (s *Store) reopenWritable() bool {
+	s.dbMu.Lock()
+	defer s.dbMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.readOnly == nil {
+		return s.readOnly == nil
+	}
+	log := s.opts.Logger
+	if err := s.db.Close(); err != nil {
+		log.Warn("diskstore: closing the read-only store to reopen it", "err", err)
+	}
+	start := time.Now()
+	if err := s.openDB(false); err != nil {
+		log.Error("diskstore: reopening for writes failed; staying read-only", "err", err)
+		if err := s.openDB(true); err != nil {
+			s.failed = fmt.Errorf("diskstore: reopen read-only after a failed writable open: %w: %w", delayq.ErrUnavailable, err)
+			log.Error("diskstore: store unusable until restart", "err", err)
+			return true // nothing more to watch for
+		}
+		return false
+	}
+	s.readOnly = nil
+	log.Info("diskstore: space is back; the store takes writes again", "took", time.Since(start).Round(time.Millisecond))
+	return true
+}
