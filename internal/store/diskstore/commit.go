@@ -1,6 +1,7 @@
 package diskstore
 
 import (
+	"sync/atomic"
 	"encoding/binary"
 	"sync"
 
@@ -165,13 +166,15 @@ func (s *Store) syncer() {
 			_ = g.b.Close()
 		}
 		close(g.done)
+		s.syncq.pending.Add(-1)
 	}
 }
 
 // groupQueue is an unbounded FIFO of applied groups: flushLocked pushes
 // under the store mutex and must never block there.
 type groupQueue struct {
-	mu     sync.Mutex
+	pending atomic.Int64 // groups pushed whose done has not closed yet
+	mu      sync.Mutex
 	gs     []*group
 	closed bool
 	sig    chan struct{} // capacity 1: something was pushed or the queue closed
@@ -180,6 +183,7 @@ type groupQueue struct {
 func newGroupQueue() *groupQueue { return &groupQueue{sig: make(chan struct{}, 1)} }
 
 func (q *groupQueue) push(g *group) {
+	q.pending.Add(1)
 	q.mu.Lock()
 	q.gs = append(q.gs, g)
 	q.mu.Unlock()

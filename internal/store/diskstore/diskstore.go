@@ -122,6 +122,7 @@ type Store struct {
 	closed    bool                      // guarded by mu
 	failed    error                     // set once a write failed; guarded by mu
 	readOnly  error                     // why the store takes no transitions (readonly.go); guarded by mu
+	watching  bool                      // watchSpace runs; guarded by mu
 	open      *group                    // transitions not yet committed to Pebble; guarded by mu
 	tail      *group                    // the newest group that has a transition; guarded by mu
 	seq       uint64                    // last seq assigned; guarded by mu
@@ -192,6 +193,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if readOnly {
 		s.readOnly = why
 		opts.Logger.Error("diskstore: opened read-only: " + why.Error())
+		s.watching = true
 		s.bg.Add(1)
 		go s.watchSpace()
 	}
@@ -222,7 +224,7 @@ func (s *Store) openDB(readOnly bool) error {
 	s.reserved = queue{less: byAt}
 	s.near = nearFuture{q: queue{less: byAt}}
 	s.seq = 0
-	s.open = s.newGroup()
+	s.open, s.tail = s.newGroup(), closedGroup
 	if err := s.load(readOnly); err != nil {
 		_ = db.Close()
 		return fmt.Errorf("diskstore: open %s: %w", s.dir, err)
@@ -273,9 +275,19 @@ func (s *Store) writable() error {
 
 // fail marks the store failed after a write error: memory may be ahead of
 // the disk, so nothing more may be served. Requires mu.
+//
+// A failure for want of space (ENOSPC) is one the store can come back
+// from: what is on disk is every acknowledged transition, so once there is
+// room again watchSpace reopens the store from disk (readonly.go).
 func (s *Store) fail(op string, err error) error {
 	if s.failed == nil {
 		s.failed = fmt.Errorf("diskstore: failed during %s: %w: %w", op, delayq.ErrUnavailable, err)
+		if errors.Is(err, syscall.ENOSPC) && !s.closed && !s.watching {
+			s.opts.Logger.Error("diskstore: out of disk space; the store takes no calls until space is freed, then reopens itself", "err", err)
+			s.watching = true
+			s.bg.Add(1)
+			go s.watchSpace()
+		}
 	}
 	return s.failed
 }

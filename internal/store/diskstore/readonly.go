@@ -67,8 +67,9 @@ func (s *Store) startReadOnly(fs vfs.FS) (bool, error) {
 		"serving reads only until space is freed, then writes resume by themselves", delayq.ErrDiskFull, free>>20, (need+1<<20-1)>>20)
 }
 
-// watchSpace reopens a read-only store for writing once the filesystem
-// has the room, then ends; it ends too when the store closes.
+// watchSpace reopens a read-only store, or one that failed for want of
+// space, for writing once the filesystem has the room, then ends; it ends
+// too when the store closes.
 func (s *Store) watchSpace() {
 	defer s.bg.Done()
 	fs := s.opts.fs
@@ -90,40 +91,57 @@ func (s *Store) watchSpace() {
 		if free, err := s.space.free(s.dir); err != nil || free < need {
 			continue
 		}
+		// A failed store commits nothing more, so the groups it had
+		// handed to the syncer end (with the failure) soon; the db
+		// must not close under them.
+		if s.syncq.pending.Load() != 0 {
+			continue
+		}
 		if s.reopenWritable() {
 			return
 		}
 	}
 }
 
-// reopenWritable swaps the read-only db for a writable one and reloads
-// memory from it (the read-only store changed nothing, so memory comes
-// back the same, the due index's horizon aside). If the writable open
-// fails, the store goes back to read-only and the watcher tries again.
-// It reports whether the store is writable now.
+// reopenWritable swaps the db for a writable one and reloads memory from
+// it. For a read-only store memory comes back the same; for a failed one
+// it drops whatever a failed write had applied to memory only, which was
+// never acknowledged. If the writable open fails, the store opens
+// read-only (serving reads) and the watcher tries again. It reports
+// whether there is nothing more to watch for.
 func (s *Store) reopenWritable() bool {
 	s.dbMu.Lock()
 	defer s.dbMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || s.readOnly == nil {
-		return s.readOnly == nil
+	if s.closed || (s.readOnly == nil && s.failed == nil) {
+		s.watching = false
+		return true
 	}
 	log := s.opts.Logger
+	if g := s.open; g.ops > 0 {
+		// Staged before the failure, never committed: its callers get
+		// the failure, as the committer would have told them.
+		g.err = s.failed
+		close(g.done)
+	}
 	if err := s.db.Close(); err != nil {
-		log.Warn("diskstore: closing the read-only store to reopen it", "err", err)
+		log.Warn("diskstore: closing the store to reopen it", "err", err)
 	}
 	start := time.Now()
 	if err := s.openDB(false); err != nil {
-		log.Error("diskstore: reopening for writes failed; staying read-only", "err", err)
+		log.Error("diskstore: reopening for writes failed; serving reads only", "err", err)
 		if err := s.openDB(true); err != nil {
 			s.failed = fmt.Errorf("diskstore: reopen read-only after a failed writable open: %w: %w", delayq.ErrUnavailable, err)
 			log.Error("diskstore: store unusable until restart", "err", err)
-			return true // nothing more to watch for
+			s.watching = false
+			return true
 		}
+		s.failed = nil
+		s.readOnly = fmt.Errorf("%w: reopening the store for writes failed; serving reads only until it succeeds", delayq.ErrDiskFull)
 		return false
 	}
-	s.readOnly = nil
+	s.readOnly, s.failed, s.watching = nil, nil, false
 	log.Info("diskstore: space is back; the store takes writes again", "took", time.Since(start).Round(time.Millisecond))
 	return true
 }

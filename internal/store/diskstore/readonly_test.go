@@ -4,8 +4,12 @@ import (
 	"errors"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/store"
@@ -109,5 +113,62 @@ func TestPebbleErrorsRateLimited(t *testing.T) {
 	}
 	if ok, dropped := r.allow("write %s: %v", at.Add(time.Second)); !ok || dropped != 2500 {
 		t.Errorf("a second later: logged %v with %d left out, want true and 2500", ok, dropped)
+	}
+}
+
+// TestOutOfSpaceRecovers injects ENOSPC into Pebble's writes (the floor
+// off, as if another process filled the disk faster than it could act):
+// the put fails, the store takes no calls and says why, naming no path in
+// what clients see; once writes succeed again it reopens itself from disk
+// with every acknowledged job and none of the failed one.
+func TestOutOfSpaceRecovers(t *testing.T) {
+	var full atomic.Bool
+	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if full.Load() && (op.Kind == errorfs.OpFileWrite || op.Kind == errorfs.OpFileWriteAt || op.Kind == errorfs.OpCreate) {
+			return syscall.ENOSPC
+		}
+		return nil
+	}))
+	var free atomic.Uint64
+	free.Store(1 << 40)
+	dir := t.TempDir()
+	s := openAt(t, dir, Options{fs: fs, MinFree: -1, freeBytes: func(string) (uint64, error) { return free.Load(), nil }})
+	defer s.Close()
+	ctx := t.Context()
+	if err := s.Put(ctx, []*delayq.Job{crashJob("before", false)}); err != nil {
+		t.Fatal(err)
+	}
+	full.Store(true)
+	free.Store(0) // the watcher must wait for the space, not reopen at once
+	err := s.Put(ctx, []*delayq.Job{crashJob("lost", false)})
+	if !errors.Is(err, delayq.ErrUnavailable) || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Put on a full disk = %v, want ErrUnavailable for ENOSPC", err)
+	}
+	if msg := delayq.Message(err); strings.Contains(msg, dir) {
+		t.Errorf("the client's message %q names the data directory", msg)
+	}
+	if _, err := s.Get(ctx, delayq.Ref{ID: "before"}); !errors.Is(err, delayq.ErrUnavailable) {
+		t.Errorf("Get while failed = %v, want ErrUnavailable", err)
+	}
+	if h := s.Health(); !strings.Contains(h, "no space left") {
+		t.Errorf("Health() while failed = %q, want the reason", h)
+	}
+
+	full.Store(false)
+	free.Store(1 << 40)
+	for deadline := time.Now().Add(10 * time.Second); s.Health() != ""; {
+		if time.Now().After(deadline) {
+			t.Fatalf("Health() = %q 10 s after space returned, want the store back", s.Health())
+		}
+		time.Sleep(20 * time.Millisecond) // polling the observable state the watcher changes
+	}
+	if _, err := s.Get(ctx, delayq.Ref{ID: "before"}); err != nil {
+		t.Errorf("Get(before) after the reopen = %v", err)
+	}
+	if _, err := s.Get(ctx, delayq.Ref{ID: "lost"}); !errors.Is(err, delayq.ErrNotFound) {
+		t.Errorf("Get(lost) after the reopen = %v, want ErrNotFound: its put was refused", err)
+	}
+	if err := s.Put(ctx, []*delayq.Job{crashJob("lost", false)}); err != nil {
+		t.Errorf("Put after the reopen = %v", err)
 	}
 }
