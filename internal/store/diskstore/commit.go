@@ -1,9 +1,9 @@
 package diskstore
 
 import (
-	"sync/atomic"
 	"encoding/binary"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -175,9 +175,9 @@ func (s *Store) syncer() {
 type groupQueue struct {
 	pending atomic.Int64 // groups pushed whose done has not closed yet
 	mu      sync.Mutex
-	gs     []*group
-	closed bool
-	sig    chan struct{} // capacity 1: something was pushed or the queue closed
+	gs      []*group
+	closed  bool
+	sig     chan struct{} // capacity 1: something was pushed or the queue closed
 }
 
 func newGroupQueue() *groupQueue { return &groupQueue{sig: make(chan struct{}, 1)} }
