@@ -401,15 +401,9 @@ func capped(set *policySet, jobs []*delayq.Job) map[string]int {
 // one step; instances sharing a Redis each check on their own, so there
 // the bound may be passed by the puts in flight on other instances.
 func (e *Engine) checkFull(ctx context.Context, set *policySet, adding map[string]int) error {
-	stats, err := e.st.Topics(ctx)
+	live, err := e.liveJobs(ctx, adding)
 	if err != nil {
 		return err
-	}
-	live := make(map[string]int, len(adding))
-	for _, t := range stats {
-		if _, ok := adding[t.Name]; ok {
-			live[t.Name] = t.Delayed + t.Ready + t.Reserved + t.Buried
-		}
 	}
 	for topic, n := range adding {
 		p, _ := set.get(topic)
@@ -438,4 +432,31 @@ func (e *Engine) releaseBackoff(ctx context.Context, ref delayq.Ref) (time.Durat
 		return 0, nil
 	}
 	return b.Delay(j.ID, j.Attempts), nil
+}
+
+// liveJobs counts the live jobs (every state) of each topic of topics:
+// one topic at a time where the store offers it (store.TopicStater), else
+// from every topic's stats.
+func (e *Engine) liveJobs(ctx context.Context, topics map[string]int) (map[string]int, error) {
+	live := make(map[string]int, len(topics))
+	if ts, ok := e.st.(store.TopicStater); ok {
+		for topic := range topics {
+			t, err := ts.TopicStats(ctx, topic)
+			if err != nil {
+				return nil, err
+			}
+			live[topic] = t.Total()
+		}
+		return live, nil
+	}
+	stats, err := e.st.Topics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range stats {
+		if _, ok := topics[t.Name]; ok {
+			live[t.Name] = t.Total()
+		}
+	}
+	return live, nil
 }

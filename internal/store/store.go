@@ -313,6 +313,15 @@ type ReserveJobParams struct {
 	Now time.Time
 }
 
+// TopicStater is implemented by stores for which reading every topic's
+// stats (Topics) costs a call per topic (redisstore). The engine counts
+// one topic's jobs with it where that is all it needs: a put into a
+// topic whose policy bounds its jobs.
+type TopicStater interface {
+	// TopicStats returns topic's stats; an unknown topic has zero counts.
+	TopicStats(ctx context.Context, topic string) (delayq.TopicStats, error)
+}
+
 // Backuper is implemented by stores that can copy themselves while they
 // serve (diskstore). A Redis-backed deployment backs up Redis instead.
 type Backuper interface {
