@@ -294,8 +294,8 @@ func (e *Engine) SetPolicy(ctx context.Context, topic string, p Policy) (created
 		if err != nil {
 			return false, err
 		}
-		_, rerr := e.reloadPolicies(ctx)
-		return prev == 0, rerr
+		e.afterPolicyWrite(ctx)
+		return prev == 0, nil
 	}
 	return false, fmt.Errorf("engine: topic %q's policy keeps changing concurrently: %w", topic, delayq.ErrUnavailable)
 }
@@ -359,8 +359,21 @@ func (e *Engine) DeletePolicy(ctx context.Context, topic string) (err error) {
 		}
 		return err
 	}
-	_, err = e.reloadPolicies(ctx)
-	return err
+	e.afterPolicyWrite(ctx)
+	return nil
+}
+
+// afterPolicyWrite reloads the engine's copy after its own write, so the
+// change applies here at once. The write is durable already: if the
+// reload fails, the copy is dropped (the next put loads it again) rather
+// than the write reported as failed.
+func (e *Engine) afterPolicyWrite(ctx context.Context) {
+	if _, err := e.reloadPolicies(ctx); err != nil {
+		e.log.Warn("reloading topic policies after a change failed; reloading on next use", "err", err)
+		e.pol.mu.Lock()
+		e.pol.set = nil
+		e.pol.mu.Unlock()
+	}
 }
 
 // applyPolicies fills the defaults of reqs from their topics' policies:
