@@ -185,8 +185,12 @@ func (s *policySet) get(topic string) (Policy, bool) {
 // that interval.
 type policies struct {
 	mu     sync.Mutex
-	set    *policySet // guarded by mu; nil until loaded
-	loaded time.Time  // guarded by mu
+	set *policySet // guarded by mu; nil until loaded
+	// started numbers the reloads in the order they began to read, and
+	// applied is the number of the one set holds (both guarded by mu): a
+	// reload that began before a write but ends after the write's own
+	// reload must not put the older read back.
+	started, applied uint64
 	// putMu makes the count-then-put of topics with a max_jobs one step
 	// with respect to the engine's other puts into such topics.
 	putMu sync.Mutex
@@ -222,6 +226,10 @@ func (e *Engine) reloadPolicies(ctx context.Context) (*policySet, error) {
 	if err != nil {
 		return &policySet{}, nil
 	}
+	e.pol.mu.Lock()
+	e.pol.started++
+	gen := e.pol.started
+	e.pol.mu.Unlock()
 	docs, err := ds.ListDocs(ctx, store.KindPolicy)
 	if err != nil {
 		return nil, err
@@ -239,8 +247,11 @@ func (e *Engine) reloadPolicies(ctx context.Context) (*policySet, error) {
 		}
 	}
 	e.pol.mu.Lock()
-	e.pol.set, e.pol.loaded = set, time.Now()
-	e.pol.mu.Unlock()
+	defer e.pol.mu.Unlock()
+	if gen < e.pol.applied && e.pol.set != nil {
+		return e.pol.set, nil // a later read is in place already
+	}
+	e.pol.set, e.pol.applied = set, gen
 	return set, nil
 }
 
