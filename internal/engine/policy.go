@@ -184,7 +184,7 @@ func (s *policySet) get(topic string) (Policy, bool) {
 // Run, so a change made on another instance takes effect here within
 // that interval.
 type policies struct {
-	mu     sync.Mutex
+	mu  sync.Mutex
 	set *policySet // guarded by mu; nil until loaded
 	// started numbers the reloads in the order they began to read, and
 	// applied is the number of the one set holds (both guarded by mu): a
