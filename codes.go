@@ -29,6 +29,7 @@ const (
 	CodeTooManyConns   = "too_many_connections"      // the listener's connections (503)
 	CodeTooManyWaiting = "too_many_waiting_reserves" // waiting reserves (503)
 	CodeTopicLimit     = "topic_limit"               // a put would create a topic beyond --max-topics (507)
+	CodeTopicFull      = "topic_full"                // a put beyond its topic policy's max_jobs (429)
 
 	// Validation codes (a *ValidationError's Code).
 	CodeBadJSON         = "bad_json"
@@ -55,6 +56,9 @@ const (
 	CodeBadTimeout      = "bad_timeout"
 	CodeBadUTF8         = "bad_utf8"
 	CodeRequestTooLarge = "request_too_large"
+	CodeBadPolicy       = "bad_policy"   // a topic policy that sets nothing
+	CodeBadBackoff      = "bad_backoff"  // a policy's backoff: initial, max, factor or jitter
+	CodeBadMaxJobs      = "bad_max_jobs" // a policy's max_jobs
 )
 
 // sentinelCodes pairs each sentinel with its code.
@@ -78,6 +82,10 @@ func CodeOf(err error) string {
 	var ve *ValidationError
 	if errors.As(err, &ve) {
 		return ve.Code
+	}
+	var le *LimitError
+	if errors.As(err, &le) {
+		return le.Code
 	}
 	for _, s := range sentinelCodes {
 		if errors.Is(err, s.err) {
@@ -168,6 +176,9 @@ func Message(err error) string {
 		return ve.Field + ": " + ve.Reason
 	case errors.As(err, &je):
 		return je.Error()
+	}
+	if le := (*LimitError)(nil); errors.As(err, &le) {
+		return le.Reason
 	}
 	if errors.Is(err, ErrUnavailable) {
 		// The cause (a Redis or disk error) is for the operator's log,

@@ -49,3 +49,18 @@ func FuzzTruncateReason(f *testing.F) {
 		}
 	})
 }
+
+// A limit's refusal keeps its own code and words, so metrics and the
+// original protocol name it (topic_full, not internal).
+func TestLimitCodeAndMessage(t *testing.T) {
+	err := fmt.Errorf("put: %w", &LimitError{Code: CodeTopicFull, Reason: `topic "t" holds 5 jobs, its policy's max_jobs`})
+	if got := CodeOf(err); got != CodeTopicFull {
+		t.Errorf("CodeOf = %q, want %q", got, CodeTopicFull)
+	}
+	if got := Message(err); got != `topic "t" holds 5 jobs, its policy's max_jobs` {
+		t.Errorf("Message = %q", got)
+	}
+	if !errors.Is(err, ErrLimit) {
+		t.Error("a LimitError does not match ErrLimit")
+	}
+}

@@ -23,12 +23,13 @@ type PutRequest struct {
 	// absolute due time and wins over Delay.
 	Delay time.Duration
 	At    time.Time
-	// TTR is how long a consumer may hold the job. Default 60 s, at least 1 s.
+	// TTR is how long a consumer may hold the job. Default: the topic
+	// policy's ttr, else 60 s; at least 1 s.
 	TTR time.Duration
 	// Priority orders ready jobs of a topic, lower first. Nil means 1024.
 	Priority *uint32
 	// MaxAttempts is how many reserves are allowed before the job is buried.
-	// Default 0: unlimited.
+	// Default: the topic policy's max_attempts, else 0 (unlimited).
 	MaxAttempts int
 }
 

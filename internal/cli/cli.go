@@ -52,11 +52,12 @@ type root struct {
 	Bench   benchCmd   `cmd:"" help:"Measure a delayq or beanstalkd server: put, reserve+delete, firing lateness."`
 	Token   tokenCmd   `cmd:"" help:"Make a new random token and print the hashed entry for --auth-file."`
 
-	// Periodic jobs and topic controls (schedules.go, pause.go).
+	// Periodic jobs and topic controls (schedules.go, pause.go, policy.go).
 	Pause    pauseCmd    `cmd:"" help:"Pause a topic: reserves skip it for --for, or until resumed."`
 	Resume   resumeCmd   `cmd:"" help:"Resume a paused topic."`
 	Purge    purgeCmd    `cmd:"" help:"Delete every job of a topic in one state (e.g. buried)."`
 	Schedule scheduleCmd `cmd:"" help:"Manage periodic jobs: add, list, get, delete, pause, resume."`
+	Policy   policyCmd   `cmd:"" help:"Manage a topic's policy: default ttr and max_attempts, retry backoff, max jobs."`
 }
 
 // env is what every subcommand's Run gets: the context (cancelled on

@@ -61,7 +61,8 @@ type ReleaseRequest struct {
 }
 
 // Release hands a reserved job back (or buries it when its attempts are
-// spent) and returns it in its new state.
+// spent) and returns it in its new state. Without a Delay it takes the
+// backoff of the job's topic policy, if any.
 func (e *Engine) Release(ctx context.Context, r ReleaseRequest) (*delayq.Job, error) {
 	j, err := e.release(ctx, r)
 	return j, e.record("release", err)
@@ -73,6 +74,15 @@ func (e *Engine) release(ctx context.Context, r ReleaseRequest) (*delayq.Job, er
 	}
 	if err := delayq.CheckReason(r.Reason); err != nil {
 		return nil, err
+	}
+	if r.Delay == 0 {
+		// A release without a delay takes the topic's backoff, so every
+		// protocol's consumers back off alike.
+		d, err := e.releaseBackoff(ctx, r.Ref)
+		if err != nil {
+			return nil, err
+		}
+		r.Delay = d
 	}
 	now := delayq.TruncMilli(time.Now())
 	due, delay, err := dueAfter(now, r.Delay)

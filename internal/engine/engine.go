@@ -40,6 +40,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Metrics records the engine's figures. Default: a fresh set.
 	Metrics *metrics.Metrics
+	// PolicyRefresh is how often Run reloads the topic policies over a
+	// store shared by several instances (a store.Notifier), so a policy
+	// set on another instance takes effect here within it. Default 2 s.
+	PolicyRefresh time.Duration
 	// Fired, when set, is told after each timer step of the delayed jobs
 	// it made ready: per topic, their lateness (package history keeps
 	// the dashboard's charts from it). It runs on the timer's goroutine,
@@ -63,7 +67,14 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.PolicyRefresh <= 0 {
+		c.PolicyRefresh = DefaultPolicyRefresh
+	}
 }
+
+// DefaultPolicyRefresh is Config.PolicyRefresh's default: the longest a
+// policy change made on one instance takes to reach the others.
+const DefaultPolicyRefresh = 2 * time.Second
 
 // Engine is delayq's core. Its methods are safe for concurrent use.
 type Engine struct {
@@ -73,6 +84,7 @@ type Engine struct {
 	metrics *metrics.Metrics
 	waiters *waiters
 	guards  guards
+	pol     policies
 
 	tickErrs repeatLog // the timer's failures, logged without flooding
 

@@ -37,6 +37,11 @@ type PutRequest struct {
 	TTR         time.Duration
 	Priority    uint32
 	MaxAttempts int
+	// InheritTTR and InheritMaxAttempts say the producer did not give
+	// that field: the topic's policy's value, if it has one, replaces
+	// the front end's default in TTR or MaxAttempts.
+	InheritTTR         bool
+	InheritMaxAttempts bool
 }
 
 // Put validates and stores jobs in one durable write: all of them or none.
@@ -56,6 +61,11 @@ func (e *Engine) put(ctx context.Context, reqs []PutRequest) ([]*delayq.Job, err
 	if err := checkBatch(len(reqs)); err != nil {
 		return nil, err
 	}
+	set, err := e.policySet(ctx)
+	if err != nil {
+		return nil, err
+	}
+	applyPolicies(set, reqs)
 	now := delayq.TruncMilli(time.Now())
 	jobs := make([]*delayq.Job, len(reqs))
 	fresh := true // every id generated here, so none can be live
@@ -69,6 +79,13 @@ func (e *Engine) put(ctx context.Context, reqs []PutRequest) ([]*delayq.Job, err
 	}
 	if err := e.checkTopics(ctx, reqs); err != nil {
 		return nil, err
+	}
+	if adding := capped(set, jobs); adding != nil {
+		e.pol.putMu.Lock()
+		defer e.pol.putMu.Unlock()
+		if err := e.checkFull(ctx, set, adding); err != nil {
+			return nil, err
+		}
 	}
 	if err := e.putJobs(ctx, jobs, fresh); err != nil {
 		return nil, e.existing(ctx, jobs, err)

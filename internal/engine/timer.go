@@ -23,6 +23,8 @@ func (e *Engine) Run(ctx context.Context) error {
 			return err
 		}
 		go e.relay(ctx, events)
+		// Another instance may change a policy: reload on an interval.
+		go e.refreshPolicies(ctx, e.cfg.PolicyRefresh)
 	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -59,7 +61,14 @@ func (e *Engine) step(ctx context.Context) time.Time {
 func (e *Engine) tickUntilIdle(ctx context.Context) time.Time {
 	for ctx.Err() == nil {
 		now := time.Now()
-		res, err := e.st.Tick(ctx, store.TickParams{Now: now, Max: e.cfg.TickBatch})
+		var backoffs map[string]store.Backoff
+		if set, err := e.policySet(ctx); err == nil {
+			backoffs = set.backoffs
+		} else if ctx.Err() == nil {
+			// Better a TTR expiry ready at once than a timer that stops.
+			e.log.Warn("timer step without topic backoffs: policies unreadable", "err", err)
+		}
+		res, err := e.st.Tick(ctx, store.TickParams{Now: now, Max: e.cfg.TickBatch, Backoff: backoffs})
 		if err != nil {
 			if ctx.Err() == nil && e.tickErrs.log(now, err) {
 				e.log.Error("timer step failed; retrying", "err", err, "retry_in", tickRetry)

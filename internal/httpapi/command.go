@@ -71,7 +71,10 @@ func (h *handler) runCommand(r *http.Request, body []byte) api.CommandResponse {
 // TTR in seconds, TTR 60 when absent; a non-string body is kept as its
 // JSON text.
 func (h *handler) cmdAdd(r *http.Request, req *api.CommandRequest) (api.CommandResponse, error) {
-	p := engine.PutRequest{ID: req.ID, Topic: req.Topic, TTR: delayq.DefaultTTR, Priority: delayq.DefaultPriority}
+	// The protocol has no max_attempts, so a topic policy's always
+	// applies; its ttr applies when TTR is absent.
+	p := engine.PutRequest{ID: req.ID, Topic: req.Topic, TTR: delayq.DefaultTTR, Priority: delayq.DefaultPriority,
+		InheritTTR: req.TTR == nil, InheritMaxAttempts: true}
 	var err error
 	if p.Body, err = commandBody(req.Body); err != nil {
 		return api.CommandResponse{}, err

@@ -69,15 +69,24 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // decode reads exactly one JSON value of r's body, at most limit bytes,
 // into v, refusing unknown fields.
 func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	body, err := readBody(w, r, limit)
+	if err != nil {
+		return err
+	}
+	return decodeBytes(body, v)
+}
+
+// readBody reads the request body, at most limit bytes.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return err
+			return nil, err
 		}
-		return fmt.Errorf("reading the request body: %w", errors.Join(err, context.Cause(r.Context())))
+		return nil, fmt.Errorf("reading the request body: %w", errors.Join(err, context.Cause(r.Context())))
 	}
-	return decodeBytes(body, v)
+	return body, nil
 }
 
 // decodeBytes is decode's parser, apart so fuzz tests can reach it.

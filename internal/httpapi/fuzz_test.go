@@ -2,11 +2,14 @@ package httpapi
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/api"
 )
 
@@ -134,6 +137,45 @@ func FuzzCommand(f *testing.F) {
 			t.Fatalf("command %q = %+v: a failure must say why", body, r)
 		case r.Success && r.ID != "":
 			serve(a.h, "DELETE", "/v1/jobs/"+r.ID, "") // keep the store small
+		}
+	})
+}
+
+// FuzzPolicy: the policy parser answers a policy or a named validation
+// error, never panics, and what it accepts survives the round trip
+// through its own answer (GET shows what PUT will take again).
+func FuzzPolicy(f *testing.F) {
+	for _, s := range []string{
+		`{"ttr":"30s","max_attempts":3,"backoff":{"initial":"1s","max":"10m","factor":2,"jitter":0.1},"max_jobs":100}`,
+		`{"backoff":{"initial":1.5}}`, `{"backoff":{"initial":"1s","factor":1e308}}`, `{"backoff":{"initial":"1s","jitter":NaN}}`,
+		`{}`, `null`, `{"ttr":0}`, `{"max_jobs":-1}`, `{"backoff":null}`, `{"x":1}`, `{"ttr":"9999999h"}`,
+		`{"backoff":{"initial":"1ms","max":"8760h"}}`, `{"backoff":{"initial":"0.5ms"}}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		p, err := parsePolicy([]byte(body))
+		if err != nil {
+			var ve *delayq.ValidationError
+			if !errors.As(err, &ve) || ve.Code == "" {
+				t.Fatalf("parsePolicy(%q) = %v, want a named validation error", body, err)
+			}
+			return
+		}
+		wire, err := json.Marshal(toPolicy("t", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back map[string]any
+		_ = json.Unmarshal(wire, &back)
+		delete(back, "topic")
+		again, _ := json.Marshal(back)
+		p2, err := parsePolicy(again)
+		if err != nil {
+			t.Fatalf("parsePolicy(%q) accepted, but its answer %s is refused: %v", body, again, err)
+		}
+		if !reflect.DeepEqual(p, p2) {
+			t.Fatalf("parsePolicy(%q) = %+v, but its answer %s parses as %+v", body, p, again, p2)
 		}
 	})
 }

@@ -105,6 +105,12 @@ var guardRules = []struct {
 	{"POST /v1/topics/{topic}/pause", onTopic(auth.Admin)},
 	{"POST /v1/topics/{topic}/resume", onTopic(auth.Admin)},
 	{"DELETE /v1/topics/{topic}/jobs", onTopic(auth.Admin)},
+	// Topic policies (policy.go): reading one is reading the topic;
+	// setting one changes how every producer's jobs behave: an operator's.
+	{"GET /v1/policies", onAll(auth.Read)},
+	{"PUT /v1/topics/{topic}/policy", onTopic(auth.Admin)},
+	{"GET /v1/topics/{topic}/policy", onTopic(auth.Read)},
+	{"DELETE /v1/topics/{topic}/policy", onTopic(auth.Admin)},
 	// The dashboard's charts (charts.go): reading a topic.
 	{"GET /v1/topics/{topic}/due", onTopic(auth.Read)},
 	{"GET /v1/topics/{topic}/history", onTopic(auth.Read)},

@@ -33,6 +33,7 @@ func (h *handler) routes() {
 	m.HandleFunc("GET /v1/backup", h.backup)
 	h.scheduleRoutes()
 	h.pauseRoutes()
+	h.policyRoutes()
 	h.chartRoutes()
 
 	m.HandleFunc("GET /v1/cluster", h.cluster)

@@ -9,14 +9,16 @@ import (
 )
 
 // toPut turns a wire put into an engine put, filling the defaults (ttr
-// 60 s, priority 1024). It only translates: the engine checks every
+// 60 s, priority 1024; the topic policy's ttr and max_attempts, if any,
+// replace those the producer left out). It only translates: the engine checks every
 // field, "delay or at, not both" included.
 func toPut(topic string, p *api.PutRequest) (engine.PutRequest, error) {
 	body, err := api.DecodeBody(p.Body, p.BodyBase64)
 	if err != nil {
 		return engine.PutRequest{}, err
 	}
-	r := engine.PutRequest{ID: p.ID, Topic: topic, Body: body, TTR: delayq.DefaultTTR, Priority: delayq.DefaultPriority}
+	r := engine.PutRequest{ID: p.ID, Topic: topic, Body: body, TTR: delayq.DefaultTTR, Priority: delayq.DefaultPriority,
+		InheritTTR: p.TTR == nil, InheritMaxAttempts: p.MaxAttempts == nil}
 	r.Delay, r.At = when(p.Delay, p.At)
 	if p.TTR != nil {
 		r.TTR = time.Duration(*p.TTR)

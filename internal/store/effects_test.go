@@ -72,7 +72,7 @@ func TestApplyRelease(t *testing.T) {
 		{"due in the past is ready at that due", 0, store.ReleaseParams{Due: ms(400)}, delayq.StateReady, ms(400), 0, 10},
 		{"delayed", 5, store.ReleaseParams{Due: ms(6000), Delay: 5 * time.Second, Priority: &pri},
 			delayq.StateDelayed, ms(6000), 0, 3},
-		{"attempts spent: buried now", 2, store.ReleaseParams{Due: ms(6000), Delay: 5 * time.Second},
+		{"attempts spent: buried now", 2, store.ReleaseParams{Due: ms(6000), Delay: 5 * time.Second, Reason: "gave up"},
 			delayq.StateBuried, now, 1, 10},
 	}
 	for _, c := range cases {
@@ -83,6 +83,7 @@ func TestApplyRelease(t *testing.T) {
 			want.State, want.Due, want.Priority = c.state, c.due, c.priority
 			want.Reservation, want.Deadline = "", time.Time{}
 			want.Releases, want.Buries, want.Delay = 1, c.buries, c.p.Delay
+			want.LastReason, want.LastFailed = c.p.Reason, now
 			expect(t, "ApplyRelease", j, want)
 		})
 	}
@@ -133,6 +134,7 @@ func TestApplyTimeout(t *testing.T) {
 		store.ApplyTimeout(j)
 		want := held(1, 3)
 		want.State, want.Due, want.Timeouts = delayq.StateReady, ms(30_000), 1
+		want.LastReason, want.LastFailed = delayq.ReasonTTRExpired, ms(30_000)
 		want.Reservation, want.Deadline = "", time.Time{}
 		expect(t, "ApplyTimeout", j, want)
 	})
@@ -141,6 +143,7 @@ func TestApplyTimeout(t *testing.T) {
 		store.ApplyTimeout(j)
 		want := held(3, 3)
 		want.State, want.Due, want.Timeouts, want.Buries = delayq.StateBuried, ms(30_000), 1, 1
+		want.LastReason, want.LastFailed = delayq.ReasonTTRExpired, ms(30_000)
 		want.Reservation, want.Deadline = "", time.Time{}
 		expect(t, "ApplyTimeout", j, want)
 	})

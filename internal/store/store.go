@@ -58,7 +58,9 @@ import (
 //   - Tick, delayed → ready: Due unchanged (lateness = p.Now - Due).
 //   - Tick, TTR ran out: Timeouts+1, Due = LastFailed = the expired
 //     Deadline and LastReason = delayq.ReasonTTRExpired, whether the job
-//     goes ready or (attempts spent, also Buries+1) buried.
+//     goes ready or (attempts spent, also Buries+1) buried; with a backoff
+//     for its topic in p.Backoff, a job that would go ready goes delayed
+//     instead, Due = the expired Deadline + BackoffDelay.
 //   - Reserve skips a topic while p.Now < PausedUntil. A pause stays (and
 //     keeps its topic listed by Topics) until Pause with a zero Until;
 //     stores never drop it by themselves.
@@ -256,6 +258,11 @@ type PauseParams struct {
 type TickParams struct {
 	Now time.Time
 	Max int // most jobs moved per call; <= 0 means a store default
+	// Backoff holds, by topic, the backoff of topics whose policy has
+	// one: a reserved job of such a topic whose TTR runs out goes delayed
+	// until the expired Deadline plus BackoffDelay (ApplyTimeoutBackoff)
+	// instead of ready at once. Nil or a topic not in it: ready at once.
+	Backoff map[string]Backoff
 }
 
 // TickResult is what Store.Tick did.
@@ -269,6 +276,9 @@ type TickResult struct {
 	LatenessByTopic map[string][]time.Duration
 	// Buried counts jobs buried because their attempts were spent.
 	Buried int
+	// BackedOff counts jobs whose TTR ran out and that went delayed by
+	// their topic's backoff (TickParams.Backoff) instead of ready.
+	BackedOff int
 	// Next is the earliest Due or Deadline still pending; Now if more work
 	// is due already; zero if none.
 	Next time.Time
@@ -305,6 +315,15 @@ type FreshPutter interface {
 type ReserveJobParams struct {
 	Ref delayq.Ref
 	Now time.Time
+}
+
+// TopicStater is implemented by stores for which reading every topic's
+// stats (Topics) costs a call per topic (redisstore). The engine counts
+// one topic's jobs with it where that is all it needs: a put into a
+// topic whose policy bounds its jobs.
+type TopicStater interface {
+	// TopicStats returns topic's stats; an unknown topic has zero counts.
+	TopicStats(ctx context.Context, topic string) (delayq.TopicStats, error)
 }
 
 // Backuper is implemented by stores that can copy themselves while they

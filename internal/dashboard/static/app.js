@@ -15,6 +15,9 @@
     pauseTopic: 'POST /v1/topics/{topic}/pause',
     resumeTopic: 'POST /v1/topics/{topic}/resume',
     purgeJobs: 'DELETE /v1/topics/{topic}/jobs',
+    policy: 'GET /v1/topics/{topic}/policy',
+    putPolicy: 'PUT /v1/topics/{topic}/policy',
+    deletePolicy: 'DELETE /v1/topics/{topic}/policy',
     history: 'GET /v1/topics/{topic}/history',
     due: 'GET /v1/topics/{topic}/due',
     job: 'GET /v1/jobs/{id}',
@@ -219,9 +222,11 @@
     const cursor = q.get('cursor') || '';
     const limit = q.get('limit') || '';
     crumbs(el('a', { href: '#/' }, 'Topics'), el('a', { href: topicHref(name) }, name));
-    const [t, page] = await Promise.all([
+    const [t, page, policy] = await Promise.all([
       call('topic', { topic: name }),
       call('jobs', { topic: name }, undefined, { state, cursor, limit: limit || PAGE_SIZE }),
+      // A topic without a policy answers 404: show the empty form.
+      call('policy', { topic: name }).catch((e) => { if (e.status === 404) return null; throw e; }),
     ]);
     if (gen !== generation) return;
     const keep = limit ? { limit } : {};
@@ -249,6 +254,7 @@
       tabs, kick, pauseControl(name, t.paused), state ? purgeControl(name, state, t[state]) : null,
       jobsTable(page.jobs || []),
       pager(name, state, limit, cursor, page.next),
+      policyControl(name, policy),
       // The charts (charts.js) refresh themselves while this view lasts.
       window.DelayqCharts.mount(name, { call, el, alive: () => gen === generation }));
   }
@@ -277,6 +283,71 @@
       });
     });
     return form;
+  }
+
+  // policySummary says in one line what a topic's policy does.
+  function policySummary(p) {
+    if (!p) return 'No policy: jobs take the server defaults, retries are ready at once, no bound on jobs.';
+    const parts = [];
+    if (p.ttr) parts.push(`ttr ${p.ttr}`);
+    if (p.max_attempts) parts.push(`max attempts ${p.max_attempts}`);
+    if (p.backoff) {
+      const b = p.backoff;
+      parts.push(`backoff ${b.initial} ×${b.factor} up to ${b.max}` + (b.jitter ? ` ±${Math.round(b.jitter * 100)}%` : ''));
+    }
+    if (p.max_jobs) parts.push(`max jobs ${p.max_jobs}`);
+    return parts.join(' · ');
+  }
+
+  // policyControl shows the topic's policy and sets or clears it. Empty
+  // fields are left out of the request; the server names what it refuses.
+  function policyControl(name, p) {
+    const b = (p && p.backoff) || {};
+    const field = (id, label, value, hint) => el('label', null, label + ' ',
+      el('input', { id, value: value === undefined || value === null ? '' : String(value), size: 7, 'aria-label': label }),
+      hint ? el('span', { class: 'muted' }, ' ' + hint) : null);
+    const form = el('form', { id: 'policy-form', class: 'policy' },
+      field('policy-ttr', 'ttr', p && p.ttr, '(default for jobs put without one)'),
+      field('policy-max-attempts', 'max attempts', p && p.max_attempts),
+      field('policy-max-jobs', 'max jobs', p && p.max_jobs, '(puts beyond are refused)'),
+      field('policy-backoff-initial', 'backoff', b.initial, '(first retry delay; empty: none)'),
+      field('policy-backoff-max', 'up to', b.max),
+      field('policy-backoff-factor', 'factor', b.factor),
+      field('policy-backoff-jitter', 'jitter', b.jitter, '(0 to 1)'),
+      el('div', { class: 'actions' },
+        el('button', { type: 'submit', id: 'policy-save' }, p ? 'Save policy' : 'Set policy'),
+        p ? el('button', { type: 'button', class: 'danger', id: 'policy-clear', onclick: () => {
+          if (!confirm(`Clear the policy of ${name}? Its jobs keep what they were put with.`)) return;
+          act(async () => {
+            await call('deletePolicy', { topic: name });
+            return `Cleared the policy of topic ${name}.`;
+          });
+        } }, 'Clear policy') : null));
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const v = (id) => $(id).value.trim();
+      // Numbers go as numbers when they read as one, so the server's
+      // answer (not the browser) decides what is valid.
+      const num = (x) => (x !== '' && !Number.isNaN(Number(x)) ? Number(x) : x);
+      const body = {};
+      if (v('policy-ttr')) body.ttr = v('policy-ttr');
+      if (v('policy-max-attempts')) body.max_attempts = num(v('policy-max-attempts'));
+      if (v('policy-max-jobs')) body.max_jobs = num(v('policy-max-jobs'));
+      if (v('policy-backoff-initial')) {
+        body.backoff = { initial: v('policy-backoff-initial') };
+        if (v('policy-backoff-max')) body.backoff.max = v('policy-backoff-max');
+        if (v('policy-backoff-factor')) body.backoff.factor = num(v('policy-backoff-factor'));
+        if (v('policy-backoff-jitter')) body.backoff.jitter = num(v('policy-backoff-jitter'));
+      }
+      act(async () => {
+        await call('putPolicy', { topic: name }, body);
+        return `Saved the policy of topic ${name}.`;
+      });
+    });
+    return el('section', { id: 'policy' },
+      el('h2', null, 'Policy'),
+      el('p', { id: 'policy-summary' }, policySummary(p)),
+      form);
   }
 
   // purgeControl deletes every job of the topic in the shown state, after

@@ -36,7 +36,7 @@ func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult
 				return err
 			}
 			t.take(e)
-			if err := s.promote(t, e, now, res); err != nil {
+			if err := s.promote(t, e, now, p.Backoff, res); err != nil {
 				return err
 			}
 		}
@@ -92,7 +92,7 @@ func (s *Store) due(nowMS int64) (*entry, error) {
 // promote stages one due job: a delayed one becomes ready; a reserved one
 // whose TTR ran out becomes ready, or buried if its attempts are spent.
 // Requires mu.
-func (s *Store) promote(t *txn, e *entry, now time.Time, res *store.TickResult) error {
+func (s *Store) promote(t *txn, e *entry, now time.Time, bs map[string]store.Backoff, res *store.TickResult) error {
 	j, err := s.mustRecord(e)
 	if err != nil {
 		return err
@@ -104,9 +104,12 @@ func (s *Store) promote(t *txn, e *entry, now time.Time, res *store.TickResult) 
 	} else {
 		store.ApplyTimeout(n)
 	}
-	if n.State == delayq.StateBuried {
+	switch {
+	case j.State == delayq.StateReserved && store.BackOff(n, bs):
+		res.BackedOff++
+	case n.State == delayq.StateBuried:
 		res.Buried++
-	} else {
+	default:
 		res.Ready[n.Topic]++
 	}
 	t.stage(j, n)

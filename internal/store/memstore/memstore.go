@@ -384,13 +384,31 @@ func (s *Store) Tick(_ context.Context, p store.TickParams) (*store.TickResult, 
 			return res, nil
 		}
 		limit--
-		s.promote(pending[0], now, res)
+		s.promote(pending[0], now, p.Backoff, res)
 		pending = pending[1:]
 	}
 	if len(pending) > 0 {
 		res.Next = pendingAt(pending[0])
 	}
+	s.backedOffNext(res, now)
 	return res, nil
+}
+
+// backedOffNext lowers res.Next to the due time of a job this Tick backed
+// off (it was not among the pending jobs Tick started from), or to the
+// latest time acted at when one is due already.
+func (s *Store) backedOffNext(res *store.TickResult, now time.Time) {
+	if res.BackedOff == 0 {
+		return
+	}
+	for _, j := range s.jobs {
+		if j.State == delayq.StateDelayed && (res.Next.IsZero() || j.Due.Before(res.Next)) {
+			res.Next = j.Due
+		}
+	}
+	if res.Next.Before(now) {
+		res.Next = now
+	}
 }
 
 // pending returns the delayed and reserved jobs in the order Tick handles
@@ -422,12 +440,13 @@ func pendingAt(j *delayq.Job) time.Time {
 
 // promote makes one due job ready (or buried when a TTR ran out on its
 // last attempt) and records it in res.
-func (s *Store) promote(j *delayq.Job, now time.Time, res *store.TickResult) {
+func (s *Store) promote(j *delayq.Job, now time.Time, bs map[string]store.Backoff, res *store.TickResult) {
 	if j.State == delayq.StateDelayed {
 		store.ApplyDue(j)
 		res.AddLateness(j.Topic, now.Sub(j.Due))
-	} else {
-		store.ApplyTimeout(j)
+	} else if store.ApplyTimeoutBackoff(j, bs) {
+		res.BackedOff++
+		return
 	}
 	if j.State == delayq.StateBuried {
 		res.Buried++

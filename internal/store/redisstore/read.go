@@ -195,6 +195,16 @@ func (s *Store) Topics(ctx context.Context) ([]delayq.TopicStats, error) {
 	return out, nil
 }
 
+// TopicStats implements store.TopicStater: one topic's stats, one script,
+// whatever the number of topics.
+func (s *Store) TopicStats(ctx context.Context, topic string) (delayq.TopicStats, error) {
+	arr, err := s.exec(ctx, "topic stats", statsScript, topic, nil)
+	if err != nil {
+		return delayq.TopicStats{}, err
+	}
+	return topicStats(topic, arr), nil
+}
+
 func topicStats(name string, arr []rueidis.RedisMessage) delayq.TopicStats {
 	n := func(i int) int { v, _ := arr[i].AsInt64(); return int(v) }
 	t := func(i int) int64 {

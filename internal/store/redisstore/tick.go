@@ -48,9 +48,11 @@ return out
 //	ARGV[2]    -> most jobs to move
 //	ARGV[3]    -> time of the last entry that may move ("" = no bound)
 //	ARGV[4]    -> member of the last entry that may move
+//	ARGV[5..8] -> the topic's backoff: initial ms, max ms, factor, jitter ("" = none)
 //	Returns:   {earliest pending or "", now acted at, seq, at, kind, ...}; kind 0 delayed -> ready,
-//	           1 TTR ran out -> ready, 2 TTR ran out -> buried (attempts spent)
-var tickScript = newScript(`
+//	           1 TTR ran out -> ready, 2 TTR ran out -> buried (attempts spent),
+//	           3 TTR ran out -> delayed by the backoff
+var tickScript = newScript(backoffLua + `
 local now, max, cutAt, cutM = clock(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local d = redis.call('ZRANGE', K_DELAYED, '-inf', fmt(now), 'BYSCORE', 'WITHSCORES', 'LIMIT', 0, max)
 local r = redis.call('ZRANGE', K_RESERVED, '-inf', fmt(now), 'BYSCORE', 'WITHSCORES', 'LIMIT', 0, max)
@@ -79,6 +81,10 @@ while n < max do
     incr(j, 'tmo')
     failed(j, 'ttr expired', dl)
     if spent(j) then bury(j, dl); kind = 2 else j.state = 'ready'; j.due = dl; kind = 1 end
+    if kind == 1 then
+      local bo = backoff(j.id, tonumber(j.att))
+      if bo > 0 then j.state = 'delayed'; j.due = fmt(tonumber(dl) + bo); kind = 3 end
+    end
   end
   place(seq, j)
   save(seq, j)
@@ -123,7 +129,7 @@ func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult
 	}
 	var all []moved
 	if len(due) > 0 {
-		if all, err = s.tickTopics(ctx, due, now, max); err != nil {
+		if all, err = s.tickTopics(ctx, due, now, max, p.Backoff); err != nil {
 			return nil, err
 		}
 	}
@@ -160,7 +166,7 @@ func (s *Store) dueTopics(ctx context.Context, buckets []int, now int64) ([]stri
 // tickTopics moves at most max due jobs of topics, the earliest first
 // across all of them: with several topics it peeks each and bounds every
 // topic's script by the max-th entry overall.
-func (s *Store) tickTopics(ctx context.Context, topics []string, now int64, max int) ([]moved, error) {
+func (s *Store) tickTopics(ctx context.Context, topics []string, now int64, max int, bs map[string]store.Backoff) ([]moved, error) {
 	cutAt, cutM := "", ""
 	if len(topics) > 1 {
 		var err error
@@ -171,7 +177,8 @@ func (s *Store) tickTopics(ctx context.Context, topics []string, now int64, max 
 	nowS := strconv.FormatInt(now, 10)
 	var all []moved
 	for _, topic := range topics {
-		arr, err := s.exec(ctx, "tick", tickScript, topic, []string{nowS, strconv.Itoa(max), cutAt, cutM})
+		args := append([]string{nowS, strconv.Itoa(max), cutAt, cutM}, backoffArgs(bs, topic)...)
+		arr, err := s.exec(ctx, "tick", tickScript, topic, args)
 		if err != nil {
 			return nil, err
 		}
@@ -273,6 +280,8 @@ func result(all []moved) *store.TickResult {
 			res.AddLateness(m.topic, time.Duration(m.now-m.at)*time.Millisecond)
 		case 1:
 			res.Ready[m.topic]++
+		case 3:
+			res.BackedOff++
 		default:
 			res.Buried++
 		}
@@ -358,3 +367,59 @@ func (s *Store) sweep(ctx context.Context, buckets []int) error {
 
 // dueNow is an event that makes every timer step at once.
 func dueNow() event { return event{due: delayq.TruncMilli(time.Now()).UnixMilli()} }
+
+// backoffLua computes store.BackoffDelay in the tick script, the same
+// float64 operations in the same order as the Go, so every store delays a
+// job alike. ARGV[5..8] hold the topic's backoff (ARGV[5] "" for none).
+// The 1000 is store.MaxBackoffSteps. mul32 multiplies mod 2^32 in halves so no product passes 2^53, where
+// Lua's doubles would round.
+const backoffLua = `
+local function mul32(a, b)
+  local bh, bl = math.floor(b / 65536), b % 65536
+  return (((a * bh) % 65536) * 65536 + a * bl) % 4294967296
+end
+local function xor32(a, b) return bit.bxor(a, b) % 4294967296 end
+local function jhash(s)
+  local h = 2166136261
+  for i = 1, #s do h = mul32(xor32(h, string.byte(s, i)), 16777619) end
+  h = xor32(h, math.floor(h / 65536))
+  h = mul32(h, 2246822507)
+  h = xor32(h, math.floor(h / 8192))
+  h = mul32(h, 3266489909)
+  h = xor32(h, math.floor(h / 65536))
+  return h
+end
+local function backoff(id, att)
+  if ARGV[5] == nil or ARGV[5] == '' then return 0 end
+  local initial, maxMS = tonumber(ARGV[5]), tonumber(ARGV[6])
+  local factor, jitter = tonumber(ARGV[7]), tonumber(ARGV[8])
+  if initial <= 0 then return 0 end
+  if maxMS < initial then maxMS = initial end
+  local d = initial
+  if factor > 1 then
+    local i = 1
+    while i < math.min(att, 1000) and d < maxMS do d = d * factor; i = i + 1 end
+  end
+  if d > maxMS then d = maxMS end
+  if jitter > 0 then
+    local u = jhash(id .. ':' .. string.format('%d', att)) / 4294967296
+    local spread = 2 * u - 1
+    d = d * (1 + jitter * spread)
+  end
+  if d > maxMS then d = maxMS end
+  if d < 0 then d = 0 end
+  return math.floor(d)
+end
+`
+
+// backoffArgs are the tick script's ARGV[5..8] for topic.
+func backoffArgs(bs map[string]store.Backoff, topic string) []string {
+	b, ok := bs[topic]
+	if !ok {
+		return []string{"", "", "", ""}
+	}
+	return []string{
+		strconv.FormatInt(b.Initial.Milliseconds(), 10), strconv.FormatInt(b.Max.Milliseconds(), 10),
+		strconv.FormatFloat(b.Factor, 'g', -1, 64), strconv.FormatFloat(b.Jitter, 'g', -1, 64),
+	}
+}

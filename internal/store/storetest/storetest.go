@@ -49,6 +49,7 @@ func Run(t *testing.T, f Factory) {
 		{"Get", testGet},
 		{"Reserve", testReserve},
 		{"Tick", testTick},
+		{"TickBackoff", testTickBackoff},
 		{"Release", testRelease},
 		{"Touch", testTouch},
 		{"Bury", testBury},

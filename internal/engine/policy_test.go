@@ -1,0 +1,137 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
+	"github.com/delayq/delayq/internal/store/memstore"
+)
+
+func TestNewPolicyDefaultsAndCodes(t *testing.T) {
+	sec := time.Second
+	p, err := NewPolicy(PolicySpec{Backoff: &BackoffSpec{Initial: &sec}})
+	if err != nil || *p.Backoff != (store.Backoff{Initial: time.Second, Max: DefaultBackoffMax, Factor: 2}) {
+		t.Fatalf("NewPolicy(backoff 1s) = %+v, %v; want max 1h, factor 2, jitter 0", p.Backoff, err)
+	}
+	day := 24 * time.Hour
+	if p, _ := NewPolicy(PolicySpec{Backoff: &BackoffSpec{Initial: &day}}); p.Backoff.Max != day {
+		t.Errorf("an initial past the default max: max %s, want %s", p.Backoff.Max, day)
+	}
+	nan, neg := 0.0/zero(), -1
+	for _, tc := range []struct {
+		spec PolicySpec
+		code string
+	}{
+		{PolicySpec{}, delayq.CodeBadPolicy},
+		{PolicySpec{MaxJobs: &neg}, delayq.CodeBadMaxJobs},
+		{PolicySpec{Backoff: &BackoffSpec{Initial: &sec, Factor: &nan}}, delayq.CodeBadBackoff},
+		{PolicySpec{Backoff: &BackoffSpec{Initial: &sec, Jitter: &nan}}, delayq.CodeBadBackoff},
+	} {
+		var ve *delayq.ValidationError
+		if _, err := NewPolicy(tc.spec); !errors.As(err, &ve) || ve.Code != tc.code {
+			t.Errorf("NewPolicy(%+v) = %v, want %s", tc.spec, err, tc.code)
+		}
+	}
+}
+
+func zero() float64 { return 0 }
+
+// An engine backs off a release without a delay by its topic's policy,
+// and a TTR expiry too; other topics are not touched.
+func TestEngineBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Config{})
+		ctx := context.Background()
+		bo := store.Backoff{Initial: 10 * time.Second, Max: time.Minute, Factor: 3}
+		if created, err := h.e.SetPolicy(ctx, "t", Policy{Backoff: &bo}); err != nil || !created {
+			t.Fatalf("SetPolicy = %v, %v", created, err)
+		}
+		a := h.put(PutRequest{ID: "a", TTR: 5 * time.Second})
+		h.put(PutRequest{ID: "u", Topic: "u"})
+		for attempt, want := range []time.Duration{10 * time.Second, 30 * time.Second} {
+			j := h.reserve(0, "t")[0]
+			got, err := h.e.Release(ctx, ReleaseRequest{Ref: delayq.Ref{ID: "a", Reservation: j.Reservation}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if now := delayq.TruncMilli(time.Now()); got.State != delayq.StateDelayed || !got.Due.Equal(now.Add(want)) {
+				t.Fatalf("release %d without a delay: %s due %s, want delayed due now+%s", attempt+1, got.State, got.Due, want)
+			}
+			time.Sleep(want)
+			synctest.Wait()
+		}
+		// The third attempt's TTR runs out: 10s·3² = 90s, capped at 1m.
+		j := h.reserve(0, "t")[0]
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		got, _ := h.e.Get(ctx, delayq.Ref{ID: "a"})
+		if got.State != delayq.StateDelayed || !got.Due.Equal(j.Deadline.Add(time.Minute)) || got.Timeouts != 1 {
+			t.Fatalf("after the TTR ran out: %+v, want delayed due deadline+1m", got)
+		}
+		if n := h.e.Metrics().TimeoutsTotal(); n != 1 {
+			t.Errorf("TTR expiries counted: %d, want 1", n)
+		}
+		_ = a
+		// No policy: ready at once.
+		u := h.reserve(0, "u")[0]
+		got, _ = h.e.Release(ctx, ReleaseRequest{Ref: delayq.Ref{ID: "u", Reservation: u.Reservation}})
+		if got.State != delayq.StateReady {
+			t.Errorf("release in a topic without a policy: %s, want ready", got.State)
+		}
+		if err := h.e.DeletePolicy(ctx, "t"); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.e.DeletePolicy(ctx, "t"); !errors.Is(err, delayq.ErrNotFound) {
+			t.Errorf("DeletePolicy of none = %v, want ErrNotFound", err)
+		}
+	})
+}
+
+// shared makes a memstore look shared (a store.Notifier), so the
+// engines over it refresh their policies as over Redis.
+type shared struct{ *memstore.Store }
+
+func (shared) Notify(ctx context.Context) (<-chan store.Event, error) {
+	ch := make(chan store.Event)
+	go func() { <-ctx.Done(); close(ch) }()
+	return ch, nil
+}
+
+// A policy set through one engine reaches another over the same shared
+// store within PolicyRefresh.
+func TestPolicyPropagatesBetweenInstances(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := shared{memstore.New()}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		a, b := New(st, Config{PolicyRefresh: time.Second}), New(st, Config{PolicyRefresh: time.Second})
+		go a.Run(ctx)
+		go b.Run(ctx)
+		put := func(e *Engine, id string) *delayq.Job {
+			jobs, err := e.Put(ctx, []PutRequest{{ID: id, Topic: "t", TTR: time.Minute, InheritTTR: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return jobs[0]
+		}
+		put(b, "before") // b has loaded its (empty) policies
+		if _, err := a.SetPolicy(ctx, "t", Policy{TTR: 7 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		if j := put(a, "a"); j.TTR != 7*time.Second {
+			t.Errorf("the writing engine at once: ttr %s, want 7s", j.TTR)
+		}
+		time.Sleep(time.Second + time.Millisecond)
+		synctest.Wait()
+		if j := put(b, "b"); j.TTR != 7*time.Second {
+			t.Errorf("the other engine after PolicyRefresh: ttr %s, want 7s", j.TTR)
+		}
+		cancel()
+		synctest.Wait()
+	})
+}
