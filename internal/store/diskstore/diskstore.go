@@ -80,6 +80,14 @@ const (
 	defaultTickMax      = 1000
 )
 
+// fsOrDefault is the filesystem Pebble and the checks use.
+func (o *Options) fsOrDefault() vfs.FS {
+	if o.fs == nil {
+		return vfs.Default
+	}
+	return o.fs
+}
+
 func (o *Options) setDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -107,7 +115,8 @@ func (o *Options) setDefaults() {
 // Store is the embedded store.Store. Create it with Open.
 type Store struct {
 	db    *pebble.DB
-	chunk int // due-index entries per near-future load
+	lock  *pebble.Lock // the directory lock, held from before the WAL check until Close
+	chunk int          // due-index entries per near-future load
 
 	kick  chan struct{}  // capacity 1: the open group has work (commit.go)
 	stop  chan struct{}  // closed by Close: the committer commits what is left and ends
@@ -151,17 +160,18 @@ func newTopic() *topic {
 // have a store open at a time (Pebble locks the directory).
 func Open(dir string, opts Options) (*Store, error) {
 	opts.setDefaults()
-	cache := pebble.NewCache(opts.CacheSize)
-	defer cache.Unref()
-	db, err := pebble.Open(dir, pebbleOptions(opts, cache))
+	lock, err := lockDir(opts.fsOrDefault(), dir)
 	if err != nil {
-		if locked(err) {
-			return nil, fmt.Errorf("data directory %s is in use by another delayq server (its LOCK file is held): %w", dir, err)
-		}
-		return nil, fmt.Errorf("diskstore: open %s: %w", dir, err)
+		return nil, err
+	}
+	db, err := openPebble(dir, opts, lock)
+	if err != nil {
+		_ = lock.Close()
+		return nil, err
 	}
 	s := &Store{
 		db:       db,
+		lock:     lock,
 		dir:      dir,
 		chunk:    opts.nearChunk,
 		topics:   make(map[string]*topic),
@@ -179,6 +189,11 @@ func Open(dir string, opts Options) (*Store, error) {
 	s.open = s.newGroup()
 	if err := s.load(); err != nil {
 		_ = db.Close()
+		_ = lock.Close()
+		if ce := asCorruption(err, dir); ce != nil {
+			ce.Dir = dir
+			err = ce
+		}
 		return nil, fmt.Errorf("diskstore: open %s: %w", dir, err)
 	}
 	s.seqOnDisk = s.seq
@@ -200,7 +215,11 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	close(s.stop)
 	s.bg.Wait()
-	if err := s.db.Close(); err != nil {
+	err := s.db.Close()
+	if lerr := s.lock.Close(); err == nil {
+		err = lerr
+	}
+	if err != nil {
 		return fmt.Errorf("diskstore: close: %w", err)
 	}
 	return nil
@@ -225,10 +244,8 @@ func (s *Store) fail(op string, err error) error {
 	return s.failed
 }
 
-// unavailable wraps an I/O or decoding error of a read.
-func unavailable(op string, err error) error {
-	return fmt.Errorf("diskstore: %s: %w: %w", op, delayq.ErrUnavailable, err)
-}
+// unavailable wraps an I/O or decoding error of a read (see readErr).
+func unavailable(op string, err error) error { return readErr(op, err) }
 
 // read runs fn under the mutex for a call that changes nothing. What fn
 // saw may include transitions whose group is not durable yet, so read

@@ -1,0 +1,245 @@
+package diskstore
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/wal"
+
+	"github.com/delayq/delayq"
+)
+
+// writeJobs puts n jobs one put at a time (one WAL record each) through
+// the real store in dir and closes it. It returns their ids.
+func writeJobs(t *testing.T, dir string, n int) []string {
+	t.Helper()
+	s := openAt(t, dir, Options{MinFree: -1})
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("job-%04d", i)
+		if err := s.Put(t.Context(), []*delayq.Job{crashJob(ids[i], i%2 == 0)}); err != nil {
+			t.Fatalf("Put(%s) = %v", ids[i], err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// newestWAL returns the path of the highest-numbered WAL file in dir.
+func newestWAL(t *testing.T, dir string) string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs []string
+	for _, e := range ents {
+		if _, _, ok := wal.ParseLogFilename(e.Name()); ok {
+			logs = append(logs, e.Name())
+		}
+	}
+	if len(logs) == 0 {
+		t.Fatalf("no WAL in %s", dir)
+	}
+	slices.Sort(logs)
+	return filepath.Join(dir, logs[len(logs)-1])
+}
+
+// flipByte inverts the byte at off (negative: from the end) of path.
+func flipByte(t *testing.T, path string, off int64) int64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if off < 0 {
+		off += int64(len(b))
+	}
+	b[off] ^= 0xff
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return off
+}
+
+// TestWALByteFlip flips one byte of the newest WAL at several offsets
+// and reopens: either every acknowledged job is there, or Open fails with
+// a CorruptionError naming the file; never a silent loss.
+func TestWALByteFlip(t *testing.T) {
+	const n = 300
+	for _, at := range []string{"start", "second-record", "middle", "last-block", "near-end", "end"} {
+		t.Run(at, func(t *testing.T) {
+			dir := t.TempDir()
+			ids := writeJobs(t, dir, n)
+			path := newestWAL(t, dir)
+			fi, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			size := fi.Size()
+			off := map[string]int64{
+				"start": 0, "second-record": 60, "middle": size / 2, "last-block": size - 5000,
+				"near-end": size - 100, "end": size - 30,
+			}[at]
+			flipByte(t, path, off)
+			s, err := Open(dir, Options{MinFree: -1})
+			if err != nil {
+				var ce *CorruptionError
+				if !errors.As(err, &ce) || !errors.Is(err, delayq.ErrCorrupt) {
+					t.Fatalf("Open after a flip at %d = %v, want a *CorruptionError", off, err)
+				}
+				if ce.File != path || !strings.Contains(err.Error(), filepath.Base(path)) || !strings.Contains(err.Error(), "delayq repair") {
+					t.Fatalf("Open after a flip at %d = %v, want it to name %s and delayq repair", off, err, path)
+				}
+				t.Logf("refused: %v", err)
+				return
+			}
+			defer func() { _ = s.Close() }()
+			var missing []string
+			for _, id := range ids {
+				if _, err := s.Get(t.Context(), delayq.Ref{ID: id}); err != nil {
+					missing = append(missing, id)
+				}
+			}
+			if len(missing) > 0 {
+				t.Fatalf("flip at %d of %d: Open succeeded but %d of %d acknowledged jobs are gone (first %s)", off, size, len(missing), n, missing[0])
+			}
+		})
+	}
+}
+
+// TestWALTornTailAccepted cuts the newest WAL inside its last record, or
+// pads it with zeros, as a crash while writing leaves it: Open accepts it
+// and every record before the cut is there.
+func TestWALTornTailAccepted(t *testing.T) {
+	const n = 50
+	for _, tc := range []struct {
+		name string
+		edit func(b []byte) []byte
+	}{
+		{"cut-in-payload", func(b []byte) []byte { return b[:len(b)-40] }},
+		{"cut-in-header", func(b []byte) []byte { return b[:len(b)-lastRecordLen(b)+5] }},
+		{"zeros-after", func(b []byte) []byte { return append(b, make([]byte, 4096)...) }},
+		{"zeroed-last", func(b []byte) []byte {
+			clear(b[len(b)-lastRecordLen(b):])
+			return b
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			ids := writeJobs(t, dir, n)
+			path := newestWAL(t, dir)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, tc.edit(b), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			s := openAt(t, dir, Options{MinFree: -1})
+			defer func() { _ = s.Close() }()
+			for _, id := range ids[:n-1] {
+				if _, err := s.Get(t.Context(), delayq.Ref{ID: id}); err != nil {
+					t.Fatalf("Get(%s) after a torn tail = %v, want the job", id, err)
+				}
+			}
+		})
+	}
+}
+
+// lastRecordLen is the length of the last chunk of a WAL written by
+// writeJobs (every put is one single-chunk record).
+func lastRecordLen(b []byte) int {
+	for off := 0; off < len(b); {
+		c := parseWALChunk(b, off, walNum(b))
+		if c.end >= len(b) || !c.valid {
+			return len(b) - off
+		}
+		off = c.end
+	}
+	return 0
+}
+
+// walNum is the log number in the first chunk header of b.
+func walNum(b []byte) uint32 { return binary.LittleEndian.Uint32(b[7:]) }
+
+// flushedStore writes n jobs, flushes them into an sstable and closes the
+// store; it returns the ids and the sstable's path.
+func flushedStore(t *testing.T, dir string, n int) ([]string, string) {
+	t.Helper()
+	s := openAt(t, dir, Options{MinFree: -1})
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("job-%04d", i)
+		if err := s.Put(t.Context(), []*delayq.Job{crashJob(ids[i], i%2 == 0)}); err != nil {
+			t.Fatalf("Put(%s) = %v", ids[i], err)
+		}
+	}
+	if err := s.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ssts, err := filepath.Glob(filepath.Join(dir, "*.sst"))
+	if err != nil || len(ssts) != 1 {
+		t.Fatalf("sstables in %s: %v, %v; want one", dir, ssts, err)
+	}
+	return ids, ssts[0]
+}
+
+// TestCorruptSSTableNoPanic damages a block of the only sstable: one that
+// Open reads (it then fails with a *CorruptionError naming the table) and
+// one that only job reads touch (those reads fail with it, the server
+// stays up and the other jobs stay readable). Before, Pebble's default
+// handler panicked in both.
+func TestCorruptSSTableNoPanic(t *testing.T) {
+	t.Run("read-by-open", func(t *testing.T) {
+		dir := t.TempDir()
+		_, sst := flushedStore(t, dir, 300)
+		flipByte(t, sst, 600) // the first data block: the counters (C keys) Open loads
+		s, err := Open(dir, Options{MinFree: -1})
+		if err == nil {
+			_ = s.Close()
+			t.Skip("the damaged block is not one Open reads")
+		}
+		var ce *CorruptionError
+		if !errors.As(err, &ce) || filepath.Base(ce.File) != filepath.Base(sst) || !strings.Contains(err.Error(), "delayq repair") {
+			t.Fatalf("Open with a damaged sstable = %v, want a *CorruptionError naming %s and delayq repair", err, filepath.Base(sst))
+		}
+	})
+	t.Run("read-by-get", func(t *testing.T) {
+		dir := t.TempDir()
+		ids, sst := flushedStore(t, dir, 300)
+		fi, err := os.Stat(sst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		flipByte(t, sst, fi.Size()/3) // among the job records, which Open does not read
+		s := openAt(t, dir, Options{MinFree: -1})
+		defer func() { _ = s.Close() }()
+		bad, good := 0, 0
+		for _, id := range ids {
+			_, err := s.Get(t.Context(), delayq.Ref{ID: id})
+			switch {
+			case err == nil:
+				good++
+			case errors.Is(err, delayq.ErrCorrupt) && errors.Is(err, delayq.ErrUnavailable) && strings.Contains(err.Error(), filepath.Base(sst)):
+				bad++
+			default:
+				t.Fatalf("Get(%s) = %v, want the job or a corruption error naming %s", id, err, filepath.Base(sst))
+			}
+		}
+		if bad == 0 || good == 0 {
+			t.Fatalf("%d jobs readable, %d in the damaged block; want some of each", good, bad)
+		}
+	})
+}
