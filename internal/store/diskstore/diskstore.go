@@ -123,6 +123,7 @@ type Store struct {
 	syncq *groupQueue    // applied groups waiting for their fsync
 	bg    sync.WaitGroup // the committer, the syncer and calls outside the mutex (outside)
 	dir   string         // the data directory
+	log   *slog.Logger   // Options.Logger
 
 	mu        sync.Mutex
 	closed    bool                      // guarded by mu
@@ -173,6 +174,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		db:       db,
 		lock:     lock,
 		dir:      dir,
+		log:      opts.Logger,
 		chunk:    opts.nearChunk,
 		topics:   make(map[string]*topic),
 		entries:  make(map[uint64]*entry),
@@ -411,7 +413,7 @@ func (s *Store) record(id string) (*delayq.Job, bool, error) {
 		}
 		return nil, false, err
 	}
-	j, err := decodeRecord(v)
+	j, err := openRecord(v)
 	if err != nil {
 		return nil, false, unavailable(fmt.Sprintf("decode job %q", id), err)
 	}

@@ -38,14 +38,17 @@ func (s *Store) load() error {
 	return s.near.load(s)
 }
 
-// checkVersion writes the format version into a new store and refuses a
-// store of another version.
+// checkVersion writes the format version into a new store, migrates a
+// store of version 1 (migrate.go) and refuses one of any other version.
 func (s *Store) checkVersion() error {
 	v, ok, err := s.get(metaVersionKey)
 	if err != nil {
 		return err
 	}
 	if ok {
+		if len(v) == 4 && binary.BigEndian.Uint32(v) == 1 {
+			return s.migrateV1()
+		}
 		if len(v) != 4 || binary.BigEndian.Uint32(v) != formatVersion {
 			return fmt.Errorf("on-disk format version %x is not %d, the one this build reads; see keys.go", v, formatVersion)
 		}
