@@ -75,8 +75,9 @@ func flipByte(t *testing.T, path string, off int64) int64 {
 // a CorruptionError naming the file; never a silent loss.
 func TestWALByteFlip(t *testing.T) {
 	const n = 300
-	for _, at := range []string{"start", "second-record", "middle", "last-block", "near-end", "end"} {
+	for _, at := range []string{"start", "second-record", "middle", "last-block", "near-end", "end", "end-crashed", "last-byte-crashed"} {
 		t.Run(at, func(t *testing.T) {
+			crashed := strings.HasSuffix(at, "-crashed")
 			dir := t.TempDir()
 			ids := writeJobs(t, dir, n)
 			path := newestWAL(t, dir)
@@ -88,8 +89,20 @@ func TestWALByteFlip(t *testing.T) {
 			off := map[string]int64{
 				"start": 0, "second-record": 60, "middle": size / 2, "last-block": size - 5000,
 				"near-end": size - 100, "end": size - 30,
+				"end-crashed": size - 30, "last-byte-crashed": size - walRecyclableHdr - 1,
 			}[at]
 			flipByte(t, path, off)
+			if crashed {
+				// As a killed process leaves it: no trailer after the
+				// last record, whose checksum alone shows the damage.
+				b, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, noTrailer(b), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 			s, err := Open(dir, Options{MinFree: -1})
 			if err != nil {
 				var ce *CorruptionError
@@ -125,10 +138,11 @@ func TestWALTornTailAccepted(t *testing.T) {
 		name string
 		edit func(b []byte) []byte
 	}{
-		{"cut-in-payload", func(b []byte) []byte { return b[:len(b)-40] }},
-		{"cut-in-header", func(b []byte) []byte { return b[:len(b)-lastRecordLen(b)+5] }},
-		{"zeros-after", func(b []byte) []byte { return append(b, make([]byte, 4096)...) }},
+		{"cut-in-payload", func(b []byte) []byte { b = noTrailer(b); return b[:len(b)-40] }},
+		{"cut-in-header", func(b []byte) []byte { b = noTrailer(b); return b[:len(b)-lastRecordLen(b)+5] }},
+		{"zeros-after", func(b []byte) []byte { return append(noTrailer(b), make([]byte, 4096)...) }},
 		{"zeroed-last", func(b []byte) []byte {
+			b = noTrailer(b)
 			clear(b[len(b)-lastRecordLen(b):])
 			return b
 		}},
@@ -155,8 +169,17 @@ func TestWALTornTailAccepted(t *testing.T) {
 	}
 }
 
+// noTrailer drops the trailer a clean close writes at the end of a WAL,
+// so b ends as the WAL of a killed process does.
+func noTrailer(b []byte) []byte {
+	if n := len(b) - walRecyclableHdr; n > 0 && parseWALChunk(b, n, walNum(b)).trailer {
+		return b[:n]
+	}
+	panic("no WAL trailer")
+}
+
 // lastRecordLen is the length of the last chunk of a WAL written by
-// writeJobs (every put is one single-chunk record).
+// writeJobs (every put is one single-chunk record) without its trailer.
 func lastRecordLen(b []byte) int {
 	for off := 0; off < len(b); {
 		c := parseWALChunk(b, off, walNum(b))
