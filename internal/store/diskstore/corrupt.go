@@ -3,12 +3,14 @@ package diskstore
 import (
 	"errors"
 	"fmt"
+	"io"
 	"path/filepath"
 	"regexp"
-	"strconv"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/wal"
 
 	"github.com/delayq/delayq"
 )
@@ -87,38 +89,65 @@ func openPebble(dir string, opts Options, lock *pebble.Lock) (db *pebble.DB, err
 	// down with no word of which file is bad.
 	defer func() {
 		if r := recover(); r != nil {
-			db, err = nil, fmt.Errorf("diskstore: open %s: %w", dir, pebbleCorruption(dir, fmt.Errorf("pebble panicked: %v", r)))
+			db, err = nil, fmt.Errorf("diskstore: open %s: %w", dir, pebbleCorruption(opts.fsOrDefault(), dir, fmt.Errorf("pebble panicked: %v", r)))
 		}
 	}()
 	db, err = pebble.Open(dir, po)
 	if err != nil {
 		if pebble.IsCorruptionError(err) {
-			err = pebbleCorruption(dir, err)
+			err = pebbleCorruption(opts.fsOrDefault(), dir, err)
 		}
 		return nil, fmt.Errorf("diskstore: open %s: %w", dir, err)
 	}
 	return db, nil
 }
 
-// walDetail finds "replaying wal 000005" in Pebble's error details.
-var walDetail = regexp.MustCompile(`wal (\d+)\b.*?(\d+)\)?$`)
-
 // pebbleCorruption wraps a corruption error of Pebble's as a
-// *CorruptionError, naming the file when Pebble's details do.
-func pebbleCorruption(dir string, err error) *CorruptionError {
+// *CorruptionError. Pebble's message does not name the WAL it was
+// replaying, so when the error is about a WAL, the WALs are read again to
+// find the damaged one and where; else the table its message names.
+func pebbleCorruption(fs vfs.FS, dir string, err error) *CorruptionError {
 	ce := &CorruptionError{Offset: -1, Detail: err.Error(), Dir: dir}
-	if m := walDetail.FindStringSubmatch(err.Error()); m != nil {
-		{
-			ce.File = filepath.Join(dir, m[1]+".log")
-			if off, perr := strconv.ParseInt(m[2], 10, 64); perr == nil {
-				ce.Offset = off
+	if strings.Contains(err.Error(), "WAL") {
+		if path, off := findDamagedWAL(fs, dir); path != "" {
+			ce.File, ce.Offset = path, off
+			return ce
+		}
+	}
+	ce.File = sstableIn(err.Error(), dir)
+	return ce
+}
+
+// findDamagedWAL returns the first WAL in dir, oldest first, with an
+// unreadable stretch that is not the torn tail of the newest one, and the
+// offset of its first damage; "" when none is.
+func findDamagedWAL(fs vfs.FS, dir string) (string, int64) {
+	logs, err := wal.Scan(wal.Dir{FS: fs, Dirname: dir})
+	if err != nil {
+		return "", -1
+	}
+	for i, ll := range logs {
+		for seg := range ll.NumSegments() {
+			_, path := ll.SegmentLocation(seg)
+			f, err := fs.Open(path)
+			if err != nil {
+				continue
+			}
+			b, err := io.ReadAll(f)
+			_ = f.Close()
+			if err != nil {
+				continue
+			}
+			_, bad, first := salvageWAL(b, uint32(ll.Num))
+			if first >= 0 {
+				return path, int64(first)
+			}
+			if i < len(logs)-1 && len(bad) > 0 {
+				return path, int64(bad[0].from) // an older WAL must end cleanly
 			}
 		}
 	}
-	if ce.File == "" {
-		ce.File = sstableIn(err.Error(), dir)
-	}
-	return ce
+	return "", -1
 }
 
 // sstableRE finds an sstable's name in a Pebble error message: either

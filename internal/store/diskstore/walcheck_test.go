@@ -2,6 +2,7 @@ package diskstore
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -105,5 +106,39 @@ func TestIntactWALSalvagesWhole(t *testing.T) {
 	}
 	if err := checkWAL(vfs.Default, dir); err != nil {
 		t.Fatalf("checkWAL(intact) = %v", err)
+	}
+}
+
+// TestFindDamagedWAL: of two WALs, the older one damaged in its middle
+// is named with the offset of its damaged record; the newest one's torn
+// tail alone names nothing.
+func TestFindDamagedWAL(t *testing.T) {
+	src := t.TempDir()
+	writeJobs(t, src, 50)
+	b, err := os.ReadFile(newestWAL(t, src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	num := walNum(b)
+	dir := t.TempDir()
+	older := filepath.Join(dir, fmt.Sprintf("%06d.log", num))
+	damaged := append([]byte(nil), b...)
+	damaged[len(damaged)/2] ^= 0xff
+	if err := os.WriteFile(older, damaged, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	newer := filepath.Join(dir, fmt.Sprintf("%06d.log", num+2))
+	if err := os.WriteFile(newer, []byte{1, 2, 3}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path, off := findDamagedWAL(vfs.Default, dir)
+	if path != older || off <= 0 || off > int64(len(b)/2) {
+		t.Fatalf("findDamagedWAL = %s, %d; want %s at the record holding byte %d", path, off, older, len(b)/2)
+	}
+	if err := os.Remove(older); err != nil {
+		t.Fatal(err)
+	}
+	if path, _ := findDamagedWAL(vfs.Default, dir); path != "" {
+		t.Fatalf("findDamagedWAL(only a torn newest WAL) = %s, want none", path)
 	}
 }
