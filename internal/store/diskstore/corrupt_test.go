@@ -109,7 +109,7 @@ func TestWALByteFlip(t *testing.T) {
 				if !errors.As(err, &ce) || !errors.Is(err, delayq.ErrCorrupt) {
 					t.Fatalf("Open after a flip at %d = %v, want a *CorruptionError", off, err)
 				}
-				if ce.File != path || !strings.Contains(err.Error(), filepath.Base(path)) || !strings.Contains(err.Error(), "delayq repair") {
+				if ce.File != path || ce.Offset < 0 || ce.Offset > off || !strings.Contains(err.Error(), fmt.Sprintf("%s at offset %d", filepath.Base(path), ce.Offset)) || !strings.Contains(err.Error(), "delayq repair") {
 					t.Fatalf("Open after a flip at %d = %v, want it to name %s and delayq repair", off, err, path)
 				}
 				t.Logf("refused: %v", err)

@@ -2,6 +2,7 @@ package diskstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -481,7 +482,7 @@ func writeFresh(ctx context.Context, dir string, sv *salvaged, rep *RepairReport
 	if err != nil {
 		return err
 	}
-	slices.SortFunc(sv.jobs, func(a, b *delayq.Job) int { return int64cmp(a.Seq, b.Seq) })
+	slices.SortFunc(sv.jobs, func(a, b *delayq.Job) int { return cmp.Compare(a.Seq, b.Seq) })
 	progress := newProgress(log, "repair: writing jobs")
 	for i := 0; i < len(sv.jobs); i += repairBatch {
 		chunk := sv.jobs[i:min(len(sv.jobs), i+repairBatch)]
@@ -519,16 +520,6 @@ func writeFresh(ctx context.Context, dir string, sv *salvaged, rep *RepairReport
 	// Seq only: an empty txn is not committed, so make sure the last seq
 	// is on disk even when no job was kept.
 	return errors.Join(s.db.Set(metaSeqKey, binary.BigEndian.AppendUint64(nil, s.seqNow()), pebble.Sync), s.Close())
-}
-
-func int64cmp(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // seqNow is the last seq assigned.
