@@ -113,7 +113,6 @@ func Repair(ctx context.Context, dir string, opts RepairOptions) (*RepairReport,
 	defer os.RemoveAll(work) // a copy of ours; the original is kept whole
 	log.Info("repair: copying the store to work on", "from", dir, "to", work)
 	if err := copyStore(dir, work); err != nil {
-		_ = os.RemoveAll(fresh)
 		return nil, fmt.Errorf("repair: copy %s: %w", dir, err)
 	}
 	tail, err := cutWALs(work, rep, log)
@@ -299,10 +298,7 @@ func readStore(ctx context.Context, work string, tail []walRecord, rep *RepairRe
 			log.Info("repair: applying WAL records after the damage", "done", i+1, "of", len(tail))
 		}
 	}
-	version, err := storeVersion(db)
-	if err != nil {
-		return nil, err
-	}
+	version := storeVersion(db)
 	sv := &salvaged{pauses: map[string]time.Time{}, ids: map[string]bool{}}
 	seen := map[string]bool{}
 	keep := func(k, v []byte) {
@@ -378,17 +374,18 @@ func openRecovering(dir string, po *pebble.Options) (db *pebble.DB, err error) {
 	return pebble.Open(dir, po)
 }
 
-// storeVersion reads the format version, 0 when it cannot.
-func storeVersion(db *pebble.DB) (uint32, error) {
+// storeVersion reads the format version; 0 when it cannot, and records
+// are then tried in both formats.
+func storeVersion(db *pebble.DB) uint32 {
 	v, closer, err := db.Get(metaVersionKey)
 	if err != nil {
-		return 0, nil // records are tried in both formats
+		return 0
 	}
 	defer func() { _ = closer.Close() }()
 	if len(v) != 4 {
-		return 0, nil
+		return 0
 	}
-	return binary.BigEndian.Uint32(v), nil
+	return binary.BigEndian.Uint32(v)
 }
 
 // scan reads every key of db in one direction until the end or the
