@@ -9,10 +9,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/wal"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
 )
 
 // writeJobs puts n jobs one put at a time (one WAL record each) through
@@ -265,4 +267,52 @@ func TestCorruptSSTableNoPanic(t *testing.T) {
 			t.Fatalf("%d jobs readable, %d in the damaged block; want some of each", good, bad)
 		}
 	})
+}
+
+// TestTickSkipsCorruptRecord: a due job whose record fails its checksum
+// does not stop the timer; the other due job fires, the damaged one is
+// reported by reads, and the next step does not meet it again.
+func TestTickSkipsCorruptRecord(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, Options{MinFree: -1, HotSize: -1})
+	bad, good := crashJob("bad", true), crashJob("good", true)
+	good.Due = bad.Due.Add(time.Second)
+	if err := s.Put(t.Context(), []*delayq.Job{bad, good}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db := rawDB(t, dir)
+	v, closer, err := db.Get(jobKey("bad"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v = append([]byte(nil), v...)
+	_ = closer.Close()
+	v[len(v)-1] ^= 1
+	if err := db.Set(jobKey("bad"), v, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openAt(t, dir, Options{MinFree: -1, HotSize: -1})
+	defer func() { _ = s.Close() }()
+	now := good.Due.Add(time.Hour)
+	res, err := s.Tick(t.Context(), store.TickParams{Now: now})
+	if err != nil || res.Ready["crash"] != 1 {
+		t.Fatalf("Tick past both due times = %+v, %v; want the good job promoted and no error", res, err)
+	}
+	if j, err := s.Get(t.Context(), delayq.Ref{ID: "good"}); err != nil || j.State != delayq.StateReady {
+		t.Fatalf("Get(good) = %+v, %v; want it ready", j, err)
+	}
+	if _, err := s.Get(t.Context(), delayq.Ref{ID: "bad"}); !errors.Is(err, delayq.ErrCorrupt) {
+		t.Fatalf("Get(bad) = %v, want ErrCorrupt", err)
+	}
+	res, err = s.Tick(t.Context(), store.TickParams{Now: now})
+	if err != nil || len(res.Ready) != 0 || !res.Next.IsZero() {
+		t.Fatalf("second Tick = %+v, %v; want nothing due and nothing next", res, err)
+	}
 }
