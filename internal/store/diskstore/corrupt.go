@@ -191,15 +191,15 @@ func asCorruption(err error, dir string) *CorruptionError {
 	return nil
 }
 
-// skipCorrupt leaves out of memory a due job whose record cannot be read,
-// so that it does not hold up every other job's timer step after it
-// (Tick would fail on it again and again). Its keys stay on disk: reads
-// of it keep failing with the CorruptionError, and `delayq repair`
-// reports it. t must not restore it on abort. Requires mu.
+// skipCorrupt leaves out of memory a due or ready job whose record cannot
+// be read, so that it does not hold up every job after it: the timer and
+// reserve would meet it first, and fail, at every call. Its keys stay on
+// disk: reads of it keep failing with the CorruptionError, and `delayq
+// repair` reports it. t must not restore it on abort. Requires mu.
 func (s *Store) skipCorrupt(t *txn, e *entry, err error) {
 	if n := len(t.popped); n > 0 && t.popped[n-1] == e {
 		t.popped = t.popped[:n-1]
 	}
-	s.log.Error("diskstore: the timer skips a due job whose record cannot be read; stop the server and run `delayq repair` to salvage the store",
+	s.log.Error("diskstore: skipping a job whose record cannot be read; stop the server and run `delayq repair` to salvage the store",
 		"job", e.id, "seq", e.seq, "err", err)
 }

@@ -283,21 +283,7 @@ func TestTickSkipsCorruptRecord(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db := rawDB(t, dir)
-	v, closer, err := db.Get(jobKey("bad"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	v = append([]byte(nil), v...)
-	_ = closer.Close()
-	v[len(v)-1] ^= 1
-	if err := db.Set(jobKey("bad"), v, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-
+	damageRecord(t, dir, "bad")
 	s = openAt(t, dir, Options{MinFree: -1, HotSize: -1})
 	defer func() { _ = s.Close() }()
 	now := good.Due.Add(time.Hour)
@@ -314,5 +300,51 @@ func TestTickSkipsCorruptRecord(t *testing.T) {
 	res, err = s.Tick(t.Context(), store.TickParams{Now: now})
 	if err != nil || len(res.Ready) != 0 || !res.Next.IsZero() {
 		t.Fatalf("second Tick = %+v, %v; want nothing due and nothing next", res, err)
+	}
+}
+
+// TestReserveSkipsCorruptRecord: a ready job whose record fails its
+// checksum, first in serving order, does not make every reserve of its
+// topic fail; the next job is handed out.
+func TestReserveSkipsCorruptRecord(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, Options{MinFree: -1, HotSize: -1})
+	bad, good := crashJob("bad", false), crashJob("good", false)
+	bad.Priority = 1
+	if err := s.Put(t.Context(), []*delayq.Job{bad, good}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	damageRecord(t, dir, "bad")
+	s = openAt(t, dir, Options{MinFree: -1, HotSize: -1})
+	defer func() { _ = s.Close() }()
+	jobs, err := s.Reserve(t.Context(), store.ReserveParams{Topics: []string{"crash"}, Max: 2, Now: t0})
+	if err != nil || len(jobs) != 1 || jobs[0].ID != "good" {
+		t.Fatalf("Reserve = %v, %v; want only the good job", jobs, err)
+	}
+	if _, err := s.Get(t.Context(), delayq.Ref{ID: "bad"}); !errors.Is(err, delayq.ErrCorrupt) {
+		t.Fatalf("Get(bad) = %v, want ErrCorrupt", err)
+	}
+}
+
+// damageRecord flips the last bit of a job's sealed record in the closed
+// store in dir, below Pebble's checksums.
+func damageRecord(t *testing.T, dir, id string) {
+	t.Helper()
+	db := rawDB(t, dir)
+	v, closer, err := db.Get(jobKey(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v = append([]byte(nil), v...)
+	_ = closer.Close()
+	v[len(v)-1] ^= 1
+	if err := db.Set(jobKey(id), v, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
