@@ -12,8 +12,9 @@ import (
 // large store is migrated without holding it all in one batch.
 const migrateBatch = 10_000
 
-// migrateProgress is how often a long migration logs how far it got.
-const migrateProgress = 2 * time.Second
+// progressEvery is how often a long migration or repair logs how far it
+// got; tests set it to 0 to see every step.
+var progressEvery = 2 * time.Second
 
 // migrateV1 upgrades a store of format version 1 to 2: it seals every job
 // record in its checksum frame (checksum.go), keeping the record's bytes,
@@ -57,7 +58,7 @@ func (s *Store) migrateV1() error {
 			_ = b.Close()
 			b = s.db.NewBatch()
 		}
-		if time.Since(logged) >= migrateProgress {
+		if time.Since(logged) >= progressEvery {
 			logged = time.Now()
 			s.log.Info("diskstore: migrating", "records_sealed", sealed, "elapsed", time.Since(start).Round(time.Millisecond))
 		}

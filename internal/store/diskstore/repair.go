@@ -538,7 +538,7 @@ func newProgress(log *slog.Logger, msg string) *progress {
 }
 
 func (p *progress) tick(n int) {
-	if time.Since(p.last) >= migrateProgress {
+	if time.Since(p.last) >= progressEvery {
 		p.last = time.Now()
 		p.log.Info(p.msg, "done", n)
 	}

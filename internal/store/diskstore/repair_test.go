@@ -196,6 +196,19 @@ func TestRepairV1Store(t *testing.T) {
 	if rep := repairAt(t, dir); rep.Jobs != 30 || !rep.Clean() {
 		t.Fatalf("report = %+v, want 30 jobs and no damage", rep)
 	}
+	// Repaired once more with progress logged at every step.
+	defer func(d time.Duration) { progressEvery = d }(progressEvery)
+	progressEvery = 0
+	var logs bytes.Buffer
+	rep, err := Repair(t.Context(), dir, RepairOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil || rep.Jobs != 30 {
+		t.Fatalf("second Repair = %+v, %v", rep, err)
+	}
+	for _, want := range []string{`msg="repair: reading keys"`, `msg="repair: writing jobs" done=30`, `msg="repair: done" jobs=30`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("repair log lacks %q:\n%s", want, logs.String())
+		}
+	}
 	s := openAt(t, dir, Options{MinFree: -1})
 	defer func() { _ = s.Close() }()
 	checkV1Jobs(t, s)
