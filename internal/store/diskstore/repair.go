@@ -2,7 +2,6 @@ package diskstore
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -29,12 +27,14 @@ import (
 // what comes before, as it would a torn tail), Pebble opens the copy, the
 // newest WAL's readable records after the damage are applied on top (in
 // their order; nothing newer exists), and every key is read back, forward
-// from the first key and backward from the last, so one damaged sstable
-// block loses only the keys between. The job records that read and pass
-// their checksum, the documents (schedules, policies, alarms) and the
-// topics' pauses are written into a fresh store, which rebuilds every
-// index and counter from the records. The original directory is then
-// renamed DIR.damaged-<time> and the fresh store takes its name.
+// from the first key and backward from the last, then the jobs the
+// indexes name in between one by one (see readStore), so a damaged
+// sstable block loses only the records in it. The job records that read
+// and pass their checksum go into a fresh store in batches as they are
+// read, which rebuilds every index and counter from them, followed by the
+// documents (schedules, policies, alarms) and the topics' pauses. The
+// original directory is then renamed DIR.damaged-<time> and the fresh
+// store takes its name.
 //
 // What it cannot do: records after the damage in an older WAL are not
 // applied (a newer WAL replayed before them would be overwritten by older
@@ -76,8 +76,9 @@ type RepairReport struct {
 // Clean reports whether Repair found nothing it could not read.
 func (r *RepairReport) Clean() bool { return len(r.Damage) == 0 }
 
-// repairBatch is how many jobs one write of the fresh store holds.
-const repairBatch = 1000
+// repairBatch is how many jobs one write of the fresh store holds; tests
+// lower it.
+var repairBatch = 1000
 
 // Repair salvages the store in dir (see the comment at the top). The
 // store must not be open: Repair takes the directory's lock.
@@ -119,11 +120,16 @@ func Repair(ctx context.Context, dir string, opts RepairOptions) (*RepairReport,
 	if err != nil {
 		return nil, fmt.Errorf("repair: %w", err)
 	}
-	sv, err := readStore(ctx, work, tail, rep, log)
+	out, err := newSink(ctx, fresh, rep, log)
 	if err != nil {
+		return nil, fmt.Errorf("repair: create the repaired store: %w", err)
+	}
+	if err := readStore(ctx, work, tail, out); err != nil {
+		_ = out.s.Close()
+		_ = os.RemoveAll(fresh)
 		return nil, fmt.Errorf("repair: %w", err)
 	}
-	if err := writeFresh(ctx, fresh, sv, rep, log); err != nil {
+	if err := out.finish(); err != nil {
 		_ = os.RemoveAll(fresh)
 		return nil, fmt.Errorf("repair: write the repaired store: %w", err)
 	}
@@ -260,18 +266,20 @@ func cutWALs(work string, rep *RepairReport, log *slog.Logger) ([]walRecord, err
 	return tail, nil
 }
 
-// salvaged is what readStore kept.
-type salvaged struct {
-	jobs    []*delayq.Job
-	docs    [][2][]byte // key, value
-	pauses  map[string]time.Time
-	lastSeq uint64
-	ids     map[string]bool // ids the indexes name
-}
-
 // readStore opens the work copy with Pebble, applies the newest WAL's
-// records after its damage, and reads every key it can.
-func readStore(ctx context.Context, work string, tail []walRecord, rep *RepairReport, log *slog.Logger) (*salvaged, error) {
+// records after its damage, and sends every key it can read to out, as it
+// reads them (a repair holds one batch of jobs in memory, not the store).
+//
+// It reads forward from the first key until the end or a damaged block;
+// if one stopped it, backward from the last key down to where the forward
+// scan stopped, which gets past one damaged block. The keys between stay
+// unread (a backward scan also misses the first key after a damaged
+// block: it must look at the key before to finish one). The indexes name
+// every job, so each job they name whose record lies in that hole is
+// then looked up on its own: a point read needs only the block that holds
+// that record.
+func readStore(ctx context.Context, work string, tail []walRecord, out *sink) error {
+	rep, log := out.rep, out.log
 	cache := pebble.NewCache(32 << 20)
 	defer cache.Unref()
 	o := Options{Logger: log}
@@ -282,7 +290,7 @@ func readStore(ctx context.Context, work string, tail []walRecord, rep *RepairRe
 	}}
 	db, err := openRecovering(work, po)
 	if err != nil {
-		return nil, fmt.Errorf("Pebble cannot open the store even with its WALs cut at the damage (is the MANIFEST damaged?); nothing was changed: %w", err)
+		return fmt.Errorf("Pebble cannot open the store even with its WALs cut at the damage (is the MANIFEST damaged?); nothing was changed: %w", err)
 	}
 	defer func() { _ = db.Close() }()
 	for i, r := range tail {
@@ -298,70 +306,94 @@ func readStore(ctx context.Context, work string, tail []walRecord, rep *RepairRe
 			log.Info("repair: applying WAL records after the damage", "done", i+1, "of", len(tail))
 		}
 	}
-	version := storeVersion(db)
-	sv := &salvaged{pauses: map[string]time.Time{}, ids: map[string]bool{}}
-	seen := map[string]bool{}
-	keep := func(k, v []byte) {
-		if seen[string(k)] {
-			return
-		}
-		seen[string(k)] = true
-		sv.keep(k, v, version, rep)
-	}
+	out.version = storeVersion(db)
+
 	progress := newProgress(log, "repair: reading keys")
-	read := func(k, v []byte) {
-		keep(k, v)
-		progress.tick(len(seen))
+	n := 0
+	var lastFwd, firstBwd []byte // the hole is between them (nil: open-ended)
+	fwdErr, err := scan(ctx, db, true, func(k, v []byte) (bool, error) {
+		lastFwd = k
+		n++
+		progress.tick(n)
+		return true, out.keep(k, v)
+	})
+	if err != nil {
+		return err
 	}
-	// Forward from the first key until the end or a damaged block, then,
-	// if one stopped it, backward from the last key: that gets past one
-	// damaged block (only the keys between damaged blocks stay unread).
-	errs := []error{scan(ctx, db, true, read)}
-	if errs[0] != nil {
-		errs = append(errs, scan(ctx, db, false, read))
+	if fwdErr == nil {
+		return nil
 	}
-	for _, e := range errs {
+	bwdErr, err := scan(ctx, db, false, func(k, v []byte) (bool, error) {
+		if lastFwd != nil && bytes.Compare(k, lastFwd) <= 0 {
+			return false, nil // read going forward
+		}
+		firstBwd = k
+		n++
+		progress.tick(n)
+		return true, out.keep(k, v)
+	})
+	if err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	rep.KeysUnread = true
+	for _, e := range []error{fwdErr, bwdErr} {
 		if e == nil {
 			continue
 		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		rep.KeysUnread = true
 		where := "an sstable"
 		if f := sstableIn(e.Error(), ""); f != "" {
 			where = f
 		}
 		rep.Damage = append(rep.Damage, fmt.Sprintf("%s: a damaged block hides the keys in it (%v)", where, e))
 	}
-	// The scans miss the keys between damaged blocks, and a backward scan
-	// also the first key after one (it must look at the key before to
-	// finish a key). The indexes name every job, so each job they name
-	// whose record was not read is looked up on its own: a point read
-	// needs only the block that holds that record.
-	unread := 0
-	for id := range sv.ids {
-		k := jobKey(id)
-		if seen[string(k)] {
-			continue
+	inHole := func(k []byte) bool {
+		return (lastFwd == nil || bytes.Compare(k, lastFwd) > 0) && (firstBwd == nil || bytes.Compare(k, firstBwd) < 0)
+	}
+	looked, unread := map[string]bool{}, 0
+	for _, prefix := range []byte{prefixSeq, prefixDue, prefixIndex} {
+		// An index range in the hole reads as far as it can.
+		_, err := scanRange(ctx, db, []byte{prefix}, func(k, v []byte) (bool, error) {
+			id := indexedID(k[0], v)
+			jk := jobKey(id)
+			if id == "" || looked[id] || !inHole(jk) {
+				return true, nil
+			}
+			looked[id] = true
+			jv, closer, err := db.Get(jk)
+			switch {
+			case errors.Is(err, pebble.ErrNotFound):
+				return true, nil // an index entry of a lost write; the job is gone
+			case err != nil:
+				unread++
+				return true, nil
+			}
+			jv = bytes.Clone(jv)
+			_ = closer.Close()
+			return true, out.keep(jk, jv)
+		})
+		if err != nil {
+			return err
 		}
-		seen[string(k)] = true
-		v, closer, err := db.Get(k)
-		switch {
-		case errors.Is(err, pebble.ErrNotFound):
-			continue // an index entry left by a lost write; the job is gone
-		case err != nil:
-			unread++
-			continue
-		}
-		v = bytes.Clone(v)
-		_ = closer.Close()
-		sv.keep(k, v, version, rep)
 	}
 	if unread > 0 {
 		rep.Damage = append(rep.Damage, fmt.Sprintf("%d jobs named by the indexes have records in damaged blocks", unread))
 	}
-	return sv, nil
+	return nil
+}
+
+// indexedID is the job id an index key's value names: S and G values are
+// the id, X values the due time (8 bytes) then the id.
+func indexedID(prefix byte, v []byte) string {
+	if prefix == prefixIndex {
+		if len(v) <= 8 {
+			return ""
+		}
+		return string(v[8:])
+	}
+	return string(v)
 }
 
 // openRecovering opens Pebble, turning a panic into an error.
@@ -388,12 +420,22 @@ func storeVersion(db *pebble.DB) uint32 {
 	return binary.BigEndian.Uint32(v)
 }
 
-// scan reads every key of db in one direction until the end or the
-// first error (a damaged block), calling fn for each.
-func scan(ctx context.Context, db *pebble.DB, forward bool, fn func(k, v []byte)) error {
-	it, err := db.NewIter(nil)
+// scan reads the keys of db in one direction, calling fn for each until
+// fn says stop, the end, or the first read error (a damaged block), which
+// it returns as readErr; an error of fn's is returned as err.
+func scan(ctx context.Context, db *pebble.DB, forward bool, fn func(k, v []byte) (bool, error)) (readErr, err error) {
+	return scanIter(ctx, db, nil, forward, fn)
+}
+
+// scanRange is scan forward over the keys with prefix.
+func scanRange(ctx context.Context, db *pebble.DB, prefix []byte, fn func(k, v []byte) (bool, error)) (readErr, err error) {
+	return scanIter(ctx, db, &pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)}, true, fn)
+}
+
+func scanIter(ctx context.Context, db *pebble.DB, o *pebble.IterOptions, forward bool, fn func(k, v []byte) (bool, error)) (readErr, err error) {
+	it, err := db.NewIter(o)
 	if err != nil {
-		return err
+		return err, nil
 	}
 	defer func() { _ = it.Close() }()
 	ok := it.First()
@@ -402,60 +444,51 @@ func scan(ctx context.Context, db *pebble.DB, forward bool, fn func(k, v []byte)
 	}
 	for ; ok; ok = advance(it, forward) {
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
-		v, err := it.ValueAndErr()
-		if err != nil {
-			return err
+		v, verr := it.ValueAndErr()
+		if verr != nil {
+			return verr, nil
 		}
-		fn(bytes.Clone(it.Key()), bytes.Clone(v))
+		more, err := fn(bytes.Clone(it.Key()), bytes.Clone(v))
+		if err != nil || !more {
+			return nil, err
+		}
 	}
-	return it.Error()
-}
-
-func advance(it *pebble.Iterator, forward bool) bool {
-	if forward {
-		return it.Next()
-	}
-	return it.Prev()
+	return it.Error(), nil
 }
 
 // keep takes one key of the damaged store: job records (decoded, so a
 // damaged one is counted and left out), documents, pauses and the last
-// seq; the indexes and counters are rebuilt by writeFresh.
-func (sv *salvaged) keep(k, v []byte, version uint32, rep *RepairReport) {
-	if len(k) == 0 {
-		return
+// seq; the indexes and counters are rebuilt from the records.
+func (k *sink) keep(key, v []byte) error {
+	if len(key) == 0 {
+		return nil
 	}
-	switch k[0] {
+	switch key[0] {
 	case prefixJob:
-		j, err := decodeAny(v, version)
-		if err != nil || j.ID != string(k[1:]) {
+		j, err := decodeAny(v, k.version)
+		if err != nil || j.ID != string(key[1:]) {
 			if err == nil {
 				err = fmt.Errorf("record holds job %q", j.ID)
 			}
-			rep.BadRecords++
-			rep.Damage = append(rep.Damage, fmt.Sprintf("job record %q: %v", k[1:], err))
-			return
+			k.rep.BadRecords++
+			k.rep.Damage = append(k.rep.Damage, fmt.Sprintf("job record %q: %v", key[1:], err))
+			return nil
 		}
-		sv.jobs = append(sv.jobs, j)
-	case prefixSeq, prefixDue:
-		sv.ids[string(v)] = true
-	case prefixIndex:
-		if len(v) > 8 {
-			sv.ids[string(v[8:])] = true
-		}
+		return k.job(j)
 	case prefixDoc:
-		sv.docs = append(sv.docs, [2][]byte{k, v})
+		k.docs = append(k.docs, [2][]byte{key, v})
 	case prefixCounter:
 		if c, err := decodeCounts(v); err == nil && !c.paused.IsZero() {
-			sv.pauses[string(k[1:])] = c.paused
+			k.pauses[string(key[1:])] = c.paused
 		}
 	case prefixMeta:
-		if bytes.Equal(k, metaSeqKey) && len(v) == 8 {
-			sv.lastSeq = max(sv.lastSeq, binary.BigEndian.Uint64(v))
+		if bytes.Equal(key, metaSeqKey) && len(v) == 8 {
+			k.lastSeq = max(k.lastSeq, binary.BigEndian.Uint64(v))
 		}
 	}
+	return nil
 }
 
 // decodeAny decodes a job record of the given format version; of an
@@ -473,50 +506,89 @@ func decodeAny(v []byte, version uint32) (*delayq.Job, error) {
 	return decodeRecord(v)
 }
 
-// writeFresh writes what was salvaged into a new store at dir.
-func writeFresh(ctx context.Context, dir string, sv *salvaged, rep *RepairReport, log *slog.Logger) error {
+// sink writes what readStore salvages into the fresh store, jobs in
+// batches as they come.
+type sink struct {
+	ctx      context.Context
+	s        *Store
+	rep      *RepairReport
+	log      *slog.Logger
+	progress *progress
+	version  uint32 // of the damaged store, to decode its records
+
+	jobs    []*delayq.Job // the batch being filled
+	docs    [][2][]byte   // key, value: few, kept for the end
+	pauses  map[string]time.Time
+	lastSeq uint64
+}
+
+// newSink creates the fresh store at dir.
+func newSink(ctx context.Context, dir string, rep *RepairReport, log *slog.Logger) (*sink, error) {
 	s, err := Open(dir, Options{Logger: log, MinFree: -1, HotSize: -1})
+	if err != nil {
+		return nil, err
+	}
+	return &sink{ctx: ctx, s: s, rep: rep, log: log, progress: newProgress(log, "repair: writing jobs"), pauses: map[string]time.Time{}}, nil
+}
+
+// job adds a salvaged job, writing the batch when it is full.
+func (k *sink) job(j *delayq.Job) error {
+	k.jobs = append(k.jobs, j)
+	if len(k.jobs) < repairBatch {
+		return nil
+	}
+	return k.flush()
+}
+
+// flush writes the jobs batched so far, keeping their seqs.
+func (k *sink) flush() error {
+	if len(k.jobs) == 0 {
+		return nil
+	}
+	err := k.s.write(k.ctx, "repair", func(t *txn) error {
+		for _, j := range k.jobs {
+			t.seq = max(t.seq, j.Seq)
+			t.stage(nil, j)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	slices.SortFunc(sv.jobs, func(a, b *delayq.Job) int { return cmp.Compare(a.Seq, b.Seq) })
-	progress := newProgress(log, "repair: writing jobs")
-	for i := 0; i < len(sv.jobs); i += repairBatch {
-		chunk := sv.jobs[i:min(len(sv.jobs), i+repairBatch)]
-		err := s.write(ctx, "repair", func(t *txn) error {
-			for _, j := range chunk {
-				t.seq = max(t.seq, j.Seq)
-				t.stage(nil, j)
-			}
-			return nil
-		})
-		if err != nil {
-			_ = s.Close()
-			return err
-		}
-		rep.Jobs += len(chunk)
-		progress.tick(rep.Jobs)
+	k.rep.Jobs += len(k.jobs)
+	k.progress.tick(k.rep.Jobs)
+	k.jobs = k.jobs[:0]
+	return nil
+}
+
+// finish writes the last jobs, the documents, the pauses and the last
+// seq, and closes the fresh store.
+func (k *sink) finish() error {
+	if err := k.flush(); err != nil {
+		_ = k.s.Close()
+		return err
 	}
-	err = s.write(ctx, "repair", func(t *txn) error {
-		t.seq = max(t.seq, sv.lastSeq)
-		for _, d := range sv.docs {
+	err := k.s.write(k.ctx, "repair", func(t *txn) error {
+		t.seq = max(t.seq, k.lastSeq)
+		for _, d := range k.docs {
 			if err := t.b.Set(d[0], d[1], nil); err != nil {
 				return err
 			}
 		}
-		for topic, until := range sv.pauses {
+		for topic, until := range k.pauses {
 			t.topicCounts(topic).paused = until
 		}
 		return nil
 	})
 	if err != nil {
-		_ = s.Close()
+		_ = k.s.Close()
 		return err
 	}
-	rep.Documents, rep.Paused = len(sv.docs), len(sv.pauses)
-	// Seq only: an empty txn is not committed, so make sure the last seq
-	// is on disk even when no job was kept.
-	return errors.Join(s.db.Set(metaSeqKey, binary.BigEndian.AppendUint64(nil, s.seqNow()), pebble.Sync), s.Close())
+	k.rep.Documents, k.rep.Paused = len(k.docs), len(k.pauses)
+	k.log.Info("repair: writing jobs", "done", k.rep.Jobs)
+	// An empty txn is not committed: make sure the last seq is on disk
+	// even when nothing else was kept.
+	return errors.Join(k.s.db.Set(metaSeqKey, binary.BigEndian.AppendUint64(nil, k.s.seqNow()), pebble.Sync), k.s.Close())
 }
 
 // seqNow is the last seq assigned.
@@ -542,4 +614,11 @@ func (p *progress) tick(n int) {
 		p.last = time.Now()
 		p.log.Info(p.msg, "done", n)
 	}
+}
+
+func advance(it *pebble.Iterator, forward bool) bool {
+	if forward {
+		return it.Next()
+	}
+	return it.Prev()
 }

@@ -158,6 +158,8 @@ func TestRepairBadRecord(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
+	defer func(n int) { repairBatch = n }(repairBatch)
+	repairBatch = 7 // three batches and a rest
 	rep := repairAt(t, dir)
 	if rep.Jobs != 19 || rep.BadRecords != 1 || rep.Paused != 1 || !strings.Contains(strings.Join(rep.Damage, "\n"), ids[7]) {
 		t.Fatalf("report = %+v, want 19 jobs, 1 bad record named, 1 pause", rep)
