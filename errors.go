@@ -25,6 +25,10 @@ var (
 	// ErrDiskFull: the store's disk is below its free-space floor, so it
 	// takes no new jobs; the jobs it has are still served.
 	ErrDiskFull = errors.New("delayq: disk full")
+	// ErrCorrupt: the store found data it cannot trust (a damaged WAL
+	// record, sstable block or job record). The data is never served as if
+	// it were good; `delayq repair` salvages what is readable.
+	ErrCorrupt = errors.New("delayq: store data is corrupt")
 	// ErrInvalid: the request is malformed; a *ValidationError says how.
 	ErrInvalid = errors.New("delayq: invalid request")
 )

@@ -49,6 +49,7 @@ type root struct {
 	Topics  topicsCmd  `cmd:"" help:"List topics with their job counts."`
 	Stats   statsCmd   `cmd:"" help:"Show the server's health and job counts over all topics."`
 	Backup  backupCmd  `cmd:"" help:"Copy a running server's embedded store into a new data directory."`
+	Repair  repairCmd  `cmd:"" help:"Salvage a damaged embedded store of a stopped server: keep every readable job, keep the original."`
 	Bench   benchCmd   `cmd:"" help:"Measure a delayq or beanstalkd server: put, reserve+delete, firing lateness."`
 	Token   tokenCmd   `cmd:"" help:"Make a new random token and print the hashed entry for --auth-file."`
 

@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
+	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/config"
 	"github.com/delayq/delayq/internal/server"
 )
@@ -60,5 +63,11 @@ func (c *serveCmd) Run(e *env) error {
 	if err := cfg.Validate(); err != nil {
 		return usageError{msg: "invalid configuration:\n" + err.Error()}
 	}
-	return server.Run(e.ctx, cfg, cfg.NewLogger(e.stderr))
+	err := server.Run(e.ctx, cfg, cfg.NewLogger(e.stderr))
+	if errors.Is(err, delayq.ErrCorrupt) {
+		// Said first, before Pebble's detail, so an operator reading the
+		// last line of a failed start sees what happened and what to do.
+		return fmt.Errorf("refusing to start on a corrupt store (nothing was changed): %w", err)
+	}
+	return err
 }

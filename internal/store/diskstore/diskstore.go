@@ -80,6 +80,14 @@ const (
 	defaultTickMax      = 1000
 )
 
+// fsOrDefault is the filesystem Pebble and the checks use.
+func (o *Options) fsOrDefault() vfs.FS {
+	if o.fs == nil {
+		return vfs.Default
+	}
+	return o.fs
+}
+
 func (o *Options) setDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -108,7 +116,7 @@ func (o *Options) setDefaults() {
 type Store struct {
 	db    *pebble.DB   // replaced only by a read-only store's reopen, under mu and dbMu
 	dbMu  sync.RWMutex // held for reading by calls that use db outside mu (outside)
-	lock  *pebble.Lock // the directory lock, held from Open to Close
+	lock  *pebble.Lock // the directory lock, held from before the WAL check until Close, across a reopen
 	opts  Options      // as given to Open, defaults set
 	chunk int          // due-index entries per near-future load
 
@@ -117,6 +125,7 @@ type Store struct {
 	syncq *groupQueue    // applied groups waiting for their fsync
 	bg    sync.WaitGroup // the committer, the syncer and calls outside the mutex (outside)
 	dir   string         // the data directory
+	log   *slog.Logger   // Options.Logger
 
 	mu        sync.Mutex
 	closed    bool                      // guarded by mu
@@ -160,23 +169,15 @@ func newTopic() *topic {
 // store read-only instead of hanging in Pebble (see readonly.go).
 func Open(dir string, opts Options) (*Store, error) {
 	opts.setDefaults()
-	fs := opts.fs
-	if fs == nil {
-		fs = vfs.Default
-	}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("diskstore: create %s: %w", dir, err)
-	}
-	lock, err := pebble.LockDirectory(dir, fs)
+	fs := opts.fsOrDefault()
+	lock, err := lockDir(fs, dir)
 	if err != nil {
-		if locked(err) {
-			return nil, fmt.Errorf("data directory %s is in use by another delayq server (its LOCK file is held): %w", dir, err)
-		}
-		return nil, fmt.Errorf("diskstore: lock %s: %w", dir, err)
+		return nil, err
 	}
 	s := &Store{
 		dir:   dir,
 		opts:  opts,
+		log:   opts.Logger,
 		lock:  lock,
 		chunk: opts.nearChunk,
 		space: space{floor: uint64(max(opts.MinFree, 0)), free: opts.freeBytes},
@@ -207,14 +208,9 @@ func Open(dir string, opts Options) (*Store, error) {
 // state a new store starts from, and a read-only store's reopen. Requires
 // mu or a store nobody else sees yet.
 func (s *Store) openDB(readOnly bool) error {
-	cache := pebble.NewCache(s.opts.CacheSize)
-	defer cache.Unref()
-	po := pebbleOptions(s.opts, cache)
-	po.Lock = s.lock
-	po.ReadOnly = readOnly
-	db, err := pebble.Open(s.dir, po)
+	db, err := openPebble(s.dir, s.opts, s.lock, readOnly)
 	if err != nil {
-		return fmt.Errorf("diskstore: open %s: %w", s.dir, err)
+		return err
 	}
 	s.db = db
 	s.topics = make(map[string]*topic)
@@ -227,6 +223,10 @@ func (s *Store) openDB(readOnly bool) error {
 	s.open, s.tail = s.newGroup(), closedGroup
 	if err := s.load(readOnly); err != nil {
 		_ = db.Close()
+		if ce := asCorruption(err, s.dir); ce != nil {
+			ce.Dir = s.dir
+			err = ce
+		}
 		return fmt.Errorf("diskstore: open %s: %w", s.dir, err)
 	}
 	s.seqOnDisk = s.seq
@@ -292,10 +292,8 @@ func (s *Store) fail(op string, err error) error {
 	return s.failed
 }
 
-// unavailable wraps an I/O or decoding error of a read.
-func unavailable(op string, err error) error {
-	return fmt.Errorf("diskstore: %s: %w: %w", op, delayq.ErrUnavailable, err)
-}
+// unavailable wraps an I/O or decoding error of a read (see readErr).
+func unavailable(op string, err error) error { return readErr(op, err) }
 
 // read runs fn under the mutex for a call that changes nothing. What fn
 // saw may include transitions whose group is not durable yet, so read
@@ -469,7 +467,7 @@ func (s *Store) record(id string) (*delayq.Job, bool, error) {
 		}
 		return nil, false, err
 	}
-	j, err := decodeRecord(v)
+	j, err := openRecord(v)
 	if err != nil {
 		return nil, false, unavailable(fmt.Sprintf("decode job %q", id), err)
 	}

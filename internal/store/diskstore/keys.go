@@ -21,7 +21,9 @@ import (
 // Versions:
 //
 //	1: first format.
-const formatVersion uint32 = 1
+//	2: every job record (J) sealed with a CRC-32C of its bytes (checksum.go);
+//	   Open migrates a version 1 store (migrate.go).
+const formatVersion uint32 = 2
 
 // Key space. Every key starts with a one-byte prefix naming its kind:
 //

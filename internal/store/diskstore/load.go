@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/delayq/delayq"
 )
 
 // load rebuilds memory at open: format check, seq, every topic's counters
@@ -40,14 +42,23 @@ func (s *Store) load(readOnly bool) error {
 	return s.near.load(s)
 }
 
-// checkVersion writes the format version into a new store and refuses a
-// store of another version.
+// checkVersion writes the format version into a new store, migrates a
+// store of version 1 (migrate.go) and refuses one of any other version.
+// Read-only it writes nothing: a new store's version waits for the
+// reopen, and a version 1 store, which needs its migration written, is
+// refused.
 func (s *Store) checkVersion(readOnly bool) error {
 	v, ok, err := s.get(metaVersionKey)
 	if err != nil {
 		return err
 	}
 	if ok {
+		if len(v) == 4 && binary.BigEndian.Uint32(v) == 1 {
+			if readOnly {
+				return fmt.Errorf("%w: the store is in format version 1 and must be migrated to version %d, which writes every record; free space on the data directory's filesystem and start again", delayq.ErrDiskFull, formatVersion)
+			}
+			return s.migrateV1()
+		}
 		if len(v) != 4 || binary.BigEndian.Uint32(v) != formatVersion {
 			return fmt.Errorf("on-disk format version %x is not %d, the one this build reads; see keys.go", v, formatVersion)
 		}

@@ -91,6 +91,10 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.J
 			}
 			t.take(e)
 			j, err := s.mustRecord(e)
+			if errors.Is(err, delayq.ErrCorrupt) {
+				s.skipCorrupt(t, e, err) // else it would be picked first, and fail, forever
+				continue
+			}
 			if err != nil {
 				return err
 			}

@@ -2,6 +2,7 @@ package diskstore
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/delayq/delayq"
@@ -37,7 +38,10 @@ func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult
 			}
 			t.take(e)
 			if err := s.promote(t, e, now, p.Backoff, res); err != nil {
-				return err
+				if !errors.Is(err, delayq.ErrCorrupt) {
+					return err
+				}
+				s.skipCorrupt(t, e, err)
 			}
 		}
 		return nil

@@ -121,7 +121,7 @@ func (t *txn) stage(old, new *delayq.Job) {
 	}
 	// The batch copies the value, so one buffer serves every record the
 	// store encodes (the mutex is held): no allocation per transition.
-	t.s.recBuf = encodeRecord(t.s.recBuf[:0], new)
+	t.s.recBuf = sealRecord(t.s.recBuf[:0], new)
 	t.b.Set(jobKey(new.ID), t.s.recBuf, nil)
 	t.b.Set(indexKey(new), indexValue(new), nil)
 	if new.State == delayq.StateDelayed {

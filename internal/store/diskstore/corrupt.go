@@ -1,0 +1,206 @@
+package diskstore
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/wal"
+
+	"github.com/delayq/delayq"
+)
+
+// CorruptionError reports damaged data: the file and the byte offset of
+// the first damage when known. It matches delayq.ErrCorrupt.
+type CorruptionError struct {
+	File   string // path of the damaged file; "" when Pebble did not say
+	Offset int64  // byte offset of the damage in File; -1 when unknown
+	Detail string // what is wrong
+	Dir    string // the data directory, for the repair hint
+}
+
+func (e *CorruptionError) Error() string {
+	where := e.File
+	if where == "" {
+		where = "the data directory"
+	}
+	if e.Offset >= 0 {
+		where = fmt.Sprintf("%s at offset %d", where, e.Offset)
+	}
+	return fmt.Sprintf("corrupt data in %s: %s; the store will not serve it: stop the server and run `delayq repair %s` to salvage every readable job", where, e.Detail, e.dir())
+}
+
+// dir is the data directory for the repair hint.
+func (e *CorruptionError) dir() string {
+	if e.Dir != "" {
+		return e.Dir
+	}
+	return "DIR"
+}
+
+// Unwrap makes every CorruptionError match delayq.ErrCorrupt.
+func (e *CorruptionError) Unwrap() error { return delayq.ErrCorrupt }
+
+// lockDir takes the data directory's lock before anything reads it, so the
+// WAL check sees files no other process is writing. Pebble's Open then
+// uses the same lock.
+func lockDir(fs vfs.FS, dir string) (*pebble.Lock, error) {
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("diskstore: open %s: %w", dir, err)
+	}
+	lock, err := pebble.LockDirectory(dir, fs)
+	if err != nil {
+		if locked(err) {
+			return nil, fmt.Errorf("data directory %s is in use by another delayq server (its LOCK file is held): %w", dir, err)
+		}
+		return nil, fmt.Errorf("diskstore: open %s: %w", dir, err)
+	}
+	return lock, nil
+}
+
+// openPebble checks the newest WAL and opens Pebble under lock. Damage
+// Pebble finds itself (an older WAL, the MANIFEST, an sstable read during
+// replay) becomes a *CorruptionError too.
+func openPebble(dir string, opts Options, lock *pebble.Lock, readOnly bool) (db *pebble.DB, err error) {
+	if err := checkWAL(opts.fsOrDefault(), dir); err != nil {
+		if ce, ok := errors.AsType[*CorruptionError](err); ok {
+			ce.Dir = dir
+		}
+		return nil, fmt.Errorf("diskstore: open %s: %w", dir, err)
+	}
+	cache := pebble.NewCache(opts.CacheSize)
+	defer cache.Unref()
+	po := pebbleOptions(opts, cache)
+	po.Lock = lock
+	po.ReadOnly = readOnly
+	// Pebble's default answer to a damaged block is Logger.Fatalf, which
+	// takes the server down at every start that touches it. Log it
+	// instead: the read that met it fails with a *CorruptionError.
+	po.EventListener = &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
+		opts.Logger.Error("diskstore: corrupt data; run `delayq repair` on the stopped server's data directory to salvage every readable job",
+			"file", info.Path, "detail", info.Details)
+	}}
+	// Pebble panics on some damage it meets while opening (its code says
+	// so: "interspersed with panics"); a panic must not take the process
+	// down with no word of which file is bad.
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, fmt.Errorf("diskstore: open %s: %w", dir, pebbleCorruption(opts.fsOrDefault(), dir, fmt.Errorf("pebble panicked: %v", r)))
+		}
+	}()
+	db, err = pebble.Open(dir, po)
+	if err != nil {
+		if pebble.IsCorruptionError(err) {
+			err = pebbleCorruption(opts.fsOrDefault(), dir, err)
+		}
+		return nil, fmt.Errorf("diskstore: open %s: %w", dir, err)
+	}
+	return db, nil
+}
+
+// pebbleCorruption wraps a corruption error of Pebble's as a
+// *CorruptionError. Pebble's message does not name the WAL it was
+// replaying, so when the error is about a WAL, the WALs are read again to
+// find the damaged one and where; else the table its message names.
+func pebbleCorruption(fs vfs.FS, dir string, err error) *CorruptionError {
+	ce := &CorruptionError{Offset: -1, Detail: err.Error(), Dir: dir}
+	if strings.Contains(err.Error(), "WAL") {
+		if path, off := findDamagedWAL(fs, dir); path != "" {
+			ce.File, ce.Offset = path, off
+			return ce
+		}
+	}
+	ce.File = sstableIn(err.Error(), dir)
+	return ce
+}
+
+// findDamagedWAL returns the first WAL in dir, oldest first, with an
+// unreadable stretch that is not the torn tail of the newest one, and the
+// offset of its first damage; "" when none is.
+func findDamagedWAL(fs vfs.FS, dir string) (string, int64) {
+	logs, err := wal.Scan(wal.Dir{FS: fs, Dirname: dir})
+	if err != nil {
+		return "", -1
+	}
+	for i, ll := range logs {
+		for seg := range ll.NumSegments() {
+			_, path := ll.SegmentLocation(seg)
+			f, err := fs.Open(path)
+			if err != nil {
+				continue
+			}
+			b, err := io.ReadAll(f)
+			_ = f.Close()
+			if err != nil {
+				continue
+			}
+			_, bad, first := salvageWAL(b, uint32(ll.Num))
+			if first >= 0 {
+				return path, int64(first)
+			}
+			if i < len(logs)-1 && len(bad) > 0 {
+				return path, int64(bad[0].from) // an older WAL must end cleanly
+			}
+		}
+	}
+	return "", -1
+}
+
+// sstableRE finds an sstable's name in a Pebble error message: either
+// "000005.sst" or "file 000005:".
+var sstableRE = regexp.MustCompile(`\b(\d{6,})\.sst\b|\bfile (\d{6,}):`)
+
+// sstableIn names the sstable a Pebble error message mentions, or "".
+func sstableIn(msg, dir string) string {
+	m := sstableRE.FindStringSubmatch(msg)
+	switch {
+	case m == nil:
+		return ""
+	case m[1] != "":
+		return filepath.Join(dir, m[1]+".sst")
+	default:
+		return filepath.Join(dir, m[2]+".sst")
+	}
+}
+
+// readErr wraps an error of a Pebble read: damage Pebble detected becomes
+// a *CorruptionError naming the table (the read fails, the server stays
+// up); anything else is an I/O failure. Both match ErrUnavailable, so a
+// client is told the store failed and the log has the cause.
+func readErr(op string, err error) error {
+	if ce := asCorruption(err, ""); ce != nil {
+		return fmt.Errorf("diskstore: %s: %w: %w", op, delayq.ErrUnavailable, ce)
+	}
+	return fmt.Errorf("diskstore: %s: %w: %w", op, delayq.ErrUnavailable, err)
+}
+
+// asCorruption returns err as a *CorruptionError when it reports damage:
+// Pebble's corruption errors and this package's own (errCorrupt, a bad
+// checksum); nil otherwise.
+func asCorruption(err error, dir string) *CorruptionError {
+	if ce, ok := errors.AsType[*CorruptionError](err); ok {
+		return ce
+	}
+	if pebble.IsCorruptionError(err) || errors.Is(err, errCorrupt) {
+		return &CorruptionError{File: sstableIn(err.Error(), dir), Offset: -1, Detail: err.Error(), Dir: dir}
+	}
+	return nil
+}
+
+// skipCorrupt leaves out of memory a due or ready job whose record cannot
+// be read, so that it does not hold up every job after it: the timer and
+// reserve would meet it first, and fail, at every call. Its keys stay on
+// disk: reads of it keep failing with the CorruptionError, and `delayq
+// repair` reports it. t must not restore it on abort. Requires mu.
+func (s *Store) skipCorrupt(t *txn, e *entry, err error) {
+	if n := len(t.popped); n > 0 && t.popped[n-1] == e {
+		t.popped = t.popped[:n-1]
+	}
+	s.log.Error("diskstore: skipping a job whose record cannot be read; stop the server and run `delayq repair` to salvage the store",
+		"job", e.id, "seq", e.seq, "err", err)
+}
