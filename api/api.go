@@ -144,6 +144,10 @@ type Job struct {
 	TTR         float64 `json:"ttr"` // seconds
 	MaxAttempts int     `json:"max_attempts"`
 	Attempts    int     `json:"attempts"`
+	Timeouts    int     `json:"timeouts"` // TTR expiries
+	Releases    int     `json:"releases"`
+	Buries      int     `json:"buries"`
+	Kicks       int     `json:"kicks"`
 	Due         Time    `json:"due"`
 	Created     Time    `json:"created"`
 	Reservation string  `json:"reservation,omitempty"`

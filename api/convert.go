@@ -45,7 +45,8 @@ func FromJob(j *delayq.Job) Job {
 	w := Job{
 		ID: j.ID, Seq: j.Seq, Topic: j.Topic, State: string(j.State),
 		Priority: j.Priority, TTR: j.TTR.Seconds(), MaxAttempts: j.MaxAttempts,
-		Attempts: j.Attempts, Due: Time{Time: j.Due}, Created: Time{Time: j.Created},
+		Attempts: j.Attempts, Timeouts: j.Timeouts, Releases: j.Releases, Buries: j.Buries, Kicks: j.Kicks,
+		Due: Time{Time: j.Due}, Created: Time{Time: j.Created},
 	}
 	w.Body, w.BodyBase64 = EncodeBody(j.Body)
 	if j.State == delayq.StateReserved {
@@ -71,6 +72,7 @@ func (w *Job) ToJob() (*delayq.Job, error) {
 		ID: w.ID, Seq: w.Seq, Topic: w.Topic, State: delayq.State(w.State),
 		Priority: w.Priority, TTR: time.Duration(w.TTR * float64(time.Second)),
 		MaxAttempts: w.MaxAttempts, Attempts: w.Attempts,
+		Timeouts: w.Timeouts, Releases: w.Releases, Buries: w.Buries, Kicks: w.Kicks,
 		Due: w.Due.Time, Created: w.Created.Time, Reservation: w.Reservation,
 	}
 	if w.Deadline != nil {

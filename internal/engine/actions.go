@@ -79,6 +79,7 @@ func (e *Engine) release(ctx context.Context, r ReleaseRequest) (*delayq.Job, er
 	if err != nil {
 		return nil, delayq.ForJob(r.Ref, err)
 	}
+	e.metrics.Release(j.Topic)
 	e.announce(j)
 	return j, nil
 }
@@ -98,6 +99,9 @@ func (e *Engine) Bury(ctx context.Context, ref delayq.Ref, priority *uint32) (*d
 		return nil, e.record("bury", err)
 	}
 	j, err := e.st.Bury(ctx, store.BuryParams{Ref: ref, Priority: priority, Now: delayq.TruncMilli(time.Now())})
+	if err == nil {
+		e.metrics.Bury(j.Topic)
+	}
 	return j, e.record("bury", delayq.ForJob(ref, err))
 }
 

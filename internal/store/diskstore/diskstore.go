@@ -109,6 +109,8 @@ type Store struct {
 	db    *pebble.DB
 	chunk int // due-index entries per near-future load
 
+	store.CommitHook // times each group commit (delayq_store_commit_seconds)
+
 	kick  chan struct{}  // capacity 1: the open group has work (commit.go)
 	stop  chan struct{}  // closed by Close: the committer commits what is left and ends
 	syncq *groupQueue    // applied groups waiting for their fsync

@@ -105,7 +105,7 @@ func (s *Store) promote(t *txn, e *entry, now time.Time, res *store.TickResult) 
 		store.ApplyTimeout(n)
 	}
 	if n.State == delayq.StateBuried {
-		res.Buried++
+		res.AddBuried(n.Topic)
 	} else {
 		res.Ready[n.Topic]++
 	}

@@ -430,7 +430,7 @@ func (s *Store) promote(j *delayq.Job, now time.Time, res *store.TickResult) {
 		store.ApplyTimeout(j)
 	}
 	if j.State == delayq.StateBuried {
-		res.Buried++
+		res.AddBuried(j.Topic)
 		return
 	}
 	res.Ready[j.Topic]++

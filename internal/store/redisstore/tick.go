@@ -273,7 +273,7 @@ func result(all []moved) *store.TickResult {
 		case 1:
 			res.Ready[m.topic]++
 		default:
-			res.Buried++
+			res.AddBuried(m.topic)
 		}
 	}
 	return res
