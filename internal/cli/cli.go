@@ -134,6 +134,7 @@ func defaultVars() kong.Vars {
 		"max_wait":           d.MaxWait.String(),
 		"max_reserve_topics": strconv.Itoa(d.MaxReserveTopics),
 		"shutdown_timeout":   d.ShutdownTimeout.String(),
+		"alarm_interval":     d.AlarmInterval.String(),
 		"log_level":          d.LogLevel,
 		"log_format":         d.LogFormat,
 		"server":             defaultServer,
