@@ -73,6 +73,7 @@ type figures struct {
 // won. Run calls it every Interval; tests call it with the times they
 // choose.
 func (s *Service) Evaluate(ctx context.Context, now time.Time) error {
+	defer s.evals.Add(1)
 	alarms, err := s.List(ctx)
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/delayq/delayq"
@@ -111,6 +112,7 @@ type Service struct {
 	stop    context.CancelFunc
 	wg      sync.WaitGroup // the senders
 	closed  bool           // guarded by mu
+	evals   atomic.Uint64  // evaluations done (Evaluations)
 }
 
 // New returns a service over ds. It evaluates nothing until Run or
@@ -247,6 +249,10 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// Evaluations is how many evaluations have finished, failed ones
+// included, so tests and operators can wait for the next one.
+func (s *Service) Evaluations() uint64 { return s.evals.Load() }
 
 // Close ends in-flight sends (their events are logged as given up) and
 // waits for the senders. Later events are dropped.
