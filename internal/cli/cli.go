@@ -57,6 +57,9 @@ type root struct {
 	Resume   resumeCmd   `cmd:"" help:"Resume a paused topic."`
 	Purge    purgeCmd    `cmd:"" help:"Delete every job of a topic in one state (e.g. buried)."`
 	Schedule scheduleCmd `cmd:"" help:"Manage periodic jobs: add, list, get, delete, pause, resume."`
+
+	// Alarms (alarms.go).
+	Alarm alarmCmd `cmd:"" help:"Manage webhook alarms: set, list, get, delete."`
 }
 
 // env is what every subcommand's Run gets: the context (cancelled on
