@@ -240,6 +240,10 @@ func TestAlarmSentOnceOverRedis(t *testing.T) {
 	}
 	evaluated(t, a, 5)
 	evaluated(t, b, 5)
+	// Redis round trips are timed as commits (store.CommitObserver).
+	if text := scrape(t, b); !strings.Contains(text, "delayq_store_commit_seconds_count") || strings.Contains(text, "delayq_store_commit_seconds_count 0\n") {
+		t.Error("delayq_store_commit_seconds counted no Redis write on the instance that buried a job")
+	}
 	select {
 	case ev := <-h.events:
 		t.Errorf("event after the resolution: %+v", ev)
