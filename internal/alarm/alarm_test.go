@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/delayq/delayq"
@@ -403,5 +405,61 @@ func TestBadInput(t *testing.T) {
 		if got := delayq.CodeOf(err); got != c.code {
 			t.Errorf("Parse(%q, %s) = %v (code %q), want code %q", c.name, c.body, err, got, c.code)
 		}
+	}
+}
+
+// TestRunEveryInterval: Run evaluates at once, then every Interval, and
+// returns when its context ends (in a synctest bubble: fake time).
+func TestRunEveryInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := memstore.New()
+		defer st.Close()
+		svc := New(st, Sources{Topics: st.Topics}, Config{Interval: 10 * time.Second})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- svc.Run(ctx) }()
+		synctest.Wait()
+		if n := svc.Evaluations(); n != 1 {
+			t.Fatalf("evaluations at start = %d, want 1", n)
+		}
+		time.Sleep(35 * time.Second)
+		synctest.Wait()
+		if n := svc.Evaluations(); n != 4 {
+			t.Errorf("evaluations after 35s = %d, want 4 (at 0, 10, 20, 30 s)", n)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v, want nil", err)
+		}
+	})
+}
+
+// TestReceiverHangs: a receiver that never answers is cut off by the
+// timeout and retried, then the event is given up.
+func TestReceiverHangs(t *testing.T) {
+	var calls atomic.Int32
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		_, _ = io.ReadAll(r.Body) // then the server notices the client hanging up
+		<-r.Context().Done()
+	}))
+	defer hang.Close()
+	f := newFixture(t, Config{Timeout: 20 * time.Millisecond, Retries: 2, Backoff: time.Millisecond})
+	f.set("dead", `{"url":"`+hang.URL+`","when":{"buried_over":0}}`)
+	f.bury("t", "a")
+	f.eval(f.svc, time.Now())
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		f.svc.mu.Lock()
+		n := len(f.svc.senders)
+		f.svc.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sender did not give up")
+		}
+	}
+	if got := calls.Load(); got != 3 {
+		t.Errorf("the receiver was called %d times, want 3 (the first try and 2 retries)", got)
 	}
 }
