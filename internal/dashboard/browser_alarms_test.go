@@ -49,7 +49,7 @@ func TestBrowserAlarms(t *testing.T) {
 	if diff := cmp.Diff(want, evalRows(t, ctx, "#alarms", 5)); diff != "" {
 		t.Errorf("alarms table (-want +got):\n%s", diff)
 	}
-	if got := text(t, ctx, `#alarms tr[data-alarm="dead-letters"] td.firing`); !strings.Contains(got, "shop/orders buried_over: 1 > 0 since") {
+	if got := text(t, ctx, `#alarms tr[data-alarm="dead-letters"] td.firing`); !strings.Contains(got, "shop/orders buried_over: 1 > 0 since") || strings.Contains(got, "[object") {
 		t.Errorf("dead-letters firing cell = %q, want shop/orders with its value and since", got)
 	}
 	if got := text(t, ctx, `#alarms tr[data-alarm="slow"] td.firing`); got != "none" {

@@ -458,6 +458,10 @@
       .map((k) => `${k} ${w[k]}`).join(', ');
   }
 
+  // num writes a condition's value: whole numbers as they are, others
+  // (seconds, rates) to two decimals.
+  const num = (v) => (Number.isInteger(v) ? String(v) : v.toFixed(2));
+
   async function showAlarms(gen) {
     crumbs(el('a', { href: '#/' }, 'Topics'), el('a', { href: '#/alarms' }, 'Alarms'));
     const data = await call('alarms');
@@ -475,8 +479,8 @@
         el('td', null, el('code', null, a.url)),
         el('td', { class: 'firing' }, firing.length
           ? el('ul', { class: 'times' }, firing.map((c) => el('li', { 'data-topic': c.topic },
-            el('a', { href: topicHref(c.topic) }, c.topic), ` ${c.condition}: ${c.value} > ${c.threshold}`,
-            c.since ? ` since ${fmtWhen(c.since)}` : '')))
+            el('a', { href: topicHref(c.topic) }, c.topic), ` ${c.condition}: ${num(c.value)} > ${num(c.threshold)}`,
+            c.since ? ' since ' : '', c.since ? fmtWhen(c.since) : '')))
           : el('span', { class: 'muted' }, 'none')),
         el('td', null, el('button', { type: 'button', class: 'danger delete', onclick: () => {
           if (!confirm(`Delete alarm ${a.name}? A firing alarm sends no resolved event.`)) return;
