@@ -13,6 +13,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/api"
 	"github.com/delayq/delayq/internal/engine"
@@ -304,7 +307,8 @@ func TestReceiverDownGivesUp(t *testing.T) {
 		http.Error(w, "down", http.StatusServiceUnavailable)
 	}))
 	defer rcv.Close()
-	f := newFixture(t, Config{Retries: 2, Backoff: time.Millisecond})
+	reg := prometheus.NewRegistry()
+	f := newFixture(t, Config{Retries: 2, Backoff: time.Millisecond, Registry: reg})
 	f.set("dead", `{"url":"`+rcv.URL+`","when":{"buried_over":0}}`)
 	f.bury("t", "a")
 	f.eval(f.svc, time.Now())
@@ -319,6 +323,12 @@ func TestReceiverDownGivesUp(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the sender did not give up")
 		}
+	}
+	if got := testutil.ToFloat64(f.svc.met.events.WithLabelValues(outcomeGivenUp)); got != 1 {
+		t.Errorf(`delayq_alarm_events_total{outcome="given_up"} = %v, want 1`, got)
+	}
+	if got := testutil.ToFloat64(f.svc.met.events.WithLabelValues(outcomeSent)); got != 0 {
+		t.Errorf(`delayq_alarm_events_total{outcome="sent"} = %v, want 0`, got)
 	}
 }
 

@@ -30,6 +30,7 @@ func (s *Service) enqueue(a *Alarm, ev api.AlarmEvent) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
+		s.met.event(outcomeDropped)
 		s.log.Warn("alarms: shutting down; event not sent", "alarm", a.Name, "topic", ev.Topic, "condition", ev.Condition, "state", ev.State)
 		return
 	}
@@ -43,6 +44,7 @@ func (s *Service) enqueue(a *Alarm, ev api.AlarmEvent) {
 	select {
 	case sd.q <- delivery{url: a.URL, ev: ev}:
 	default:
+		s.met.event(outcomeDropped)
 		s.log.Error("alarms: too many events waiting for the receiver; event dropped", "alarm", a.Name, "url", a.URL,
 			"topic", ev.Topic, "condition", ev.Condition, "state", ev.State)
 	}
@@ -77,6 +79,7 @@ func (s *Service) deliver(name string, d delivery) {
 	for attempt := 0; ; attempt++ {
 		err = s.post(d.url, body)
 		if err == nil {
+			s.met.event(outcomeSent)
 			return
 		}
 		if attempt >= s.cfg.Retries || s.sendCtx.Err() != nil {
@@ -91,6 +94,7 @@ func (s *Service) deliver(name string, d delivery) {
 		}
 		wait = min(2*wait, maxBackoff)
 	}
+	s.met.event(outcomeGivenUp)
 	s.log.Error("alarms: event not delivered; giving up", "alarm", name, "url", d.url, "topic", d.ev.Topic,
 		"condition", d.ev.Condition, "state", d.ev.State, "err", err)
 }

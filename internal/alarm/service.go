@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/store"
 )
@@ -71,6 +73,8 @@ type Config struct {
 	Client *http.Client
 	// Logger receives failed sends and store errors. Default: discard.
 	Logger *slog.Logger
+	// Registry, when set, gets delayq_alarm_events_total.
+	Registry prometheus.Registerer
 }
 
 func (c *Config) setDefaults() {
@@ -103,6 +107,7 @@ type Service struct {
 	src Sources
 	cfg Config
 	log *slog.Logger
+	met *counters
 
 	mu      sync.Mutex
 	seen    map[string][]Condition // per alarm, what the last evaluation saw; guarded by mu
@@ -120,7 +125,7 @@ type Service struct {
 func New(ds store.DocStore, src Sources, cfg Config) *Service {
 	cfg.setDefaults()
 	ctx, stop := context.WithCancel(context.Background())
-	return &Service{ds: ds, src: src, cfg: cfg, log: cfg.Logger, seen: map[string][]Condition{},
+	return &Service{ds: ds, src: src, cfg: cfg, log: cfg.Logger, met: newCounters(cfg.Registry), seen: map[string][]Condition{},
 		senders: map[string]*sender{}, sendCtx: ctx, stop: stop}
 }
 

@@ -39,6 +39,7 @@ func (s *Server) newAlarms() *alarm.Service {
 		Shared:   s.redis != nil,
 		Instance: instanceName(),
 		Logger:   s.log.With("component", "alarm"),
+		Registry: m.Registry,
 	})
 }
 

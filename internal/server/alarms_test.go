@@ -111,6 +111,9 @@ func TestAlarmOverHTTPSurvivesRestart(t *testing.T) {
 	if ev := h.next(t, "firing"); ev.State != "firing" || ev.Alarm != "dead" || ev.Topic != "orders" || ev.Value != 1 {
 		t.Fatalf("event = %+v, want dead firing on orders", ev)
 	}
+	waitUntil(t, "the sent event counted", func() bool {
+		return strings.Contains(scrape(t, s), `delayq_alarm_events_total{outcome="sent"} 1`)
+	})
 	var a api.Alarm
 	getJSON(t, s, "/v1/alarms/dead", &a)
 	if a.State != "firing" || len(a.Conditions) != 1 || !a.Conditions[0].Firing || a.Conditions[0].Since == nil {
