@@ -18,7 +18,8 @@ func TestJobRoundTrip(t *testing.T) {
 	for _, body := range [][]byte{[]byte("héllo"), {0xff, 0x00, 0x01}, {}} {
 		j := &delayq.Job{
 			ID: "a", Seq: 7, Topic: "t", Body: body, Priority: 3, TTR: 1500 * time.Millisecond,
-			MaxAttempts: 2, Attempts: 1, State: delayq.StateReserved, Due: at, Created: at,
+			MaxAttempts: 2, Attempts: 1, Timeouts: 1, Releases: 2, Buries: 3, Kicks: 4,
+			State: delayq.StateReserved, Due: at, Created: at,
 			Reservation: "7-1", Deadline: at.Add(time.Minute),
 		}
 		w := FromJob(j)

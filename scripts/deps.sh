@@ -2,8 +2,9 @@
 # Installs the servers and clients the test suite talks to, when missing:
 # redis-server (Redis backend tests), beanstalkd (byte-for-byte protocol
 # comparison), php-cli + pheanstalk (a real beanstalkd client), chromium
-# (the dashboard's browser tests) and nc (the README's beanstalkd
-# examples). Debian packages only; needs root (or sudo) the first time.
+# (the dashboard's browser tests), nc (the README's beanstalkd
+# examples) and promtool (checks docs/alerts/prometheus-rules.yaml; Debian
+# ships it in the prometheus package). Debian packages only; needs root (or sudo) the first time.
 set -euo pipefail
 
 need=()
@@ -13,6 +14,7 @@ command -v beanstalkd >/dev/null || need+=(beanstalkd)
 command -v php >/dev/null || need+=(php-cli)
 command -v chromium >/dev/null || need+=(chromium)
 command -v nc >/dev/null || need+=(netcat-openbsd)
+command -v promtool >/dev/null || need+=(prometheus)
 [ -d /usr/share/php/Pheanstalk ] || dpkg -s php-pda-pheanstalk >/dev/null 2>&1 || need+=(php-pda-pheanstalk)
 
 if [ ${#need[@]} -eq 0 ]; then

@@ -59,6 +59,9 @@ type root struct {
 	Purge    purgeCmd    `cmd:"" help:"Delete every job of a topic in one state (e.g. buried)."`
 	Schedule scheduleCmd `cmd:"" help:"Manage periodic jobs: add, list, get, delete, pause, resume."`
 	Policy   policyCmd   `cmd:"" help:"Manage a topic's policy: default ttr and max_attempts, retry backoff, max jobs."`
+
+	// Alarms (alarms.go).
+	Alarm alarmCmd `cmd:"" help:"Manage webhook alarms: set, list, get, delete."`
 }
 
 // env is what every subcommand's Run gets: the context (cancelled on
@@ -136,6 +139,7 @@ func defaultVars() kong.Vars {
 		"max_wait":           d.MaxWait.String(),
 		"max_reserve_topics": strconv.Itoa(d.MaxReserveTopics),
 		"shutdown_timeout":   d.ShutdownTimeout.String(),
+		"alarm_interval":     d.AlarmInterval.String(),
 		"log_level":          d.LogLevel,
 		"log_format":         d.LogFormat,
 		"server":             defaultServer,

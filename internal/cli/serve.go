@@ -24,6 +24,7 @@ type serveCmd struct {
 	MaxReserveTopics int           `name:"max-reserve-topics" env:"DELAYQ_MAX_RESERVE_TOPICS" default:"${max_reserve_topics}" help:"Most topics one reserve may list."`
 	AdvertiseURL     string        `name:"advertise-url" env:"DELAYQ_ADVERTISE_URL" help:"Base URL clients use to reach this instance (default: from the listen address)."`
 	ShutdownTimeout  time.Duration `name:"shutdown-timeout" env:"DELAYQ_SHUTDOWN_TIMEOUT" default:"${shutdown_timeout}" help:"How long a graceful shutdown may wait for in-flight requests."`
+	AlarmInterval    time.Duration `name:"alarm-interval" env:"DELAYQ_ALARM_INTERVAL" default:"${alarm_interval}" help:"Time between two evaluations of the alarms."`
 	LogLevel         string        `name:"log-level" env:"DELAYQ_LOG_LEVEL" default:"${log_level}" enum:"debug,info,warn,error" help:"debug, info, warn or error."`
 	LogFormat        string        `name:"log-format" env:"DELAYQ_LOG_FORMAT" default:"${log_format}" enum:"text,json" help:"text or json."`
 
@@ -50,6 +51,7 @@ func (c *serveCmd) config() config.Config {
 		MaxReserveTopics: c.MaxReserveTopics,
 		AdvertiseURL:     c.AdvertiseURL,
 		ShutdownTimeout:  c.ShutdownTimeout,
+		AlarmInterval:    c.AlarmInterval,
 		LogLevel:         c.LogLevel,
 		LogFormat:        c.LogFormat,
 		Security:         c.securityFlags.config(),

@@ -30,6 +30,11 @@ const (
 	MaxShutdownWait = 10 * time.Minute
 	MaxCacheMiB     = 1 << 20 // 1 TiB
 	MinCacheMiB     = 8
+	// The alarm evaluation interval's range: each evaluation reads every
+	// topic's counts, so not more often than every 100 ms; an alarm an
+	// hour late is no alarm.
+	MinAlarmInterval = 100 * time.Millisecond
+	MaxAlarmInterval = time.Hour
 )
 
 // Config is everything a delayq server needs to start. The zero value is not
@@ -74,6 +79,10 @@ type Config struct {
 	// ShutdownTimeout bounds a graceful shutdown: in-flight requests that
 	// have not finished by then are cut off. Default 30s.
 	ShutdownTimeout time.Duration
+	// AlarmInterval is the time between two evaluations of the alarms
+	// (package alarm). Default 10s (also when 0); at least
+	// MinAlarmInterval.
+	AlarmInterval time.Duration
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string
 	// LogFormat is text (logfmt-like, for people) or json (for log
@@ -113,6 +122,7 @@ func Default() Config {
 		MaxWait:          delayq.MaxWaitDefault,
 		MaxReserveTopics: 1000,
 		ShutdownTimeout:  30 * time.Second,
+		AlarmInterval:    10 * time.Second,
 		LogLevel:         "info",
 		LogFormat:        "text",
 		Security:         DefaultSecurity(),
@@ -143,6 +153,9 @@ func (c Config) Validate() error {
 		if u, err := url.Parse(c.Redis); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
 			add("redis", "%q is not a redis:// or rediss:// URL", c.Redis)
 		}
+	}
+	if c.AlarmInterval != 0 && (c.AlarmInterval < MinAlarmInterval || c.AlarmInterval > MaxAlarmInterval) {
+		add("alarm-interval", "%s is out of range (%s to %s)", c.AlarmInterval, MinAlarmInterval, MaxAlarmInterval)
 	}
 	if strings.TrimSpace(c.DataDir) == "" && c.Redis == "" {
 		add("data-dir", "must not be empty")

@@ -43,6 +43,9 @@ func TestValidate(t *testing.T) {
 		{"advertise no scheme", func(c *Config) { c.AdvertiseURL = "q.example.com:7480" }, []string{"advertise-url"}},
 		{"advertise ftp", func(c *Config) { c.AdvertiseURL = "ftp://q" }, []string{"advertise-url"}},
 		{"zero shutdown", func(c *Config) { c.ShutdownTimeout = 0 }, []string{"shutdown-timeout"}},
+		{"alarm interval too short", func(c *Config) { c.AlarmInterval = time.Millisecond }, []string{"alarm-interval"}},
+		{"alarm interval negative", func(c *Config) { c.AlarmInterval = -time.Second }, []string{"alarm-interval"}},
+		{"alarm interval too long", func(c *Config) { c.AlarmInterval = 2 * time.Hour }, []string{"alarm-interval"}},
 		{"bad level", func(c *Config) { c.LogLevel = "loud" }, []string{"log-level"}},
 		{"bad format", func(c *Config) { c.LogFormat = "xml" }, []string{"log-format"}},
 		{

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/delayq/delayq/api"
+	"github.com/delayq/delayq/internal/alarm"
 	"github.com/delayq/delayq/internal/dashboard"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/history"
@@ -29,7 +30,16 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // newAPI is the real HTTP API with the dashboard mounted, over a running
 // engine on memstore, as the server wires it.
-func newAPI(t *testing.T) http.Handler {
+func newAPI(t *testing.T) http.Handler { return newAPIs(t).h }
+
+// apis is newAPI's handler with the parts tests drive directly.
+type apis struct {
+	h      http.Handler
+	e      *engine.Engine
+	alarms *alarm.Service
+}
+
+func newAPIs(t *testing.T) apis {
 	t.Helper()
 	st := memstore.New()
 	log := slog.New(slog.DiscardHandler)
@@ -52,7 +62,13 @@ func newAPI(t *testing.T) http.Handler {
 	sdone := make(chan struct{})
 	go func() { defer close(sdone); _ = sched.Run(sctx) }()
 	t.Cleanup(func() { stop(); <-sdone })
-	return httpapi.NewHandler(e, httpapi.Options{UI: dashboard.Handler(), Logger: log, Schedules: sched, History: hist})
+	// Alarms are evaluated by the tests (Evaluate), not by a loop.
+	alarms := alarm.New(st, alarm.Sources{Topics: e.Topics, LatenessP99: hist.LatenessP99}, alarm.Config{Logger: log})
+	t.Cleanup(alarms.Close)
+	return apis{
+		h: httpapi.NewHandler(e, httpapi.Options{UI: dashboard.Handler(), Logger: log, Schedules: sched, History: hist, Alarms: alarms}),
+		e: e, alarms: alarms,
+	}
 }
 
 type response struct {
@@ -211,6 +227,8 @@ func TestScriptListsTheAPITable(t *testing.T) {
 		"POST /v1/schedules/{name}/pause",
 		"POST /v1/schedules/{name}/resume",
 		"DELETE /v1/schedules/{name}",
+		"GET /v1/alarms",
+		"DELETE /v1/alarms/{name}",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("app.js API table (-want +got):\n%s", diff)

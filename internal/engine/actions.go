@@ -93,6 +93,7 @@ func (e *Engine) release(ctx context.Context, r ReleaseRequest) (*delayq.Job, er
 	if err != nil {
 		return nil, delayq.ForJob(r.Ref, err)
 	}
+	e.metrics.Release(j.Topic)
 	e.announce(j)
 	return j, nil
 }
@@ -122,6 +123,9 @@ func (e *Engine) Bury(ctx context.Context, r BuryRequest) (*delayq.Job, error) {
 		return nil, e.record("bury", err)
 	}
 	j, err := e.st.Bury(ctx, store.BuryParams{Ref: r.Ref, Priority: r.Priority, Reason: r.Reason, Now: delayq.TruncMilli(time.Now())})
+	if err == nil {
+		e.metrics.Bury(j.Topic)
+	}
 	return j, e.record("bury", delayq.ForJob(r.Ref, err))
 }
 

@@ -115,6 +115,9 @@ func New(st store.Store, cfg Config) *Engine {
 	if e.metrics == nil {
 		e.metrics = metrics.New(st.Topics)
 	}
+	if co, ok := st.(store.CommitObserver); ok {
+		co.ObserveCommits(e.metrics.Commit)
+	}
 	return e
 }
 

@@ -86,7 +86,9 @@ func (e *Engine) tickUntilIdle(ctx context.Context) time.Time {
 
 // afterTick wakes waiters and records what a timer step did.
 func (e *Engine) afterTick(res *store.TickResult) {
-	e.metrics.Timeouts(ttrExpired(res)) // before the wake-ups, so a woken consumer sees it counted
+	for topic, n := range ttrExpired(res) {
+		e.metrics.Timeouts(topic, n) // before the wake-ups, so a woken consumer sees it counted
+	}
 	for topic, n := range res.Ready {
 		e.waiters.wake(topic, n)
 	}

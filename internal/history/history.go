@@ -329,3 +329,23 @@ func (a *accumulator) quantile(q float64) time.Duration {
 	}
 	return a.max
 }
+
+// LatenessP99 is the highest 99th percentile of topic's fire lateness
+// among the samples taken after since that had fires, and false when
+// none had (the alarms' lateness_p99_over).
+func (h *History) LatenessP99(topic string, since time.Time) (time.Duration, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.series[topic]
+	if s == nil {
+		return 0, false
+	}
+	var p99 time.Duration
+	found := false
+	for _, smp := range s.ring {
+		if smp.At.After(since) && smp.Fires > 0 {
+			p99, found = max(p99, smp.Lateness.P99), true
+		}
+	}
+	return p99, found
+}

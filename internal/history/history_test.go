@@ -252,3 +252,33 @@ func TestRun(t *testing.T) {
 		}
 	})
 }
+
+// TestLatenessP99Since: the alarms' figure is the highest p99 among the
+// samples after since that had fires; none: false.
+func TestLatenessP99Since(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, Config{Interval: 10 * time.Second})
+		f.put("t", "keep")
+		start := time.Now()
+		if _, ok := f.h.LatenessP99("t", start); ok {
+			t.Error("LatenessP99 before any sample = ok, want none")
+		}
+		f.h.Fired("t", []time.Duration{2 * time.Second})
+		f.sample(10 * time.Second) // at +10s: p99 2s
+		f.h.Fired("t", []time.Duration{500 * time.Millisecond})
+		f.sample(10 * time.Second) // at +20s: p99 0.5s
+		f.sample(10 * time.Second) // at +30s: no fires
+		if d, ok := f.h.LatenessP99("t", start); !ok || d < 2*time.Second || d > 2200*time.Millisecond {
+			t.Errorf("LatenessP99(since start) = %s, %v; want about 2s", d, ok)
+		}
+		if d, ok := f.h.LatenessP99("t", start.Add(15*time.Second)); !ok || d < 500*time.Millisecond || d > 550*time.Millisecond {
+			t.Errorf("LatenessP99(since +15s) = %s, %v; want about 0.5s", d, ok)
+		}
+		if _, ok := f.h.LatenessP99("t", start.Add(25*time.Second)); ok {
+			t.Error("LatenessP99 over samples without fires = ok, want none")
+		}
+		if _, ok := f.h.LatenessP99("nosuch", start); ok {
+			t.Error("LatenessP99 of an unknown topic = ok")
+		}
+	})
+}

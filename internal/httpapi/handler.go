@@ -7,6 +7,7 @@ import (
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/api"
+	"github.com/delayq/delayq/internal/alarm"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/history"
 	"github.com/delayq/delayq/internal/schedule"
@@ -37,6 +38,9 @@ type Options struct {
 	// (/v1/topics/{topic}/history, charts.go); without it that answers
 	// 404.
 	History *history.History
+	// Alarms, when set, serves the alarms' endpoints (/v1/alarms,
+	// alarms.go).
+	Alarms *alarm.Service
 }
 
 // perJobOverhead is room for a job's JSON fields besides its body.

@@ -123,6 +123,13 @@ var guardRules = []struct {
 	{"DELETE /v1/schedules/{name}", onAll(auth.Admin)},
 	{"POST /v1/schedules/{name}/pause", onAll(auth.Admin)},
 	{"POST /v1/schedules/{name}/resume", onAll(auth.Admin)},
+	// Alarms (alarms.go): reading them is reading; an alarm makes the
+	// server POST to a URL of the caller's choosing, so setting one takes
+	// admin.
+	{"GET /v1/alarms", onAll(auth.Read)},
+	{"GET /v1/alarms/{name}", onAll(auth.Read)},
+	{"PUT /v1/alarms/{name}", onAll(auth.Admin)},
+	{"DELETE /v1/alarms/{name}", onAll(auth.Admin)},
 	{"GET /v1/cluster", authenticated},
 	{"GET /metrics", onAll(auth.Read)},
 	// The original protocol names its topic inside the body, after this

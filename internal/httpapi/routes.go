@@ -32,6 +32,7 @@ func (h *handler) routes() {
 
 	m.HandleFunc("GET /v1/backup", h.backup)
 	h.scheduleRoutes()
+	h.alarmRoutes()
 	h.pauseRoutes()
 	h.policyRoutes()
 	h.chartRoutes()

@@ -21,14 +21,23 @@ type Metrics struct {
 	ops          *prometheus.CounterVec
 	fireLateness prometheus.Histogram
 	readyWait    prometheus.Histogram
-	timeouts     prometheus.Counter
+	timeouts     *prometheus.CounterVec
+	releases     *prometheus.CounterVec
+	buries       *prometheus.CounterVec
 	buried       prometheus.Counter
 	waiters      prometheus.Gauge
+	commit       prometheus.Histogram
+
+	counts counts // the same figures as plain numbers (counts.go)
 }
 
 // lateBuckets spans 100 µs to 10 s: the interesting part of firing
 // lateness is the low milliseconds, the tail shows overload.
 var lateBuckets = prometheus.ExponentialBucketsRange(0.0001, 10, 16)
+
+// commitBuckets span 50 µs (a Redis round trip on the same host, an fsync
+// on a battery-backed cache) to 2.5 s (a stalled disk).
+var commitBuckets = prometheus.ExponentialBucketsRange(0.00005, 2.5, 16)
 
 // New creates the collectors on a fresh registry, with Go and process
 // collectors. topics, when not nil, is called at scrape time to export
@@ -51,9 +60,22 @@ func New(topics func(context.Context) ([]delayq.TopicStats, error)) *Metrics {
 			Help:    "Time from a job's due time to its reservation (lateness as a consumer sees it).",
 			Buckets: lateBuckets,
 		}),
-		timeouts: prometheus.NewCounter(prometheus.CounterOpts{
+		timeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "delayq_ttr_expired_total",
-			Help: "Reservations whose TTR ran out (the job was handed out again or buried).",
+			Help: "Reservations whose TTR ran out (the job was handed out again or buried), by topic.",
+		}, []string{"topic"}),
+		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "delayq_releases_total",
+			Help: "Jobs a consumer released (handed back to be retried), by topic.",
+		}, []string{"topic"}),
+		buries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "delayq_buries_total",
+			Help: "Jobs a consumer buried (dead-lettered until kicked), by topic.",
+		}, []string{"topic"}),
+		commit: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "delayq_store_commit_seconds",
+			Help:    "Duration of the store's durable writes: a group commit to its fsync (disk), a write round trip (Redis).",
+			Buckets: commitBuckets,
 		}),
 		buried: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "delayq_attempts_exhausted_total",
@@ -64,7 +86,8 @@ func New(topics func(context.Context) ([]delayq.TopicStats, error)) *Metrics {
 			Help: "Reserve calls currently long-polling.",
 		}),
 	}
-	reg.MustRegister(m.ops, m.fireLateness, m.readyWait, m.timeouts, m.buried, m.waiters, buildInfo(buildinfo.Read()),
+	m.counts.init()
+	reg.MustRegister(m.ops, m.fireLateness, m.readyWait, m.timeouts, m.releases, m.buries, m.buried, m.waiters, m.commit, buildInfo(buildinfo.Read()),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if topics != nil {
 		reg.MustRegister(&topicCollector{topics: topics})
@@ -93,8 +116,29 @@ func (m *Metrics) FireLateness(d time.Duration) { m.fireLateness.Observe(d.Secon
 // ReadyWait records how long after its due time a job was reserved.
 func (m *Metrics) ReadyWait(d time.Duration) { m.readyWait.Observe(d.Seconds()) }
 
-// Timeouts counts TTR expiries.
-func (m *Metrics) Timeouts(n int) { m.timeouts.Add(float64(n)) }
+// Timeouts counts n TTR expiries of topic.
+func (m *Metrics) Timeouts(topic string, n int) {
+	if n <= 0 {
+		return
+	}
+	m.timeouts.WithLabelValues(topic).Add(float64(n))
+	m.counts.add(topic, &m.counts.timeouts, n)
+}
+
+// Release counts one job of topic a consumer released.
+func (m *Metrics) Release(topic string) {
+	m.releases.WithLabelValues(topic).Inc()
+	m.counts.add(topic, &m.counts.releases, 1)
+}
+
+// Bury counts one job of topic a consumer buried.
+func (m *Metrics) Bury(topic string) {
+	m.buries.WithLabelValues(topic).Inc()
+	m.counts.add(topic, &m.counts.buries, 1)
+}
+
+// Commit records one durable store write (store.CommitObserver).
+func (m *Metrics) Commit(d time.Duration) { m.commit.Observe(d.Seconds()) }
 
 // Exhausted counts jobs buried for spent attempts.
 func (m *Metrics) Exhausted(n int) { m.buried.Add(float64(n)) }
@@ -102,7 +146,11 @@ func (m *Metrics) Exhausted(n int) { m.buried.Add(float64(n)) }
 // Waiters moves the long-poll gauge by delta.
 func (m *Metrics) Waiters(delta int) { m.waiters.Add(float64(delta)) }
 
-var jobsDesc = prometheus.NewDesc("delayq_jobs", "Live jobs by topic and state.", []string{"topic", "state"}, nil)
+var (
+	jobsDesc      = prometheus.NewDesc("delayq_jobs", "Live jobs by topic and state.", []string{"topic", "state"}, nil)
+	oldestAgeDesc = prometheus.NewDesc("delayq_oldest_ready_age_seconds",
+		"Age of the topic's oldest ready job (how long it has waited for a consumer); 0 when none is ready.", []string{"topic"}, nil)
+)
 
 // topicCollector asks the store for counts at scrape time, so the counts
 // are the store's truth, also across instances sharing a store.
@@ -110,7 +158,7 @@ type topicCollector struct {
 	topics func(context.Context) ([]delayq.TopicStats, error)
 }
 
-func (c *topicCollector) Describe(ch chan<- *prometheus.Desc) { ch <- jobsDesc }
+func (c *topicCollector) Describe(ch chan<- *prometheus.Desc) { ch <- jobsDesc; ch <- oldestAgeDesc }
 
 func (c *topicCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -119,6 +167,7 @@ func (c *topicCollector) Collect(ch chan<- prometheus.Metric) {
 	if err != nil {
 		return
 	}
+	now := time.Now()
 	for _, t := range ts {
 		for state, n := range map[delayq.State]int{
 			delayq.StateDelayed: t.Delayed, delayq.StateReady: t.Ready,
@@ -126,5 +175,15 @@ func (c *topicCollector) Collect(ch chan<- prometheus.Metric) {
 		} {
 			ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(n), t.Name, string(state))
 		}
+		ch <- prometheus.MustNewConstMetric(oldestAgeDesc, prometheus.GaugeValue, OldestReadyAge(t, now).Seconds(), t.Name)
 	}
+}
+
+// OldestReadyAge is how long t's oldest ready job has waited at now; 0
+// when none is ready. The API's TopicStats and the alarms use it too.
+func OldestReadyAge(t delayq.TopicStats, now time.Time) time.Duration {
+	if t.Ready == 0 || t.OldestReady.IsZero() {
+		return 0
+	}
+	return max(now.Sub(t.OldestReady), 0)
 }

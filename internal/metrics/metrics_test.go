@@ -2,7 +2,9 @@ package metrics
 
 import (
 	"testing"
+	"time"
 
+	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/buildinfo"
 )
 
@@ -42,4 +44,65 @@ func TestBuildInfo(t *testing.T) {
 		return
 	}
 	t.Fatal("delayq_build_info not exported")
+}
+
+// TestFailureCounters: releases, buries and TTR expiries count per topic
+// in /metrics and in the plain totals beanstalkd's stats and the alarms
+// read, so all report one number.
+func TestFailureCounters(t *testing.T) {
+	m := New(nil)
+	m.Release("a")
+	m.Release("a")
+	m.Bury("b")
+	m.Timeouts("a", 3)
+	m.Timeouts("c", 0) // nothing expired: no series
+	got := map[string]float64{}
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		for _, mt := range f.GetMetric() {
+			key := f.GetName()
+			for _, l := range mt.GetLabel() {
+				key += " " + l.GetName() + "=" + l.GetValue()
+			}
+			if c := mt.GetCounter(); c != nil {
+				got[key] = c.GetValue()
+			}
+		}
+	}
+	for key, want := range map[string]float64{
+		"delayq_releases_total topic=a":    2,
+		"delayq_buries_total topic=b":      1,
+		"delayq_ttr_expired_total topic=a": 3,
+	} {
+		if got[key] != want {
+			t.Errorf("%s = %v, want %v", key, got[key], want)
+		}
+	}
+	if _, ok := got["delayq_ttr_expired_total topic=c"]; ok {
+		t.Error("a topic with no expiry has a delayq_ttr_expired_total series")
+	}
+	if m.TimeoutsTotal() != 3 || m.ReleasesTotal() != 2 || m.BuriesTotal() != 1 {
+		t.Errorf("totals = %d %d %d, want 3 2 1", m.TimeoutsTotal(), m.ReleasesTotal(), m.BuriesTotal())
+	}
+	by := m.ByTopic()
+	if by["a"] != (TopicCounts{Timeouts: 3, Releases: 2}) || by["b"].Failures() != 1 || len(by) != 2 {
+		t.Errorf("ByTopic() = %+v", by)
+	}
+}
+
+// TestOldestReadyAge: the age of the oldest ready job, 0 with none ready.
+func TestOldestReadyAge(t *testing.T) {
+	now := time.Now()
+	if got := OldestReadyAge(delayq.TopicStats{Ready: 2, OldestReady: now.Add(-90 * time.Second)}, now); got != 90*time.Second {
+		t.Errorf("OldestReadyAge = %s, want 1m30s", got)
+	}
+	if got := OldestReadyAge(delayq.TopicStats{Ready: 0, OldestReady: now.Add(-time.Hour)}, now); got != 0 {
+		t.Errorf("OldestReadyAge with none ready = %s, want 0", got)
+	}
+	if got := OldestReadyAge(delayq.TopicStats{Ready: 1, OldestReady: now.Add(time.Second)}, now); got != 0 {
+		t.Errorf("OldestReadyAge of a job ready in the future = %s, want 0", got)
+	}
 }

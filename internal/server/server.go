@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/delayq/delayq/internal/alarm"
 	"github.com/delayq/delayq/internal/beanstalk"
 	"github.com/delayq/delayq/internal/config"
 	"github.com/delayq/delayq/internal/dashboard"
@@ -60,6 +61,8 @@ type Server struct {
 	sched       *schedule.Service // periodic jobs (schedules.go); nil if the store keeps none
 	stopSched   func()            // stops sched.Run and waits for it
 	hist        *history.History  // the dashboard charts' samples; runs with the engine
+	alarms      *alarm.Service    // alarms (alarms.go); nil if the store keeps no documents
+	stopAlarms  func()            // stops alarms.Run and waits for it
 
 	group      *errgroup.Group
 	failed     context.Context    // done when a part stopped on its own with an error
@@ -127,6 +130,7 @@ func (s *Server) Start(ctx context.Context) error {
 		Fired:            s.hist.Fired,
 	})
 	s.sched = s.newSchedules()
+	s.alarms = s.newAlarms()
 	// Binding first makes Addr known as soon as Start returns (port 0
 	// picks a free port); the advertised URL needs the bound address.
 	if err := s.bind(); err != nil {
@@ -255,6 +259,7 @@ func (s *Server) build() {
 		UI:           dashboard.Handler(),
 		Schedules:    s.sched,
 		History:      s.hist,
+		Alarms:       s.alarms,
 	}
 	if s.redis != nil {
 		protocols := []string{"http"}
@@ -308,6 +313,7 @@ func (s *Server) serve() {
 	s.reloadOnSIGHUP(g, engCtx)
 	g.Go(func() error { return s.hist.Run(engCtx) })
 	s.runSchedules(g)
+	s.runAlarms(g)
 	g.Go(func() error {
 		if err := s.http.Serve(s.httpLn); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("http: %w", err)
@@ -376,6 +382,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) shutdown(ctx context.Context) error {
 	start := time.Now()
 	s.stopSched()
+	s.stopAlarms()
 	s.log.Info("shutdown: closing listeners and draining the engine")
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- s.http.Shutdown(ctx) }()

@@ -39,3 +39,23 @@ func (r *TickResult) AddLateness(topic string, d time.Duration) {
 	}
 	r.LatenessByTopic[topic] = append(r.LatenessByTopic[topic], d)
 }
+
+// AddBuried records one job of topic buried because its TTR ran out on
+// its last attempt, in Buried and in BuriedByTopic.
+func (r *TickResult) AddBuried(topic string) {
+	r.Buried++
+	if r.BuriedByTopic == nil {
+		r.BuriedByTopic = make(map[string]int)
+	}
+	r.BuriedByTopic[topic]++
+}
+
+// AddBackedOff records one job of topic whose TTR ran out and that its
+// topic's backoff delayed, in BackedOff and in BackedOffByTopic.
+func (r *TickResult) AddBackedOff(topic string) {
+	r.BackedOff++
+	if r.BackedOffByTopic == nil {
+		r.BackedOffByTopic = make(map[string]int)
+	}
+	r.BackedOffByTopic[topic]++
+}

@@ -276,9 +276,14 @@ type TickResult struct {
 	LatenessByTopic map[string][]time.Duration
 	// Buried counts jobs buried because their attempts were spent.
 	Buried int
+	// BuriedByTopic counts the same buried jobs by topic (AddBuried), so
+	// TTR expiries can be counted per topic.
+	BuriedByTopic map[string]int
 	// BackedOff counts jobs whose TTR ran out and that went delayed by
-	// their topic's backoff (TickParams.Backoff) instead of ready.
-	BackedOff int
+	// their topic's backoff (TickParams.Backoff) instead of ready;
+	// BackedOffByTopic counts them by topic (AddBackedOff).
+	BackedOff        int
+	BackedOffByTopic map[string]int
 	// Next is the earliest Due or Deadline still pending; Now if more work
 	// is due already; zero if none.
 	Next time.Time

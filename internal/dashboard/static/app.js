@@ -28,6 +28,8 @@
     pauseSchedule: 'POST /v1/schedules/{name}/pause',
     resumeSchedule: 'POST /v1/schedules/{name}/resume',
     deleteSchedule: 'DELETE /v1/schedules/{name}',
+    alarms: 'GET /v1/alarms',
+    deleteAlarm: 'DELETE /v1/alarms/{name}',
   };
   const STATES = ['ready', 'delayed', 'reserved', 'buried'];
   const REFRESH_MS = 3000;
@@ -524,6 +526,57 @@
       el('table', { id: 'schedules' }, el('thead', null, head), el('tbody', null, rows)));
   }
 
+  // ---- alarms ----
+
+  // whenText lists an alarm's conditions as "buried_over 3, oldest_ready_over 5m0s".
+  function whenText(w) {
+    return ['buried_over', 'oldest_ready_over', 'lateness_p99_over', 'failures_per_min_over']
+      .filter((k) => w && w[k] !== undefined && w[k] !== null)
+      .map((k) => `${k} ${w[k]}`).join(', ');
+  }
+
+  // num writes a condition's value: whole numbers as they are, others
+  // (seconds, rates) to two decimals.
+  const num = (v) => (Number.isInteger(v) ? String(v) : v.toFixed(2));
+
+  async function showAlarms(gen) {
+    crumbs(el('a', { href: '#/' }, 'Topics'), el('a', { href: '#/alarms' }, 'Alarms'));
+    const data = await call('alarms');
+    if (gen !== generation) return;
+    const head = el('tr', null, ['Name', 'State', 'Topics', 'When', 'Repeat', 'URL', 'Firing', '']
+      .map((h) => el('th', null, h)));
+    const rows = (data.alarms || []).map((a) => {
+      const firing = (a.conditions || []).filter((c) => c.firing);
+      return el('tr', { 'data-alarm': a.name, 'data-state': a.state },
+        el('td', null, el('code', null, a.name)),
+        el('td', null, el('span', { class: a.state === 'firing' ? 'badge buried' : 'badge ready' }, a.state)),
+        el('td', null, (a.topics && a.topics.length) ? a.topics.join(', ') : el('span', { class: 'muted' }, 'all')),
+        el('td', null, whenText(a.when)),
+        el('td', null, a.repeat || el('span', { class: 'muted' }, 'never')),
+        el('td', null, el('code', null, a.url)),
+        el('td', { class: 'firing' }, firing.length
+          ? el('ul', { class: 'times' }, firing.map((c) => el('li', { 'data-topic': c.topic },
+            el('a', { href: topicHref(c.topic) }, c.topic), ` ${c.condition}: ${num(c.value)} > ${num(c.threshold)}`,
+            c.since ? ' since ' : '', c.since ? fmtWhen(c.since) : '')))
+          : el('span', { class: 'muted' }, 'none')),
+        el('td', null, el('button', { type: 'button', class: 'danger delete', onclick: () => {
+          if (!confirm(`Delete alarm ${a.name}? A firing alarm sends no resolved event.`)) return;
+          act(async () => {
+            await call('deleteAlarm', { name: a.name });
+            return `Deleted alarm ${a.name}.`;
+          });
+        } }, 'Delete')));
+    });
+    if (!rows.length) {
+      rows.push(el('tr', null, el('td', { colspan: 8, class: 'muted' },
+        'No alarms: set one with `delayq alarm set` or over the HTTP API.')));
+    }
+    setView(
+      el('div', { class: 'bar' }, el('h1', null, 'Alarms'),
+        el('button', { type: 'button', onclick: () => route() }, 'Refresh')),
+      el('table', { id: 'alarms' }, el('thead', null, head), el('tbody', null, rows)));
+  }
+
   // ---- routing ----
 
   async function route() {
@@ -541,6 +594,8 @@
         await showTopic(gen, decodeURIComponent(parts.slice(2).join('/')), new URLSearchParams(qs || ''));
       } else if (parts[1] === 'schedules') {
         await showSchedules(gen);
+      } else if (parts[1] === 'alarms') {
+        await showAlarms(gen);
       } else if (parts[1] === 'job' && parts[2]) {
         await showJob(gen, decodeURIComponent(parts[2]));
       } else {

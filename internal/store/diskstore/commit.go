@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -40,6 +41,7 @@ type group struct {
 	ops    int             // transitions staged
 	done   chan struct{}   // closed once the group is durable or failed
 	err    error           // set before done closes
+	start  time.Time       // when its commit began; zero unless observed
 }
 
 func (s *Store) newGroup() *group {
@@ -105,6 +107,9 @@ func (s *Store) flushLocked() {
 		close(g.done)
 		return
 	}
+	if s.Observing() {
+		g.start = time.Now()
+	}
 	if err := s.db.ApplyNoSyncWait(g.b, pebble.Sync); err != nil {
 		// The batch is not closed: Pebble may still reference it.
 		g.err = s.fail("commit", err)
@@ -164,6 +169,9 @@ func (s *Store) syncer() {
 			s.mu.Unlock()
 		} else {
 			_ = g.b.Close()
+			if !g.start.IsZero() {
+				s.Committed(g.start)
+			}
 		}
 		close(g.done)
 		s.syncq.pending.Add(-1)

@@ -120,6 +120,8 @@ type Store struct {
 	opts  Options      // as given to Open, defaults set
 	chunk int          // due-index entries per near-future load
 
+	store.CommitHook // times each group commit (delayq_store_commit_seconds)
+
 	kick  chan struct{}  // capacity 1: the open group has work (commit.go)
 	stop  chan struct{}  // closed by Close: the committer commits what is left and ends
 	syncq *groupQueue    // applied groups waiting for their fsync

@@ -110,9 +110,9 @@ func (s *Store) promote(t *txn, e *entry, now time.Time, bs map[string]store.Bac
 	}
 	switch {
 	case j.State == delayq.StateReserved && store.BackOff(n, bs):
-		res.BackedOff++
+		res.AddBackedOff(n.Topic)
 	case n.State == delayq.StateBuried:
-		res.Buried++
+		res.AddBuried(n.Topic)
 	default:
 		res.Ready[n.Topic]++
 	}

@@ -445,11 +445,11 @@ func (s *Store) promote(j *delayq.Job, now time.Time, bs map[string]store.Backof
 		store.ApplyDue(j)
 		res.AddLateness(j.Topic, now.Sub(j.Due))
 	} else if store.ApplyTimeoutBackoff(j, bs) {
-		res.BackedOff++
+		res.AddBackedOff(j.Topic)
 		return
 	}
 	if j.State == delayq.StateBuried {
-		res.Buried++
+		res.AddBuried(j.Topic)
 		return
 	}
 	res.Ready[j.Topic]++

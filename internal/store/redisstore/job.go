@@ -279,9 +279,16 @@ func (s *Store) exec(ctx context.Context, op string, script *rueidis.Lua, topic 
 	if err := s.check(); err != nil {
 		return nil, err
 	}
+	var start time.Time
+	if s.Observing() {
+		start = time.Now()
+	}
 	arr, err := script.Exec(ctx, s.c, s.k.topic(topic).slice(), args).ToArray()
 	if err != nil {
 		return nil, unavailable(op, err)
+	}
+	if !start.IsZero() {
+		s.Committed(start)
 	}
 	return arr, nil
 }

@@ -131,7 +131,15 @@ func (s *Store) markDue(topic string, due int64) rueidis.Completed {
 
 // doAll sends cmds in one pipeline and returns the first error.
 func (s *Store) doAll(ctx context.Context, op string, cmds rueidis.Commands) error {
-	for _, r := range s.c.DoMulti(ctx, cmds...) {
+	var start time.Time
+	if s.Observing() {
+		start = time.Now()
+	}
+	rs := s.c.DoMulti(ctx, cmds...)
+	if !start.IsZero() {
+		s.Committed(start)
+	}
+	for _, r := range rs {
 		if err := r.Error(); err != nil {
 			return unavailable(op, err)
 		}

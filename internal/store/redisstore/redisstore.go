@@ -89,6 +89,8 @@ type Store struct {
 	leases *leases
 	fan    *fanout
 
+	store.CommitHook // times each write round trip (delayq_store_commit_seconds)
+
 	adMu      sync.Mutex
 	advertise string   // guarded by adMu
 	protocols []string // guarded by adMu

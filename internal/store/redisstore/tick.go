@@ -281,9 +281,9 @@ func result(all []moved) *store.TickResult {
 		case 1:
 			res.Ready[m.topic]++
 		case 3:
-			res.BackedOff++
+			res.AddBackedOff(m.topic)
 		default:
-			res.Buried++
+			res.AddBuried(m.topic)
 		}
 	}
 	return res

@@ -37,7 +37,8 @@ func testTickBackoff(t *testing.T, f Factory) {
 
 	// a (first attempt): 1s·(1+0.1·jitter) = 1094 ms after its deadline.
 	check(t, "Tick(deadline) with a backoff for t", h.tickBackoff(at(2100), bs),
-		&store.TickResult{Ready: map[string]int{"u": 1}, Buried: 1, BackedOff: 1, Next: at(2100 + 1094)})
+		&store.TickResult{Ready: map[string]int{"u": 1}, Buried: 1, BuriedByTopic: map[string]int{"t": 1},
+			BackedOff: 1, BackedOffByTopic: map[string]int{"t": 1}, Next: at(2100 + 1094)})
 	want := a.Clone()
 	want.State, want.Attempts, want.Timeouts, want.Due = delayq.StateDelayed, 1, 1, at(2100+1094)
 	want.LastReason, want.LastFailed = delayq.ReasonTTRExpired, at(2100)
@@ -51,7 +52,7 @@ func testTickBackoff(t *testing.T, f Factory) {
 	// even when the Tick runs late.
 	h.reserveOne(at(3194), "t")
 	check(t, "late Tick after the 2nd deadline", h.tickBackoff(at(6000), bs),
-		&store.TickResult{Ready: map[string]int{}, BackedOff: 1, Next: at(5194 + 2094)})
+		&store.TickResult{Ready: map[string]int{}, BackedOff: 1, BackedOffByTopic: map[string]int{"t": 1}, Next: at(5194 + 2094)})
 	want.Attempts, want.Timeouts, want.Due = 2, 2, at(5194+2094)
 	want.LastFailed = at(5194)
 	check(t, "Get(a) after its 2nd TTR ran out", h.get(delayq.Ref{ID: "a"}), want)

@@ -228,7 +228,7 @@ func testTick(t *testing.T, f Factory) {
 		h.reserveOne(base, "t")
 		h.tick(at(10_000), 0)
 		h.reserveOne(at(10_000), "t")
-		check(t, "Tick() at the 2nd deadline", h.tick(at(25_000), 0), &store.TickResult{Buried: 1})
+		check(t, "Tick() at the 2nd deadline", h.tick(at(25_000), 0), &store.TickResult{Buried: 1, BuriedByTopic: map[string]int{"t": 1}})
 		want := a.Clone()
 		want.State, want.Attempts, want.Timeouts, want.Buries, want.Due = delayq.StateBuried, 2, 2, 1, at(20_000)
 		want.LastReason, want.LastFailed = delayq.ReasonTTRExpired, at(20_000)
