@@ -3,11 +3,13 @@ package engine
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/diskstore"
 )
 
@@ -91,5 +93,22 @@ func TestTTRExpiriesCountedOnDisk(t *testing.T) {
 	}
 	if n := expiredMetric(t, e); n != 2 {
 		t.Fatalf("delayq_ttr_expired_total = %v, want 2 (a and b expired, c only fell due)", n)
+	}
+}
+
+// TestTTRExpiredByTopic: a timer step's expiries per topic are its ready
+// jobs without a lateness (those were delayed jobs firing), its buried
+// jobs, and the jobs its backoff delayed.
+func TestTTRExpiredByTopic(t *testing.T) {
+	res := &store.TickResult{
+		Ready:            map[string]int{"a": 3, "b": 1},
+		LatenessByTopic:  map[string][]time.Duration{"a": {0, time.Millisecond}, "b": {0}},
+		BuriedByTopic:    map[string]int{"b": 2},
+		BackedOffByTopic: map[string]int{"a": 4, "c": 1},
+	}
+	got := ttrExpired(res)
+	want := map[string]int{"a": 5, "b": 2, "c": 1}
+	if !maps.Equal(got, want) {
+		t.Errorf("ttrExpired = %v, want %v", got, want)
 	}
 }
