@@ -41,6 +41,21 @@ func ValidID(id string) bool {
 	return true
 }
 
+// ValidObjectName reports whether name is 1 to max bytes of
+// [A-Za-z0-9_.-]: the names of schedules and alarms, safe in a URL path, a
+// CLI argument and (without ':') inside a job id.
+func ValidObjectName(name string, max int) bool {
+	if len(name) == 0 || len(name) > max {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !isAlnum(c) && !contains("_.-", c) {
+			return false
+		}
+	}
+	return true
+}
+
 // CheckTopic returns a *ValidationError when name is not a valid topic.
 func CheckTopic(name string) error {
 	if !ValidTopic(name) {

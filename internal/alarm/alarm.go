@@ -105,16 +105,7 @@ type threshold struct {
 // ValidName reports whether name can name an alarm: 1 to MaxNameLen
 // bytes of [A-Za-z0-9_.-] (safe in a URL path and a CLI argument).
 func ValidName(name string) bool {
-	if len(name) == 0 || len(name) > MaxNameLen {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
+	return delayq.ValidObjectName(name, MaxNameLen)
 }
 
 // CheckName refuses an invalid alarm name with a named error.

@@ -169,16 +169,7 @@ func mapErr(name string, err error) error {
 // bytes of [A-Za-z0-9_.-], so that "{name}:{ms}" is a valid job id and a
 // name never contains the ":" that separates the tick.
 func ValidName(name string) bool {
-	if len(name) == 0 || len(name) > MaxNameLen {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-			return false
-		}
-	}
-	return true
+	return delayq.ValidObjectName(name, MaxNameLen)
 }
 
 // CheckName returns a *delayq.ValidationError for an invalid name.
