@@ -36,6 +36,9 @@ func (c *Clock) At(t time.Time) time.Time {
 	return t
 }
 
+// Last is the latest time At returned (zero before the first call).
+func (c *Clock) Last() time.Time { return c.last }
+
 // Truncate drops sub-millisecond precision from every time and duration of
 // j, the precision stores keep, so a job reads back as it compares.
 func Truncate(j *delayq.Job) {

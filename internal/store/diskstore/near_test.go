@@ -127,3 +127,42 @@ func tickUntilIdle(t *testing.T, s *Store, ms int64) (int, time.Time) {
 		}
 	}
 }
+
+// TestNearTermJobsStayInMemory: jobs due within nearWindow of the store's
+// clock stay in the heap with their records, however many chunks they
+// fill, so the timer reads nothing back from Pebble when a burst of them
+// comes due; jobs due later still go to disk past the chunks.
+func TestNearTermJobsStayInMemory(t *testing.T) {
+	const chunk, n = 16, 3000
+	s := openAt(t, t.TempDir(), Options{nearChunk: chunk})
+	defer s.Close()
+	tickUntilIdle(t, s, time.Hour.Milliseconds()-10_000) // the clock: 10 s before the burst
+	dues := make([]int64, n)
+	for i := range dues {
+		dues[i] = int64(i % 5000) // due over the 5 s after t0+1h
+	}
+	putDelayed(t, s, dues, 0)
+	far := make([]int64, 100)
+	for i := range far {
+		far[i] = 120_000 + int64(i) // two minutes later: past the window
+	}
+	putDelayed(t, s, far, n)
+
+	s.mu.Lock()
+	inHeap, withRecord := s.near.q.Len(), 0
+	for _, e := range s.near.q.es {
+		if e.job != nil {
+			withRecord++
+		}
+	}
+	s.mu.Unlock()
+	if inHeap != n || withRecord != n {
+		t.Fatalf("near heap holds %d jobs, %d with their records; want the %d due within the window, all with records", inHeap, withRecord, n)
+	}
+	if got, _ := tickUntilIdle(t, s, time.Hour.Milliseconds()+5000); got != n {
+		t.Fatalf("Tick at the end of the burst promoted %d, want %d", got, n)
+	}
+	if got, _ := tickUntilIdle(t, s, time.Hour.Milliseconds()+200_000); got != len(far) {
+		t.Fatalf("Tick past the later jobs promoted %d, want %d", got, len(far))
+	}
+}

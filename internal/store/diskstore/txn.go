@@ -223,7 +223,7 @@ func (s *Store) index(j *delayq.Job) {
 		e.at = j.Deadline.UnixMilli()
 	case delayq.StateDelayed:
 		e.at = e.due
-		if !s.near.place(dueKey(j)) {
+		if !s.near.place(dueKey(j), s.clock.Last().UnixMilli()) {
 			return
 		}
 	default:
