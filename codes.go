@@ -168,6 +168,7 @@ func ForJobDetail(ref Ref, err error, detail map[error]string) error {
 func Message(err error) string {
 	var ve *ValidationError
 	var je *JobError
+	var nf *NotFoundError
 	switch {
 	case errors.As(err, &ve):
 		if ve.Field == "" {
@@ -176,6 +177,8 @@ func Message(err error) string {
 		return ve.Field + ": " + ve.Reason
 	case errors.As(err, &je):
 		return je.Error()
+	case errors.As(err, &nf):
+		return nf.Error()
 	}
 	if le := (*LimitError)(nil); errors.As(err, &le) {
 		return le.Reason

@@ -27,6 +27,10 @@ func TestMessageNamesTheProblem(t *testing.T) {
 	if ForJob(Ref{ID: "a"}, ErrDraining) != ErrDraining || ForJob(Ref{}, nil) != nil {
 		t.Error("ForJob changed an error that is not about a job")
 	}
+	nf := fmt.Errorf("schedule service: %w", NotFound("schedule %q not found", "nightly"))
+	if got := Message(nf); got != `schedule "nightly" not found` || CodeOf(nf) != CodeNotFound || !errors.Is(nf, ErrNotFound) {
+		t.Errorf("Message/CodeOf(not found, not a job) = %q/%q, want its own words and not_found", got, CodeOf(nf))
+	}
 	if SentinelOf(CodeNotReserved) != ErrNotReserved || SentinelOf(CodeBadTTR) != nil {
 		t.Error("SentinelOf maps codes wrongly")
 	}

@@ -55,3 +55,19 @@ func (e *ValidationError) Unwrap() error { return ErrInvalid }
 func Invalid(code, field, format string, args ...any) error {
 	return &ValidationError{Code: code, Field: field, Reason: fmt.Sprintf(format, args...)}
 }
+
+// NotFoundError is not_found for what is not a job: a schedule, an alarm,
+// a topic's policy. It matches ErrNotFound, so every front end answers it
+// as not found, and Message shows its own words rather than the
+// sentinel's, which speak of jobs.
+type NotFoundError struct{ What string }
+
+// NotFound returns a *NotFoundError whose message is the formatted text.
+func NotFound(format string, args ...any) error {
+	return &NotFoundError{What: fmt.Sprintf(format, args...)}
+}
+
+func (e *NotFoundError) Error() string { return e.What }
+
+// Unwrap makes it match ErrNotFound.
+func (e *NotFoundError) Unwrap() error { return ErrNotFound }

@@ -367,7 +367,7 @@ func TestTwoInstancesSendOnce(t *testing.T) {
 }
 
 // TestDeleteRemovesState: deleting an alarm deletes its state; an unknown
-// name is a NotFoundError matching delayq.ErrNotFound.
+// name is an error matching delayq.ErrNotFound.
 func TestDeleteRemovesState(t *testing.T) {
 	rcv := newReceiver(t)
 	f := newFixture(t, Config{})

@@ -132,13 +132,8 @@ func New(ds store.DocStore, src Sources, cfg Config) *Service {
 // Config returns the configuration with defaults applied.
 func (s *Service) Config() Config { return s.cfg }
 
-// NotFoundError says no alarm has that name; it matches delayq.ErrNotFound.
-type NotFoundError struct{ Name string }
-
-func (e *NotFoundError) Error() string { return fmt.Sprintf("alarm %q not found", clip(e.Name)) }
-
-// Unwrap makes it match delayq.ErrNotFound.
-func (e *NotFoundError) Unwrap() error { return delayq.ErrNotFound }
+// notFound is the error for an unknown alarm name.
+func notFound(name string) error { return delayq.NotFound("alarm %q not found", clip(name)) }
 
 func decode(d *store.Doc) (*Alarm, error) {
 	var a Alarm
@@ -188,11 +183,11 @@ func (s *Service) Put(ctx context.Context, a *Alarm) (*Alarm, bool, error) {
 	}
 }
 
-// Get returns the alarm named name, or a *NotFoundError.
+// Get returns the alarm named name, or an error matching delayq.ErrNotFound.
 func (s *Service) Get(ctx context.Context, name string) (*Alarm, error) {
 	d, err := s.ds.GetDoc(ctx, store.KindAlarm, name)
 	if errors.Is(err, store.ErrDocNotFound) {
-		return nil, &NotFoundError{name}
+		return nil, notFound(name)
 	}
 	if err != nil {
 		return nil, err
@@ -217,12 +212,12 @@ func (s *Service) List(ctx context.Context) ([]*Alarm, error) {
 	return out, nil
 }
 
-// Delete removes the alarm and its state, or returns a *NotFoundError.
+// Delete removes the alarm and its state, or returns an error matching delayq.ErrNotFound.
 // A firing alarm deleted sends no resolved event.
 func (s *Service) Delete(ctx context.Context, name string) error {
 	err := s.ds.DeleteDoc(ctx, store.KindAlarm, name)
 	if errors.Is(err, store.ErrDocNotFound) {
-		return &NotFoundError{name}
+		return notFound(name)
 	}
 	if err != nil {
 		return err

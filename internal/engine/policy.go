@@ -311,14 +311,8 @@ func (e *Engine) SetPolicy(ctx context.Context, topic string, p Policy) (created
 	return false, fmt.Errorf("engine: topic %q's policy keeps changing concurrently: %w", topic, delayq.ErrUnavailable)
 }
 
-// PolicyNotFoundError says a topic has no policy (it wraps
-// delayq.ErrNotFound, so front ends answer it 404).
-type PolicyNotFoundError struct{ Topic string }
-
-func (e *PolicyNotFoundError) Error() string { return fmt.Sprintf("topic %q has no policy", e.Topic) }
-
-// Unwrap makes it match delayq.ErrNotFound.
-func (e *PolicyNotFoundError) Unwrap() error { return delayq.ErrNotFound }
+// noPolicy is the error for a topic without a policy.
+func noPolicy(topic string) error { return delayq.NotFound("topic %q has no policy", topic) }
 
 // GetPolicy returns topic's policy as the store holds it now (not the
 // engine's copy, which may be a refresh behind over Redis).
@@ -332,7 +326,7 @@ func (e *Engine) GetPolicy(ctx context.Context, topic string) (Policy, error) {
 	}
 	d, err := ds.GetDoc(ctx, store.KindPolicy, topic)
 	if errors.Is(err, store.ErrDocNotFound) {
-		return Policy{}, &PolicyNotFoundError{topic}
+		return Policy{}, noPolicy(topic)
 	}
 	if err != nil {
 		return Policy{}, err
@@ -366,7 +360,7 @@ func (e *Engine) DeletePolicy(ctx context.Context, topic string) (err error) {
 	}
 	if err := ds.DeleteDoc(ctx, store.KindPolicy, topic); err != nil {
 		if errors.Is(err, store.ErrDocNotFound) {
-			return &PolicyNotFoundError{topic}
+			return noPolicy(topic)
 		}
 		return err
 	}

@@ -1,21 +1,11 @@
 package httpapi
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/delayq/delayq/api"
 	"github.com/delayq/delayq/internal/alarm"
 )
-
-// alarmErr answers an unknown alarm with a message about the alarm.
-func alarmErr(err error) error {
-	var nf *alarm.NotFoundError
-	if errors.As(err, &nf) {
-		return &httpError{http.StatusNotFound, api.CodeNotFound, nf.Error()}
-	}
-	return err
-}
 
 // alarmRoutes registers the alarms' endpoints, when the server runs
 // alarms (Options.Alarms).
@@ -62,7 +52,7 @@ func (h *handler) putAlarm(w http.ResponseWriter, r *http.Request) {
 func (h *handler) getAlarm(w http.ResponseWriter, r *http.Request) {
 	a, err := h.opts.Alarms.Get(r.Context(), r.PathValue("name"))
 	if err != nil {
-		h.writeError(w, r, alarmErr(err))
+		h.writeError(w, r, err)
 		return
 	}
 	h.writeAlarm(w, r, http.StatusOK, a)
@@ -99,7 +89,7 @@ func (h *handler) listAlarms(w http.ResponseWriter, r *http.Request) {
 // deleteAlarm: DELETE /v1/alarms/{name} → 204.
 func (h *handler) deleteAlarm(w http.ResponseWriter, r *http.Request) {
 	if err := h.opts.Alarms.Delete(r.Context(), r.PathValue("name")); err != nil {
-		h.writeError(w, r, alarmErr(err))
+		h.writeError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"net/http"
 	"slices"
 	"time"
@@ -17,16 +16,6 @@ func (h *handler) policyRoutes() {
 	m.HandleFunc("PUT /v1/topics/{topic}/policy", h.putPolicy)
 	m.HandleFunc("GET /v1/topics/{topic}/policy", h.getPolicy)
 	m.HandleFunc("DELETE /v1/topics/{topic}/policy", h.deletePolicy)
-}
-
-// policyErr answers a topic without a policy with words about the policy
-// (delayq.Message only knows jobs' words for not_found).
-func policyErr(err error) error {
-	var nf *engine.PolicyNotFoundError
-	if errors.As(err, &nf) {
-		return &httpError{http.StatusNotFound, api.CodeNotFound, nf.Error()}
-	}
-	return err
 }
 
 // parsePolicy is PUT's parser: the strict JSON decode, then the engine's
@@ -107,7 +96,7 @@ func (h *handler) getPolicy(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := h.e.GetPolicy(r.Context(), topic)
 	if err != nil {
-		h.writeError(w, r, policyErr(err))
+		h.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, toPolicy(topic, p))
@@ -121,7 +110,7 @@ func (h *handler) deletePolicy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := h.e.DeletePolicy(r.Context(), topic); err != nil {
-		h.writeError(w, r, policyErr(err))
+		h.writeError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"net/http"
 	"time"
 
@@ -12,16 +11,6 @@ import (
 
 // nextShown is how many next fire times a schedule shows.
 const nextShown = 5
-
-// scheduleErr answers an unknown schedule with a message about the
-// schedule (delayq.Message only knows jobs' words for not_found).
-func scheduleErr(err error) error {
-	var nf *schedule.NotFoundError
-	if errors.As(err, &nf) {
-		return &httpError{http.StatusNotFound, api.CodeNotFound, nf.Error()}
-	}
-	return err
-}
 
 // scheduleRoutes registers the periodic jobs' endpoints, when the server
 // runs schedules (Options.Schedules).
@@ -95,7 +84,7 @@ func toDef(name string, req *api.ScheduleRequest) (schedule.Def, error) {
 func (h *handler) getSchedule(w http.ResponseWriter, r *http.Request) {
 	sc, err := h.opts.Schedules.Get(r.Context(), r.PathValue("name"))
 	if err != nil {
-		h.writeError(w, r, scheduleErr(err))
+		h.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, h.toSchedule(sc))
@@ -118,7 +107,7 @@ func (h *handler) listSchedules(w http.ResponseWriter, r *http.Request) {
 // deleteSchedule: DELETE /v1/schedules/{name} → 204. Jobs it put stay.
 func (h *handler) deleteSchedule(w http.ResponseWriter, r *http.Request) {
 	if err := h.opts.Schedules.Delete(r.Context(), r.PathValue("name")); err != nil {
-		h.writeError(w, r, scheduleErr(err))
+		h.writeError(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -133,7 +122,7 @@ func (h *handler) resumeSchedule(w http.ResponseWriter, r *http.Request) { h.set
 func (h *handler) setPaused(w http.ResponseWriter, r *http.Request, paused bool) {
 	sc, err := h.opts.Schedules.SetPaused(r.Context(), r.PathValue("name"), paused)
 	if err != nil {
-		h.writeError(w, r, scheduleErr(err))
+		h.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, h.toSchedule(sc))

@@ -27,7 +27,6 @@ package schedule
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -146,21 +145,10 @@ type Def struct {
 	Missed      string // "" is MissedSkip
 }
 
-// NotFoundError is the error for an unknown schedule name. It wraps
-// ErrNotFound, so front ends answer it as not_found; its text names the
-// schedule, for front ends to show instead of the sentinel's words about
-// jobs.
-type NotFoundError struct{ Name string }
-
-func (e *NotFoundError) Error() string { return fmt.Sprintf("schedule %q not found", clip(e.Name)) }
-
-// Unwrap makes it match delayq.ErrNotFound.
-func (e *NotFoundError) Unwrap() error { return delayq.ErrNotFound }
-
 // mapErr turns a store's not-found into the service's.
 func mapErr(name string, err error) error {
 	if errors.Is(err, store.ErrScheduleNotFound) {
-		return &NotFoundError{name}
+		return delayq.NotFound("schedule %q not found", clip(name))
 	}
 	return err
 }
