@@ -71,13 +71,17 @@ func startRSS(ctx context.Context, pid int) func() int64 {
 }
 
 // readRSS reads VmRSS from /proc (Linux); 0 when unavailable.
-func readRSS(pid int) int64 {
+func readRSS(pid int) int64 { return ProcStatusBytes(pid, "VmRSS") }
+
+// ProcStatusBytes reads a memory field of /proc/PID/status (VmRSS, VmHWM,
+// ...) in bytes; 0 when unavailable (not Linux, no such process or field).
+func ProcStatusBytes(pid int, field string) int64 {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			return kb << 10
 		}

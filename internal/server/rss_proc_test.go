@@ -1,38 +1,26 @@
 package server
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/delayq/delayq/internal/bench"
 )
 
 // peakRSS reads a process's peak resident set (VmHWM) in bytes.
 func peakRSS(t *testing.T, pid int) int64 {
 	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
+	n := bench.ProcStatusBytes(pid, "VmHWM")
+	if n == 0 {
+		t.Fatal("no VmHWM in /proc/PID/status")
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmHWM in /proc/PID/status")
-	return 0
+	return n
 }
 
 // TestOversizedBatchesRSSBounded sends 12 batches of 1,000 largest bodies

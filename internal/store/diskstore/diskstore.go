@@ -195,7 +195,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	if readOnly {
 		s.readOnly = why
-		opts.Logger.Error("diskstore: opened read-only: " + why.Error())
+		s.log.Error("diskstore: opened read-only: " + why.Error())
 		s.watching = true
 		s.bg.Add(1)
 		go s.watchSpace()
@@ -285,7 +285,7 @@ func (s *Store) fail(op string, err error) error {
 	if s.failed == nil {
 		s.failed = fmt.Errorf("diskstore: failed during %s: %w: %w", op, delayq.ErrUnavailable, err)
 		if errors.Is(err, syscall.ENOSPC) && !s.closed && !s.watching {
-			s.opts.Logger.Error("diskstore: out of disk space; the store takes no calls until space is freed, then reopens itself", "err", err)
+			s.log.Error("diskstore: out of disk space; the store takes no calls until space is freed, then reopens itself", "err", err)
 			s.watching = true
 			s.bg.Add(1)
 			go s.watchSpace()

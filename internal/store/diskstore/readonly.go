@@ -72,10 +72,7 @@ func (s *Store) startReadOnly(fs vfs.FS) (bool, error) {
 // too when the store closes.
 func (s *Store) watchSpace() {
 	defer s.bg.Done()
-	fs := s.opts.fs
-	if fs == nil {
-		fs = vfs.Default
-	}
+	fs := s.opts.fsOrDefault()
 	t := time.NewTicker(reopenCheckEvery)
 	defer t.Stop()
 	for {
@@ -118,7 +115,7 @@ func (s *Store) reopenWritable() bool {
 		s.watching = false
 		return true
 	}
-	log := s.opts.Logger
+	log := s.log
 	if g := s.open; g.ops > 0 {
 		// Staged before the failure, never committed: its callers get
 		// the failure, as the committer would have told them.
