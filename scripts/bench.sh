@@ -80,6 +80,12 @@ run "burst 100k c=32 delayq-beanstalk"   "$DQB" "$dq_pid"  --mode burst -n 10000
 run "burst 100k c=32 beanstalkd-memory"  "$BSM" "$bsm_pid" --mode burst -n 100000 -c 32 --lead 10s "${B[@]}"
 run "burst 100k c=32 take100 delayq-http" "$DQ" "$dq_pid"  --mode burst -n 100000 -c 32 --batch 100 --take 100 --lead 8s "${B[@]}"
 run "burst 100k c=32 delayq-http"        "$DQ"  "$dq_pid"  --mode burst -n 100000 -c 32 --batch 100 --lead 8s "${B[@]}"
+# The same burst behind a backlog: 200,000 ready jobs nobody consumes in
+# another topic, enough to fill the default hot budget (128 MiB of records).
+run "backlog 200k ready delayq-http"      "$DQ"  "$dq_pid"  --mode put -n 200000 -c 4 --batch 100 "${B[@]}"
+run "backlog 200k ready beanstalkd-memory" "$BSM" "$bsm_pid" --mode put -n 200000 -c 32 "${B[@]}"
+run "backlog: burst 100k c=32 take100 delayq-http" "$DQ" "$dq_pid" --mode burst -n 100000 -c 32 --batch 100 --take 100 --lead 8s "${B[@]}"
+run "backlog: burst 100k c=32 beanstalkd-memory"   "$BSM" "$bsm_pid" --mode burst -n 100000 -c 32 --lead 10s "${B[@]}"
 
 # (4) History: only when asked for by name (`bash scripts/bench.sh history`),
 # it takes several minutes. HISTORY_FAR far-future jobs (default

@@ -155,8 +155,9 @@ type Store struct {
 // in its C key) and its ready jobs.
 type topic struct {
 	counts
-	byPri queue // ready jobs in serving order (slot 0)
-	byDue queue // ready jobs by the time they became ready (slot 1)
+	byPri   queue // ready jobs in serving order (slot 0)
+	byDue   queue // ready jobs by the time they became ready (slot 1)
+	spillAt int   // where spill looks next in byPri, counting from the back
 }
 
 func newTopic() *topic {

@@ -229,7 +229,11 @@ func (s *Store) index(j *delayq.Job) {
 	default:
 		return
 	}
-	if size := hotSize(j); s.hot+size <= s.hotMax {
+	size := hotSize(j)
+	if s.hot+size > s.hotMax && j.State == delayq.StateDelayed {
+		s.spill(s.hot + size - s.hotMax)
+	}
+	if s.hot+size <= s.hotMax {
 		e.job, e.size = j, size
 	}
 	s.reinsert(e)
