@@ -149,6 +149,8 @@ type Store struct {
 	near      nearFuture                // guarded by mu
 	space     space                     // guarded by mu
 	recBuf    []byte                    // scratch for encoding records (txn.stage); guarded by mu
+	txnBatch  *pebble.Batch             // an empty batch for the next txn, or nil; guarded by mu
+	spare     chan spareBatch           // empty group batches for reuse (recycle)
 }
 
 // topic is what memory keeps of a topic: its counters and pause (mirrored
@@ -185,6 +187,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		chunk: opts.nearChunk,
 		space: space{floor: uint64(max(opts.MinFree, 0)), free: opts.freeBytes},
 		kick:  make(chan struct{}, 1),
+		spare: make(chan spareBatch, 2),
 		stop:  make(chan struct{}),
 		syncq: newGroupQueue(),
 		tail:  closedGroup,
@@ -223,6 +226,7 @@ func (s *Store) openDB(readOnly bool) error {
 	s.reserved = queue{less: byAt}
 	s.near = nearFuture{q: queue{less: byAt}}
 	s.seq = 0
+	s.txnBatch = nil // it belonged to the instance before a reopen
 	s.open, s.tail = s.newGroup(), closedGroup
 	if err := s.load(readOnly); err != nil {
 		_ = db.Close()
@@ -399,8 +403,8 @@ func (s *Store) stage(ctx context.Context, fn func(t *txn) error) (*group, error
 	}
 	t.apply()
 	g := s.stageGroup(t)
+	t.release()
 	s.mu.Unlock()
-	_ = t.b.Close()
 	return g, nil
 }
 

@@ -30,7 +30,7 @@ func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
 			if !ok {
 				continue
 			}
-			k := j.Clone()
+			k := successor(j)
 			store.ApplyKick(k, now)
 			t.stage(j, k)
 		}

@@ -98,7 +98,7 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.J
 			if err != nil {
 				return err
 			}
-			n := j.Clone()
+			n := successor(j)
 			store.ApplyReserve(n, store.ReserveStart(n, now))
 			t.stage(j, n)
 			out = append(out, n.Clone())
@@ -182,7 +182,7 @@ func (s *Store) edit(ctx context.Context, op string, ref delayq.Ref, fn func(n *
 		if err != nil {
 			return nil, nil, err
 		}
-		n := j.Clone()
+		n := successor(j)
 		if err := fn(n); err != nil {
 			return nil, nil, err
 		}
@@ -309,7 +309,9 @@ func (s *Store) DeleteBatch(ctx context.Context, ps []store.DeleteParams) ([]*de
 			}
 			gone[j.Seq] = true
 			t.stage(j, nil)
-			jobs[i] = j.Clone()
+			// No copy: once the delete is applied nothing in the store
+			// refers to the record any more (an abort returns no jobs).
+			jobs[i] = j
 		}
 		return nil
 	})

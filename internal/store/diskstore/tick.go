@@ -101,7 +101,7 @@ func (s *Store) promote(t *txn, e *entry, now time.Time, bs map[string]store.Bac
 	if err != nil {
 		return err
 	}
-	n := j.Clone()
+	n := successor(j)
 	if j.State == delayq.StateDelayed {
 		store.ApplyDue(n)
 		res.AddLateness(n.Topic, now.Sub(n.Due))

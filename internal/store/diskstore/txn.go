@@ -75,7 +75,24 @@ type txn struct {
 }
 
 func (s *Store) newTxn() *txn {
-	return &txn{s: s, b: s.db.NewBatch(), seq: s.seq, counts: make(map[string]*counts)}
+	b := s.txnBatch
+	if b == nil {
+		b = s.db.NewBatch()
+	}
+	s.txnBatch = nil
+	return &txn{s: s, b: b, seq: s.seq, counts: make(map[string]*counts)}
+}
+
+// release keeps the txn's batch, emptied, for the next txn (see commit.go,
+// batch reuse). Requires mu.
+func (t *txn) release() {
+	t.b.Reset()
+	if t.s.txnBatch == nil {
+		t.s.txnBatch = t.b
+	} else {
+		_ = t.b.Close()
+	}
+	t.b = nil
 }
 
 func (t *txn) empty() bool { return len(t.changes) == 0 && len(t.counts) == 0 }
@@ -155,7 +172,7 @@ func (t *txn) apply() {
 // abort drops a txn that was not applied, putting back what it took.
 func (t *txn) abort() {
 	t.restore()
-	_ = t.b.Close()
+	t.release()
 }
 
 func (t *txn) restore() {
