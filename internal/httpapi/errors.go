@@ -60,6 +60,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	if err != nil { // only our own wire types get here; they always marshal
 		panic("httpapi: marshal answer: " + err.Error())
 	}
+	writeRaw(w, status, b)
+}
+
+// writeJobs answers with a list of jobs, encoded without reflection
+// (JobsResponse.AppendJSON): reserve answers are the hot path.
+func writeJobs(w http.ResponseWriter, r *api.JobsResponse) {
+	writeRaw(w, http.StatusOK, r.AppendJSON(make([]byte, 0, 512*len(r.Jobs)+32)))
+}
+
+// writeRaw answers with b, a JSON value, and a newline.
+func writeRaw(w http.ResponseWriter, status int, b []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)+1))
 	w.WriteHeader(status)

@@ -30,5 +30,5 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.JobsResponse{Jobs: api.FromJobs(jobs)})
+	writeJobs(w, &api.JobsResponse{Jobs: api.FromJobs(jobs)})
 }

@@ -61,7 +61,7 @@ func (h *handler) listJobs(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, api.JobsResponse{Jobs: api.FromJobs(res.Jobs), Next: res.Next})
+	writeJobs(w, &api.JobsResponse{Jobs: api.FromJobs(res.Jobs), Next: res.Next})
 }
 
 // kickTopic: POST /v1/topics/{topic}/kick {"n"} → {"kicked"}.
