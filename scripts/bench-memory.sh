@@ -6,12 +6,13 @@
 #
 #   bash scripts/bench-memory.sh            # N=10,000,000 (a few minutes, ~3 GB of disk)
 #   N=1000000 bash scripts/bench-memory.sh
+#   DELAYQ_BIN=/tmp/old bash scripts/bench-memory.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N="${N:-10000000}"
 work=$(mktemp -d)
 go build -o "$work/delayq" ./cmd/delayq
-bin="$work/delayq"
+bin="${DELAYQ_BIN:-$work/delayq}" # DELAYQ_BIN=path: measure that binary (A/B against an older build)
 trap 'kill -9 "${pid:-0}" 2>/dev/null || true; rm -rf "$work"' EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 start() {
