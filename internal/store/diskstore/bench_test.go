@@ -16,6 +16,28 @@ func benchJob(id string, body []byte) *delayq.Job {
 		State: delayq.StateReady, Due: t0, Created: t0}
 }
 
+// inParallel runs op for i = 1..b.N from g goroutines, stopping at the
+// first error.
+func inParallel(b *testing.B, g int, op func(i int64) error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range g {
+		wg.Go(func() {
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				if err := op(i); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // BenchmarkPut measures single-job durable puts from 1 and 32 goroutines;
 // with 32 the writers share fsyncs (group commit).
 func BenchmarkPut(b *testing.B) {
@@ -24,25 +46,11 @@ func BenchmarkPut(b *testing.B) {
 			s := openAt(b, b.TempDir(), Options{})
 			defer s.Close()
 			body := make([]byte, 64)
-			var next atomic.Int64
 			b.ReportAllocs()
 			b.ResetTimer()
-			var wg sync.WaitGroup
-			for range g {
-				wg.Go(func() {
-					for {
-						i := next.Add(1)
-						if i > int64(b.N) {
-							return
-						}
-						if err := s.Put(b.Context(), []*delayq.Job{benchJob(fmt.Sprintf("j%d", i), body)}); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
+			inParallel(b, g, func(i int64) error {
+				return s.Put(b.Context(), []*delayq.Job{benchJob(fmt.Sprintf("j%d", i), body)})
+			})
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "puts/s")
 		})
 	}

@@ -4,10 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"golang.org/x/sys/unix"
@@ -58,26 +55,11 @@ func BenchmarkFloor(b *testing.B) {
 			}
 			defer db.Close()
 			val := make([]byte, 300) // about a job record with a 100-byte body
-			var next atomic.Int64
 			b.ResetTimer()
-			start := time.Now()
-			var wg sync.WaitGroup
-			for range g {
-				wg.Go(func() {
-					for {
-						i := next.Add(1)
-						if i > int64(b.N) {
-							return
-						}
-						if err := db.Set(fmt.Appendf(nil, "J%016d", i), val, pebble.Sync); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-			}
-			wg.Wait()
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "commits/s")
+			inParallel(b, g, func(i int64) error {
+				return db.Set(fmt.Appendf(nil, "J%016d", i), val, pebble.Sync)
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
 		})
 	}
 }
