@@ -23,7 +23,6 @@ func sampleJobs() []Job {
 	}
 }
 
-
 // TestJobsResponseJSON: AppendJSON writes exactly what encoding/json does.
 func TestJobsResponseJSON(t *testing.T) {
 	for _, r := range []JobsResponse{{}, {Jobs: []Job{}}, {Jobs: sampleJobs(), Next: "cursor<1>"}} {
