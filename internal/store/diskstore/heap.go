@@ -113,15 +113,23 @@ func byDue(a, b *entry) bool {
 // server's CPU in Pebble point reads of freshly flushed tables.
 //
 // So a delayed job due soon may take the place of records held by ready
-// jobs at the back of a long queue: the leaves of its heap (the back half
-// of the array), which go out after everything above them. A spilled
-// entry keeps its place; only its record is read from Pebble when its
-// turn comes, which is what every job beyond the budget costs anyway.
+// jobs at the back of a long queue: the back of its heap's array, walked
+// from the end. A heap's later positions go out after the positions above
+// them, and jobs of one priority are pushed in seq order, so the array is
+// close to its serving order and its end is the newest work. The walk
+// does not stop at the leaves: in the full `bench.sh` run the jobs that
+// held records were the oldest of each backlog, and the leaves (put once
+// the budget was full) held none, so the burst still read a third of its
+// records from Pebble. The front of each queue (spillKeepFront entries)
+// keeps its records. A spilled entry keeps its place; only its record is
+// read from Pebble when its turn comes, which is what every job beyond the
+// budget costs anyway.
 
 const (
-	spillMinQueue = 1024 // shorter queues keep their records: their back is not far from their front
-	spillScan     = 256  // entries one spill looks at, at most
-	spillTopics   = 16   // topics one spill visits, at most
+	spillMinQueue  = 1024 // shorter queues keep their records: their back is not far from their front
+	spillKeepFront = 512  // the first entries of a queue's array never give up their records
+	spillScan      = 256  // entries one spill looks at, at most
+	spillTopics    = 16   // topics one spill visits, at most
 )
 
 // spill drops the records of ready jobs at the back of long queues until
@@ -138,10 +146,9 @@ func (s *Store) spill(need int) bool {
 		if n < spillMinQueue {
 			continue
 		}
-		// Only leaves: positions n/2 to n-1. spillAt counts from the
-		// back, so pushes and pops move it only a little, and a queue
-		// whose leaves were all looked at is left alone.
-		for ; tp.spillAt < n-n/2 && looked < spillScan; tp.spillAt++ {
+		// spillAt counts from the back, so pushes and pops move it only a
+		// little, and a queue whose back was all looked at is left alone.
+		for ; tp.spillAt < n-spillKeepFront && looked < spillScan; tp.spillAt++ {
 			looked++
 			e := es[n-1-tp.spillAt]
 			if e.job == nil {
