@@ -41,11 +41,7 @@ func (h *handler) putAlarm(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	h.writeAlarm(w, r, status, a)
+	h.writeAlarm(w, r, putStatus(created), a)
 }
 
 // getAlarm: GET /v1/alarms/{name}, with its state per topic.

@@ -69,6 +69,15 @@ func writeJobs(w http.ResponseWriter, r *api.JobsResponse) {
 	writeRaw(w, http.StatusOK, r.AppendJSON(make([]byte, 0, 512*len(r.Jobs)+32)))
 }
 
+// putStatus is the status of a PUT that stores a document: 201 when it
+// created it, 200 when it replaced one.
+func putStatus(created bool) int {
+	if created {
+		return http.StatusCreated
+	}
+	return http.StatusOK
+}
+
 // writeRaw answers with b, a JSON value, and a newline.
 func writeRaw(w http.ResponseWriter, status int, b []byte) {
 	w.Header().Set("Content-Type", "application/json")

@@ -80,11 +80,7 @@ func (h *handler) putPolicy(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, toPolicy(topic, p))
+	writeJSON(w, putStatus(created), toPolicy(topic, p))
 }
 
 // getPolicy: GET /v1/topics/{topic}/policy → the policy, or 404.

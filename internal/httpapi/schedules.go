@@ -45,11 +45,7 @@ func (h *handler) putSchedule(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	writeJSON(w, status, h.toSchedule(sc))
+	writeJSON(w, putStatus(created), h.toSchedule(sc))
 }
 
 // toDef turns a wire schedule into a definition; the service validates it.

@@ -269,23 +269,32 @@ func TestCorruptSSTableNoPanic(t *testing.T) {
 	})
 }
 
-// TestTickSkipsCorruptRecord: a due job whose record fails its checksum
-// does not stop the timer; the other due job fires, the damaged one is
-// reported by reads, and the next step does not meet it again.
-func TestTickSkipsCorruptRecord(t *testing.T) {
+// openWithDamaged puts bad and good into a new store, damages bad's
+// record on disk and reopens the store (records not kept in memory, so
+// reads go to the damaged bytes). The store closes with the test.
+func openWithDamaged(t *testing.T, bad, good *delayq.Job) *Store {
+	t.Helper()
 	dir := t.TempDir()
 	s := openAt(t, dir, Options{MinFree: -1, HotSize: -1})
-	bad, good := crashJob("bad", true), crashJob("good", true)
-	good.Due = bad.Due.Add(time.Second)
 	if err := s.Put(t.Context(), []*delayq.Job{bad, good}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	damageRecord(t, dir, "bad")
+	damageRecord(t, dir, bad.ID)
 	s = openAt(t, dir, Options{MinFree: -1, HotSize: -1})
-	defer func() { _ = s.Close() }()
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// TestTickSkipsCorruptRecord: a due job whose record fails its checksum
+// does not stop the timer; the other due job fires, the damaged one is
+// reported by reads, and the next step does not meet it again.
+func TestTickSkipsCorruptRecord(t *testing.T) {
+	bad, good := crashJob("bad", true), crashJob("good", true)
+	good.Due = bad.Due.Add(time.Second)
+	s := openWithDamaged(t, bad, good)
 	now := good.Due.Add(time.Hour)
 	res, err := s.Tick(t.Context(), store.TickParams{Now: now})
 	if err != nil || res.Ready["crash"] != 1 {
@@ -307,19 +316,9 @@ func TestTickSkipsCorruptRecord(t *testing.T) {
 // checksum, first in serving order, does not make every reserve of its
 // topic fail; the next job is handed out.
 func TestReserveSkipsCorruptRecord(t *testing.T) {
-	dir := t.TempDir()
-	s := openAt(t, dir, Options{MinFree: -1, HotSize: -1})
 	bad, good := crashJob("bad", false), crashJob("good", false)
 	bad.Priority = 1
-	if err := s.Put(t.Context(), []*delayq.Job{bad, good}); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	damageRecord(t, dir, "bad")
-	s = openAt(t, dir, Options{MinFree: -1, HotSize: -1})
-	defer func() { _ = s.Close() }()
+	s := openWithDamaged(t, bad, good)
 	jobs, err := s.Reserve(t.Context(), store.ReserveParams{Topics: []string{"crash"}, Max: 2, Now: t0})
 	if err != nil || len(jobs) != 1 || jobs[0].ID != "good" {
 		t.Fatalf("Reserve = %v, %v; want only the good job", jobs, err)

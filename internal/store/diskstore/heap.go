@@ -144,6 +144,7 @@ func (s *Store) spill(need int) bool {
 		es := tp.byPri.es
 		n := len(es)
 		if n < spillMinQueue {
+			tp.spillAt = 0 // a queue that grows long again is walked from its new back
 			continue
 		}
 		// spillAt counts from the back, so pushes and pops move it only a
