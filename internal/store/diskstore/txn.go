@@ -84,15 +84,11 @@ func (s *Store) newTxn() *txn {
 }
 
 // release keeps the txn's batch, emptied, for the next txn (see commit.go,
-// batch reuse). Requires mu.
+// batch reuse); txns run one at a time under mu, so the slot is free.
+// Requires mu.
 func (t *txn) release() {
 	t.b.Reset()
-	if t.s.txnBatch == nil {
-		t.s.txnBatch = t.b
-	} else {
-		_ = t.b.Close()
-	}
-	t.b = nil
+	t.s.txnBatch, t.b = t.b, nil
 }
 
 func (t *txn) empty() bool { return len(t.changes) == 0 && len(t.counts) == 0 }
