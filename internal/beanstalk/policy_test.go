@@ -109,11 +109,11 @@ func TestPolicyBackoffOverBeanstalk(t *testing.T) {
 
 	// release <id> <pri> 0: the backoff of the first attempt.
 	reserveOne(t, c, r)
-	before := delayq.TruncMilli(time.Now())
+	before := time.Now()
 	if got := roundTrip(t, c, r, "release "+ids+" 0 0"); got != "RELEASED" {
 		t.Fatal(got)
 	}
-	after := delayq.TruncMilli(time.Now())
+	after := delayq.CeilMilli(time.Now())
 	j, _ := ts.engine.Get(t.Context(), delayq.Ref{Seq: id})
 	d := bo.Delay(j.ID, 1)
 	if j.State != delayq.StateDelayed || j.Due.Before(before.Add(d)) || j.Due.After(after.Add(d)) {

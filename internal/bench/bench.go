@@ -21,7 +21,7 @@ const (
 	ModePut     = "put"     // put N jobs from C connections
 	ModeReserve = "reserve" // preload N ready jobs, then reserve+delete them from C connections
 	ModeBurst   = "burst"   // N jobs due at one instant; consumers long-poll; lateness
-	ModeSpread  = "spread"  // Rate jobs/s due uniformly over Duration; lateness
+	ModeSpread  = "spread"  // Rate jobs/s due uniformly over Duration; lateness (with Delay: put during the run)
 )
 
 // Options describe one run.
@@ -41,7 +41,10 @@ type Options struct {
 	Timeout  time.Duration // hard bound on the whole run
 	// Delay and Spread make put-mode jobs delayed: each is due at
 	// now+Delay+a random part of Spread (far-future load for memory tests).
+	// A spread with a Delay puts its jobs during the run instead of before
+	// it, each due Delay after it is sent (issue 8's "1 s delay").
 	Delay, Spread time.Duration
+	Producers     int    // connections putting during a spread with a Delay (default 8)
 	PID           int    // when > 0, sample this process's RSS
 	Topic         string // default: a fresh bench-<time> topic
 }
@@ -61,6 +64,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = 2 * time.Minute
+	}
+	if o.Producers <= 0 {
+		o.Producers = 8
 	}
 	if o.Lead <= 0 {
 		o.Lead = 3 * time.Second

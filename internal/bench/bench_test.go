@@ -100,3 +100,22 @@ func TestStampRoundTrip(t *testing.T) {
 		t.Errorf("stampTime(short) = %v, want zero", got)
 	}
 }
+
+// TestPacedSpread puts during the run, each job due a whole second after it
+// is sent, so beanstalkd's whole-second delays carry no rounding: every job
+// must arrive, none early, and well within a second of its due time.
+func TestPacedSpread(t *testing.T) {
+	target := "beanstalk://" + startBeanstalkd(t)
+	res, err := Run(t.Context(), Options{Target: target, Mode: ModeSpread, Rate: 200, Duration: time.Second, Delay: time.Second, C: 4, Producers: 2, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("Run(paced spread) = %v", err)
+	}
+	if res.Jobs != 200 || res.Early != 0 {
+		t.Errorf("Run(paced spread) = %+v, want 200 jobs, none early", res)
+	}
+	// Rounding a pre-put job's delay up to whole seconds made lateness
+	// spread over a second; paced jobs ask for exactly their delay.
+	if res.P50 >= 500*time.Millisecond {
+		t.Errorf("p50 lateness %s: the delay was rounded, not paced", res.P50)
+	}
+}

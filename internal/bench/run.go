@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -34,11 +35,16 @@ func (r *runner) run(ctx context.Context) (*Result, error) {
 
 // workers runs fn on C connections and returns the first error.
 func (r *runner) workers(ctx context.Context, fn func(ctx context.Context, d driver) error) error {
+	return r.workersN(ctx, r.o.C, fn)
+}
+
+// workersN runs fn on n connections and returns the first error.
+func (r *runner) workersN(ctx context.Context, n int, fn func(ctx context.Context, d driver) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make(chan error, r.o.C)
+	errs := make(chan error, n)
 	var wg sync.WaitGroup
-	for range r.o.C {
+	for range n {
 		d, err := r.dial()
 		if err != nil {
 			return fmt.Errorf("bench: connect: %w", err)
@@ -56,13 +62,19 @@ func (r *runner) workers(ctx context.Context, fn func(ctx context.Context, d dri
 	return <-errs
 }
 
-// putAll puts n jobs with the given due times from C connections in
-// batches, recording each call's latency when lat is not nil.
-func (r *runner) putAll(ctx context.Context, dues func(i int) time.Time, batch int, lat *samples) error {
+// body is the body every job starts from (stamped for lateness modes).
+func (r *runner) body() []byte {
 	body := make([]byte, r.o.BodySize)
 	for i := range body {
 		body[i] = 'x'
 	}
+	return body
+}
+
+// putAll puts n jobs with the given due times from C connections in
+// batches, recording each call's latency when lat is not nil.
+func (r *runner) putAll(ctx context.Context, dues func(i int) time.Time, batch int, lat *samples) error {
+	body := r.body()
 	var next atomic.Int64
 	return r.workers(ctx, func(ctx context.Context, d driver) error {
 		for {
@@ -135,7 +147,11 @@ func (r *runner) runReserve(ctx context.Context) (*Result, error) {
 
 // runLateness puts every job first, due from Lead after the start, then
 // consumes them and measures how late each arrives after its due time.
+// A spread with a Delay puts during the run instead (runPaced).
 func (r *runner) runLateness(ctx context.Context) (*Result, error) {
+	if r.o.Mode == ModeSpread && r.o.Delay > 0 {
+		return r.runPaced(ctx)
+	}
 	first := time.Now().Add(r.o.Lead)
 	dues := func(int) time.Time { return first }
 	if r.o.Mode == ModeSpread {
@@ -148,42 +164,123 @@ func (r *runner) runLateness(ctx context.Context) (*Result, error) {
 	if late := time.Since(first); late > 0 {
 		return nil, fmt.Errorf("bench: putting %d jobs took %s past the first due time; raise --lead or --batch", r.o.N, late)
 	}
-	lat := newSamples(r.o.N)
-	var done, early atomic.Int64
-	var last atomic.Int64
-	err := r.workers(ctx, func(ctx context.Context, d driver) error {
-		for done.Load() < int64(r.o.N) {
+	c := newConsumption(r.o.N)
+	if err := r.workers(ctx, c.consume(r)); err != nil {
+		return nil, err
+	}
+	return c.result(r.o.N, first, dues(r.o.N-1)), nil
+}
+
+// runPaced is the spread as issue 8 words it: Producers connections put
+// Rate jobs/s for Duration, each due Delay after it is sent, while C
+// consumers take them. The due time asked for is the send time plus Delay,
+// so beanstalkd's whole-second delays add no rounding to the lateness, and
+// the server fires while it is also taking puts.
+func (r *runner) runPaced(ctx context.Context) (*Result, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	body := r.body()
+	step := time.Second / time.Duration(r.o.Rate)
+	// The first put waits a moment so the consumers are connected and
+	// waiting when the first job falls due.
+	start := time.Now().Add(100 * time.Millisecond)
+	var next atomic.Int64
+	var lastDue atomic.Int64
+	produced := make(chan error, 1)
+	go func() {
+		produced <- r.workersN(ctx, r.o.Producers, func(ctx context.Context, d driver) error {
+			for {
+				i := int(next.Add(int64(r.o.Batch))) - r.o.Batch
+				if i >= r.o.N {
+					return nil
+				}
+				t := time.NewTimer(time.Until(start.Add(time.Duration(i) * step)))
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return ctx.Err()
+				case <-t.C:
+				}
+				due := time.Now().Add(r.o.Delay)
+				dues := make([]time.Time, min(r.o.Batch, r.o.N-i))
+				for k := range dues {
+					dues[k] = due
+				}
+				if err := d.put(ctx, r.o.Topic, body, dues); err != nil {
+					cancel()
+					return fmt.Errorf("bench: put: %w", err)
+				}
+				for {
+					old := lastDue.Load()
+					if old >= due.UnixNano() || lastDue.CompareAndSwap(old, due.UnixNano()) {
+						break
+					}
+				}
+			}
+		})
+	}()
+	c := newConsumption(r.o.N)
+	err := r.workers(ctx, c.consume(r))
+	if err != nil {
+		cancel()
+	}
+	if perr := <-produced; perr != nil && (err == nil || errors.Is(err, context.Canceled)) {
+		err = perr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return c.result(r.o.N, start.Add(r.o.Delay), time.Unix(0, lastDue.Load())), nil
+}
+
+// consumption is the consuming side of a lateness run, shared by its
+// consumers.
+type consumption struct {
+	lat         *samples
+	done, early atomic.Int64
+	last        atomic.Int64 // Unix ns of the latest receipt
+}
+
+func newConsumption(n int) *consumption { return &consumption{lat: newSamples(n)} }
+
+// consume reserves, measures and finishes jobs until every job of the run
+// is done.
+func (c *consumption) consume(r *runner) func(ctx context.Context, d driver) error {
+	return func(ctx context.Context, d driver) error {
+		for c.done.Load() < int64(r.o.N) {
 			jobs, err := d.reserve(ctx, r.o.Topic, r.o.Take, time.Second)
 			if err != nil {
 				return err
+			}
+			if len(jobs) == 0 {
+				continue
 			}
 			now := time.Now()
 			for _, j := range jobs {
 				late := now.Sub(stampTime(j.body))
 				if late < 0 {
-					early.Add(1)
+					c.early.Add(1)
 				}
-				lat.add(late)
+				c.lat.add(late)
 			}
-			if len(jobs) > 0 {
-				last.Store(now.UnixNano())
+			c.last.Store(now.UnixNano())
+			if err := d.finish(ctx, jobs); err != nil {
+				return err
 			}
-			if len(jobs) > 0 {
-				if err := d.finish(ctx, jobs); err != nil {
-					return err
-				}
-				done.Add(int64(len(jobs)))
-			}
+			c.done.Add(int64(len(jobs)))
 		}
 		return nil
-	})
-	if err != nil {
-		return nil, err
 	}
-	res := lat.result(r.o.N, time.Unix(0, last.Load()).Sub(first))
-	res.Early = int(early.Load())
-	res.Drain = time.Unix(0, last.Load()).Sub(dues(r.o.N - 1))
-	return res, nil
+}
+
+// result is the run's figures: throughput from the first due time to the
+// last receipt, and the drain from the last due time to the last receipt.
+func (c *consumption) result(n int, firstDue, lastDue time.Time) *Result {
+	last := time.Unix(0, c.last.Load())
+	res := c.lat.result(n, last.Sub(firstDue))
+	res.Early = int(c.early.Load())
+	res.Drain = last.Sub(lastDue)
+	return res
 }
 
 // stamp writes due into the start of body.

@@ -12,21 +12,22 @@ import (
 // speaks delayq's HTTP API or the beanstalkd protocol, so delayq and
 // beanstalkd are measured by the same client in the same run.
 type benchCmd struct {
-	Target   string        `arg:"" help:"http://host:port (delayq HTTP API) or beanstalk://host:port (any beanstalkd-protocol server)."`
-	Mode     string        `default:"put" enum:"put,reserve,burst,spread" help:"put, reserve (reserve+delete of preloaded jobs), burst (N jobs due at one instant), spread (--rate jobs/s due over --duration)."`
-	N        int           `short:"n" default:"10000" help:"Jobs (put, reserve, burst)."`
-	C        int           `short:"c" default:"1" help:"Concurrent connections."`
-	Body     int           `default:"8" help:"Body size in bytes (lateness modes need at least 20)."`
-	Batch    int           `default:"1" help:"Jobs per HTTP batch put (1 = single puts; beanstalkd has no batches)."`
-	Take     int           `default:"1" help:"Jobs per HTTP reserve (its n); the jobs of one reserve are finished with one batch finish. beanstalkd reserves one at a time."`
-	Rate     int           `help:"Jobs per second due (spread)."`
-	Duration time.Duration `help:"Span of the due times (spread)."`
-	Lead     time.Duration `default:"3s" help:"Time from the start to the first due time (burst, spread); puts must finish within it."`
-	Timeout  time.Duration `default:"2m" help:"Hard bound on the whole run."`
-	PID      int           `help:"Sample this process's RSS (the server's PID)."`
-	Delay    time.Duration `help:"put: make jobs due this far ahead (far-future load)."`
-	Spread   time.Duration `help:"put: spread due times uniformly over this span after --delay."`
-	LineOnly bool          `name:"line" help:"Print only the one-line key=value result."`
+	Target    string        `arg:"" help:"http://host:port (delayq HTTP API) or beanstalk://host:port (any beanstalkd-protocol server)."`
+	Mode      string        `default:"put" enum:"put,reserve,burst,spread" help:"put, reserve (reserve+delete of preloaded jobs), burst (N jobs due at one instant), spread (--rate jobs/s due over --duration)."`
+	N         int           `short:"n" default:"10000" help:"Jobs (put, reserve, burst)."`
+	C         int           `short:"c" default:"1" help:"Concurrent connections."`
+	Body      int           `default:"8" help:"Body size in bytes (lateness modes need at least 20)."`
+	Batch     int           `default:"1" help:"Jobs per HTTP batch put (1 = single puts; beanstalkd has no batches)."`
+	Take      int           `default:"1" help:"Jobs per HTTP reserve (its n); the jobs of one reserve are finished with one batch finish. beanstalkd reserves one at a time."`
+	Rate      int           `help:"Jobs per second due (spread)."`
+	Duration  time.Duration `help:"Span of the due times (spread)."`
+	Lead      time.Duration `default:"3s" help:"Time from the start to the first due time (burst, spread); puts must finish within it."`
+	Timeout   time.Duration `default:"2m" help:"Hard bound on the whole run."`
+	PID       int           `help:"Sample this process's RSS (the server's PID)."`
+	Delay     time.Duration `help:"put: make jobs due this far ahead (far-future load). spread: put each job during the run, due this long after it is sent."`
+	Producers int           `default:"8" help:"spread with --delay: connections that put while the consumers take."`
+	Spread    time.Duration `help:"put: spread due times uniformly over this span after --delay."`
+	LineOnly  bool          `name:"line" help:"Print only the one-line key=value result."`
 }
 
 // Run performs the measurement and prints a result line and a table.
@@ -40,6 +41,7 @@ func (c *benchCmd) Run(e *env) error {
 	res, err := bench.Run(e.ctx, bench.Options{
 		Target: c.Target, Mode: c.Mode, N: c.N, C: c.C, BodySize: c.Body, Batch: c.Batch, Take: c.Take,
 		Rate: c.Rate, Duration: c.Duration, Lead: c.Lead, Timeout: c.Timeout, PID: c.PID, Delay: c.Delay, Spread: c.Spread,
+		Producers: c.Producers,
 	})
 	if err != nil {
 		return err

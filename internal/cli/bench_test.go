@@ -48,6 +48,19 @@ func TestBenchBothProtocols(t *testing.T) {
 	if code, _, errOut := run(t, "bench", targets["beanstalk"], "--take", "10"); code != exitUsage || !strings.Contains(errOut, "only over HTTP") {
 		t.Errorf("bench --take over beanstalk = %d %q, want a usage error", code, errOut)
 	}
+	t.Run("spread/paced", func(t *testing.T) {
+		for proto, target := range targets {
+			code, out, errOut := run(t, "bench", target, "--mode", "spread", "--rate", "200", "--duration", "1s", "--delay", "1s", "--producers", "2", "-c", "4", "--timeout", "60s", "--line")
+			if code != 0 {
+				t.Fatalf("%s: bench exited %d: %s", proto, code, errOut)
+			}
+			for _, want := range []string{"proto=" + proto, "n=200", "early=0"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("%s: paced spread output lacks %q:\n%s", proto, want, out)
+				}
+			}
+		}
+	})
 	t.Run("http/burst/take", func(t *testing.T) {
 		code, out, errOut := run(t, "bench", targets["http"], "--mode", "burst", "-n", "300", "-c", "2", "--take", "50", "--lead", "2s", "--timeout", "60s", "--line")
 		if code != 0 {

@@ -84,12 +84,12 @@ func (e *Engine) release(ctx context.Context, r ReleaseRequest) (*delayq.Job, er
 		}
 		r.Delay = d
 	}
-	now := delayq.TruncMilli(time.Now())
+	now := time.Now()
 	due, delay, err := dueAfter(now, r.Delay)
 	if err != nil {
 		return nil, err
 	}
-	j, err := e.st.Release(ctx, store.ReleaseParams{Ref: r.Ref, Priority: r.Priority, Due: due, Delay: delay, Reason: r.Reason, Now: now})
+	j, err := e.st.Release(ctx, store.ReleaseParams{Ref: r.Ref, Priority: r.Priority, Due: due, Delay: delay, Reason: r.Reason, Now: delayq.TruncMilli(now)})
 	if err != nil {
 		return nil, delayq.ForJob(r.Ref, err)
 	}
@@ -204,8 +204,8 @@ func (e *Engine) update(ctx context.Context, r UpdateRequest) (*delayq.Job, erro
 	if err := checkRef(r.Ref); err != nil {
 		return nil, err
 	}
-	now := delayq.TruncMilli(time.Now())
-	p := store.UpdateParams{Ref: r.Ref, Body: r.Body, Priority: r.Priority, Now: now}
+	now := time.Now()
+	p := store.UpdateParams{Ref: r.Ref, Body: r.Body, Priority: r.Priority, Now: delayq.TruncMilli(now)}
 	if err := e.checkBody(r.Body); err != nil {
 		return nil, err
 	}

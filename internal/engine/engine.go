@@ -49,6 +49,12 @@ type Config struct {
 	// the dashboard's charts from it). It runs on the timer's goroutine,
 	// so it must be quick and must not block.
 	Fired func(topic string, lateness []time.Duration)
+	// PreciseTimer wakes the timer through a kernel timer (a timerfd, on
+	// Linux) rather than a time.Timer, which can be up to a millisecond
+	// late on an idle process. The server sets it. It stays off under
+	// testing/synctest: the kernel timer follows the real clock, not the
+	// bubble's, and its reader blocks outside the bubble's reach.
+	PreciseTimer bool
 }
 
 func (c *Config) setDefaults() {

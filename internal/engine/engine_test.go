@@ -526,3 +526,36 @@ func TestKickSaysWhichKind(t *testing.T) {
 		t.Errorf("second kick = %+v, %v; want 1 delayed", res, err)
 	}
 }
+
+// TestDelayCountsFromTheExactInstant: a delay runs from the instant of the
+// request, not from the start of its millisecond, so put, release and
+// update mid-millisecond never make a job due before now+delay; a zero
+// delay still means ready at once.
+func TestDelayCountsFromTheExactInstant(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Config{})
+		time.Sleep(600 * time.Microsecond) // now is mid-millisecond
+		const d = time.Second
+		notBefore := func(what string, j *delayq.Job) {
+			t.Helper()
+			if want := time.Now().Add(d); j.Due.Before(want) {
+				t.Errorf("%s: Due = %s, before now+%s = %s", what, j.Due.Format(time.StampMicro), d, want.Format(time.StampMicro))
+			}
+		}
+		notBefore("put", h.put(PutRequest{ID: "a", Delay: ptr(d)}))
+		if j := h.put(PutRequest{ID: "b", Delay: ptr(time.Duration(0))}); j.State != delayq.StateReady {
+			t.Errorf("put with delay 0: state %s, want ready", j.State)
+		}
+		j := h.reserve(0, "t")[0]
+		rel, err := h.e.Release(context.Background(), ReleaseRequest{Ref: delayq.Ref{ID: "b", Reservation: j.Reservation}, Delay: d})
+		if err != nil {
+			t.Fatalf("Release = %v", err)
+		}
+		notBefore("release", rel)
+		up, err := h.e.Update(context.Background(), UpdateRequest{Ref: delayq.Ref{ID: "a"}, Delay: ptr(d)})
+		if err != nil {
+			t.Fatalf("Update = %v", err)
+		}
+		notBefore("update", up)
+	})
+}

@@ -66,7 +66,7 @@ func (e *Engine) put(ctx context.Context, reqs []PutRequest) ([]*delayq.Job, err
 		return nil, err
 	}
 	applyPolicies(set, reqs)
-	now := delayq.TruncMilli(time.Now())
+	now := time.Now() // exact: dueAfter rounds the due time up from it
 	jobs := make([]*delayq.Job, len(reqs))
 	fresh := true // every id generated here, so none can be live
 	for i := range reqs {
@@ -155,7 +155,7 @@ func (e *Engine) newJob(r *PutRequest, now time.Time) (*delayq.Job, error) {
 	}
 	j := &delayq.Job{
 		ID: id, Topic: r.Topic, Body: r.Body, Priority: r.Priority, TTR: r.TTR,
-		MaxAttempts: r.MaxAttempts, State: delayq.StateDelayed, Due: due, Created: now, Delay: delay,
+		MaxAttempts: r.MaxAttempts, State: delayq.StateDelayed, Due: due, Created: delayq.TruncMilli(now), Delay: delay,
 	}
 	if !due.After(now) {
 		j.State = delayq.StateReady
@@ -173,7 +173,9 @@ func (e *Engine) checkBody(b []byte) error {
 
 // dueTime turns a delay or an absolute time (at most one of them; neither
 // means now) into a due time in store precision, rounded up so a job
-// never fires early.
+// never fires early. now is the exact instant of the request: rounding a
+// delay up from a truncated now would let the job fire up to a
+// millisecond before now+delay.
 func dueTime(now time.Time, delay *time.Duration, at *time.Time) (time.Time, time.Duration, error) {
 	switch {
 	case delay != nil && at != nil:
@@ -183,9 +185,9 @@ func dueTime(now time.Time, delay *time.Duration, at *time.Time) (time.Time, tim
 			return time.Time{}, 0, delayq.Invalid(delayq.CodeBadAt, "at", "%s is not a usable due time (from 1970-01-01 to 9999-12-31)", at.UTC().Format(time.RFC3339))
 		}
 		due := delayq.CeilMilli(*at)
-		return due, max(due.Sub(now), 0), nil
+		return due, max(due.Sub(delayq.TruncMilli(now)), 0), nil
 	case delay == nil:
-		return now, 0, nil
+		return delayq.TruncMilli(now), 0, nil
 	}
 	return dueAfter(now, *delay)
 }
@@ -194,6 +196,9 @@ func dueTime(now time.Time, delay *time.Duration, at *time.Time) (time.Time, tim
 func dueAfter(now time.Time, delay time.Duration) (time.Time, time.Duration, error) {
 	if delay < 0 {
 		return time.Time{}, 0, delayq.Invalid(delayq.CodeBadDelay, "delay", "%s is negative", delay)
+	}
+	if delay == 0 { // ready now, not a fraction of a millisecond from now
+		return delayq.TruncMilli(now), 0, nil
 	}
 	due := delayq.CeilMilli(now.Add(delay))
 	if due.Before(now) || due.After(MaxAt) { // overflow, or past what stores hold

@@ -26,17 +26,20 @@ func (e *Engine) Run(ctx context.Context) error {
 		// Another instance may change a policy: reload on an interval.
 		go e.refreshPolicies(ctx, e.cfg.PolicyRefresh)
 	}
-	timer := time.NewTimer(0)
-	defer timer.Stop()
+	var a alarm = newTimerAlarm()
+	if e.cfg.PreciseTimer {
+		a = newAlarm()
+	}
+	defer a.Close()
+	a.Set(time.Now())
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-timer.C:
+		case <-a.C():
 		case <-e.wake:
 		}
-		next := e.step(ctx)
-		timer.Reset(max(time.Until(next), 0))
+		a.Set(e.step(ctx))
 	}
 }
 

@@ -31,8 +31,10 @@ func TestPutGetDelete(t *testing.T) {
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(api.Job{}, "Due", "Created")); diff != "" {
 		t.Errorf("GET job (-want +got):\n%s", diff)
 	}
-	if d := got.Due.Sub(got.Created.Time); d != 30*time.Minute || got.Created.Before(before) {
-		t.Errorf("due %v, created %v: want due 30m after created, created after %v", got.Due, got.Created, before)
+	// Created is the put's millisecond; due is 30m after the put's exact
+	// instant, rounded up to the next millisecond so it is never early.
+	if d := got.Due.Sub(got.Created.Time); d < 30*time.Minute || d > 30*time.Minute+time.Millisecond || got.Created.Before(before) {
+		t.Errorf("due %v, created %v: want due 30m (+ at most 1ms) after created, created after %v", got.Due, got.Created, before)
 	}
 	_, raw := a.do("GET", "/v1/jobs/orderclose-42", "")
 	if !strings.Contains(raw, `"due":"`+got.Due.UTC().Format(api.TimeLayout)+`"`) {

@@ -128,6 +128,7 @@ func (s *Server) Start(ctx context.Context) error {
 		MaxTopics:        s.cfg.MaxTopics,
 		Logger:           s.log.With("component", "engine"),
 		Fired:            s.hist.Fired,
+		PreciseTimer:     true,
 	})
 	s.sched = s.newSchedules()
 	s.alarms = s.newAlarms()
