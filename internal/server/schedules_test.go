@@ -50,8 +50,10 @@ func consumeAll(t *testing.T, c *client.Client, topic string, stop <-chan struct
 }
 
 // checkTicks fails unless seen holds every tick of an "@every step"
-// schedule from its first up to last, each once.
-func checkTicks(t *testing.T, name string, anchor, last time.Time, step time.Duration, seen map[string]int, min int) {
+// schedule from its first up to last, each once. A missing tick's job is
+// looked up through c, so a failure says whether it was never put or
+// where it got stuck.
+func checkTicks(t *testing.T, c *client.Client, name string, anchor, last time.Time, step time.Duration, seen map[string]int, min int) {
 	t.Helper()
 	n := int(last.Sub(anchor) / step)
 	if n < min {
@@ -75,6 +77,15 @@ func checkTicks(t *testing.T, name string, anchor, last time.Time, step time.Dur
 	}
 	sort.Strings(extra)
 	if len(missing)+len(twice)+len(extra) > 0 {
+		for _, id := range missing {
+			j, err := c.Get(context.Background(), id)
+			if err != nil {
+				t.Logf("missing %s: %v", id, err)
+				continue
+			}
+			t.Logf("missing %s: %s, due %s, created %s, attempts %d, timeouts %d, releases %d, deadline %v",
+				id, j.State, j.Due.Format(time.StampMilli), j.Created.Format(time.StampMilli), j.Attempts, j.Timeouts, j.Releases, j.Deadline)
+		}
 		t.Fatalf("over %d ticks: missing %v, handed out twice %v, unexpected %v", n, missing, twice, extra)
 	}
 }
@@ -135,7 +146,7 @@ func TestScheduleExactlyOnceOverRedis(t *testing.T) {
 	})
 	time.Sleep(500 * time.Millisecond)
 	close(stop)
-	checkTicks(t, name, sc.Created, last, 100*time.Millisecond, seen(), 100)
+	checkTicks(t, cb, name, sc.Created, last, 100*time.Millisecond, seen(), 100)
 }
 
 // TestScheduleSurvivesRestart: on the embedded store a schedule, its ticks
@@ -175,7 +186,7 @@ func TestScheduleSurvivesRestart(t *testing.T) {
 		return err != nil && time.Now().After(paused.Last.Add(300*time.Millisecond))
 	})
 	close(stop)
-	checkTicks(t, "restart", sc.Created, paused.Last, 200*time.Millisecond, seen(), 15)
+	checkTicks(t, c2, "restart", sc.Created, paused.Last, 200*time.Millisecond, seen(), 15)
 }
 
 // TestScheduleAndTopicControlScopes: reading schedules takes read;
