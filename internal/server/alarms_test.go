@@ -215,7 +215,8 @@ func TestAlarmSentOnceOverRedis(t *testing.T) {
 		t.Fatalf("PUT = %d %s", code, body)
 	}
 	t.Cleanup(func() { do(t, a, "DELETE", "/v1/alarms/"+name, "") })
-	buryOne(t, newClient(t, b), topic, "j")
+	job := "j-" + name // unique: the Redis database outlives one test run
+	buryOne(t, newClient(t, b), topic, job)
 	var firing []api.AlarmEvent
 	for len(firing) < 4 { // the first and three repeats
 		ev := h.next(t, "firing")
@@ -232,7 +233,7 @@ func TestAlarmSentOnceOverRedis(t *testing.T) {
 			t.Errorf("repeat %d has since %s, want %s", i, firing[i].Since, firing[0].Since)
 		}
 	}
-	if _, err := newClient(t, a).KickJob(context.Background(), "j"); err != nil {
+	if _, err := newClient(t, a).KickJob(context.Background(), job); err != nil {
 		t.Fatal(err)
 	}
 	for {
