@@ -3,6 +3,7 @@ package schedule
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/delayq/delayq"
@@ -167,11 +168,25 @@ func (s *Service) fire(ctx context.Context, sc *store.Schedule, tick, now time.T
 		s.log.Info("schedules: taking over an expired claim", "schedule", sc.Name, "tick", tick)
 	}
 	at := tick
+	id := JobID(sc.Name, tick)
 	_, err = s.put.Put(ctx, []engine.PutRequest{{
-		ID: JobID(sc.Name, tick), Topic: sc.Topic, Body: sc.Body, At: &at,
+		ID: id, Topic: sc.Topic, Body: sc.Body, At: &at,
 		TTR: sc.TTR, Priority: sc.Priority, MaxAttempts: sc.MaxAttempts,
 	}})
-	if err != nil && !errors.Is(err, delayq.ErrExists) {
+	if errors.Is(err, delayq.ErrExists) {
+		// "Exists" counts as fired only if the job is there. Over Redis a
+		// put of the same id still in flight on another instance (whose
+		// claim this one took over: it was slow, or shutting down)
+		// answers "exists" before its job is stored, and that put may yet
+		// fail; counting the tick fired then lost it. Retry at the lease's
+		// end instead: the other put has then stored the job or given up.
+		if _, gerr := s.put.Get(ctx, delayq.Ref{ID: id}); gerr != nil {
+			err = fmt.Errorf("job %s: id taken by a put not stored yet (%v): %w", id, gerr, err)
+		} else {
+			err = nil
+		}
+	}
+	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("schedules: put failed; the claim is retried when its lease ends", "schedule", sc.Name, "tick", tick, "err", err)
 			s.met.tick(outcomeFailed, 1)

@@ -54,9 +54,12 @@ const MaxMissed = 1000
 // ":" and a tick's milliseconds up to year 9999.
 const MaxNameLen = delayq.MaxNameLen - 1 - 15
 
-// Putter is the engine's put path, which every tick's job takes.
+// Putter is the engine's put path, which every tick's job takes, and its
+// lookup, which tells a tick's job that is there from one whose put is
+// still in flight elsewhere (see fire).
 type Putter interface {
 	Put(ctx context.Context, reqs []engine.PutRequest) ([]*delayq.Job, error)
+	Get(ctx context.Context, ref delayq.Ref) (*delayq.Job, error)
 }
 
 // Config tunes a Service. Zero values take the defaults.

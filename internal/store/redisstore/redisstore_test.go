@@ -1,10 +1,14 @@
 package redisstore
 
 import (
+	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/storetest"
 )
@@ -58,4 +62,31 @@ func TestConformanceStandalone(t *testing.T) {
 
 func TestConformanceCluster(t *testing.T) {
 	storetest.Run(t, factory(redisAddrs(t, "DELAYQ_TEST_REDIS_CLUSTER")))
+}
+
+// TestPutWhileAnotherPutHoldsTheID: while another put has claimed an id
+// and not stored its job yet, a put of that id answers ErrExists although
+// no job with it can be read. The scheduler's takeover relies on knowing
+// this (schedule.fire looks the job up before counting a tick fired).
+func TestPutWhileAnotherPutHoldsTheID(t *testing.T) {
+	s := openStore(t, redisAddrs(t, "DELAYQ_TEST_REDIS"), Options{})
+	defer s.Close()
+	ctx := t.Context()
+	claim := "t|" + strconv.FormatInt(time.Now().UnixMilli(), 10) + "|" + nonce() // fresh: not stale
+	if err := s.c.Do(ctx, s.c.B().Set().Key(s.k.claim("held")).Value(claim).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	j := &delayq.Job{ID: "held", Topic: "t", Body: []byte("x"), TTR: time.Minute, State: delayq.StateReady,
+		Due: delayq.TruncMilli(time.Now()), Created: delayq.TruncMilli(time.Now())}
+	if err := s.Put(ctx, []*delayq.Job{j}); !errors.Is(err, delayq.ErrExists) {
+		t.Fatalf("Put of an id another put holds = %v, want ErrExists", err)
+	}
+	if _, err := s.Get(ctx, delayq.Ref{ID: "held"}); !errors.Is(err, delayq.ErrNotFound) {
+		t.Fatalf("Get of that id = %v, want ErrNotFound: no job was stored", err)
+	}
+	// Once the holder gives up (unclaims), the put goes through.
+	s.unclaim(ctx, "held", claim)
+	if err := s.Put(ctx, []*delayq.Job{j}); err != nil {
+		t.Fatalf("Put after the holder gave up = %v", err)
+	}
 }
