@@ -249,7 +249,7 @@ func (s *Store) claimAll(ctx context.Context, jobs []*delayq.Job) ([]string, err
 	var failed error
 	for i, r := range claimScript.ExecMulti(ctx, s.c, execs...) {
 		if failed != nil {
-			claims[i] = claimedIfOK(r, claims[i])
+			claims[i] = claimedOrUnknown(r, claims[i])
 			continue
 		}
 		if n, err := r.AsInt64(); err == nil && n == 1 {
@@ -257,7 +257,11 @@ func (s *Store) claimAll(ctx context.Context, jobs []*delayq.Job) ([]string, err
 		}
 		other, err := r.ToString()
 		if err != nil {
+			// No answer (a canceled context, a lost reply): the claim
+			// may be set. Keep it, so unclaimAll removes it if it is:
+			// left behind, it would refuse this id for staleClaim.
 			failed = unavailable("put: claim id", err)
+			continue
 		} else if failed = s.takeOver(ctx, jobs[i], other, claims[i]); failed == nil {
 			continue
 		}
@@ -270,11 +274,16 @@ func (s *Store) claimAll(ctx context.Context, jobs []*delayq.Job) ([]string, err
 	return claims, nil
 }
 
-func claimedIfOK(r rueidis.RedisResult, claim string) string {
+// claimedOrUnknown is claim when r set it or did not answer (it may have
+// set it), "" when r answered that another put holds the id.
+func claimedOrUnknown(r rueidis.RedisResult, claim string) string {
 	if n, err := r.AsInt64(); err == nil && n == 1 {
 		return claim
 	}
-	return ""
+	if _, err := r.ToString(); err == nil {
+		return ""
+	}
+	return claim
 }
 
 // takeOver takes the claim other of j's id when it is stale: older than

@@ -1,7 +1,10 @@
 package redisstore
 
 import (
+	"bufio"
+	"context"
 	"errors"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -88,5 +91,41 @@ func TestPutWhileAnotherPutHoldsTheID(t *testing.T) {
 	s.unclaim(ctx, "held", claim)
 	if err := s.Put(ctx, []*delayq.Job{j}); err != nil {
 		t.Fatalf("Put after the holder gave up = %v", err)
+	}
+}
+
+// TestPutThatLostItsClaimReplyUnclaims: a put whose id claim reached Redis
+// but whose reply did not come back in time (here: Redis paused writes
+// past the put's deadline) removes the claim once Redis answers again.
+// Left behind, the claim refused every put of that id for staleClaim,
+// and the scheduler took that refusal for a tick already fired.
+func TestPutThatLostItsClaimReplyUnclaims(t *testing.T) {
+	addrs := redisAddrs(t, "DELAYQ_TEST_REDIS")
+	s := openStore(t, addrs, Options{})
+	defer s.Close()
+	// Pause from a connection of its own: writes, scripts included, queue
+	// up for 150 ms, long after the put below gives up. (Short: other
+	// packages' tests share this Redis.)
+	pause, err := net.Dial("tcp", addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pause.Close()
+	if _, err := pause.Write([]byte("CLIENT PAUSE 150 WRITE\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := bufio.NewReader(pause).ReadString('\n'); err != nil || line != "+OK\r\n" {
+		t.Fatalf("CLIENT PAUSE = %q, %v", line, err)
+	}
+	j := &delayq.Job{ID: "lost-reply", Topic: "t", Body: []byte("x"), TTR: time.Minute, State: delayq.StateReady,
+		Due: delayq.TruncMilli(time.Now()), Created: delayq.TruncMilli(time.Now())}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	err = s.Put(ctx, []*delayq.Job{j})
+	cancel()
+	if err == nil {
+		t.Fatal("Put with a 20 ms deadline during a 150 ms pause succeeded")
+	}
+	if err := s.Put(t.Context(), []*delayq.Job{j}); err != nil {
+		t.Fatalf("Put of the same id once Redis answers = %v, want it stored (the lost claim removed)", err)
 	}
 }
