@@ -174,12 +174,13 @@ func (s *Service) fire(ctx context.Context, sc *store.Schedule, tick, now time.T
 		TTR: sc.TTR, Priority: sc.Priority, MaxAttempts: sc.MaxAttempts,
 	}})
 	if errors.Is(err, delayq.ErrExists) {
-		// "Exists" counts as fired only if the job is there. Over Redis a
-		// put of the same id still in flight on another instance (whose
-		// claim this one took over: it was slow, or shutting down)
-		// answers "exists" before its job is stored, and that put may yet
-		// fail; counting the tick fired then lost it. Retry at the lease's
-		// end instead: the other put has then stored the job or given up.
+		// "Exists" counts as fired only if the job is there. A put of the
+		// same id still in flight on another instance (whose claim this
+		// one took over: it was slow, or shutting down) may yet fail, and
+		// a store that answered "exists" for it (redisstore did, before it
+		// answered "unavailable") would lose the tick. Retry at the
+		// lease's end instead: the other put has then stored the job or
+		// given up.
 		if _, gerr := s.put.Get(ctx, delayq.Ref{ID: id}); gerr != nil {
 			err = fmt.Errorf("job %s: id taken by a put not stored yet (%v): %w", id, gerr, err)
 		} else {

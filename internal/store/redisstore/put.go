@@ -287,15 +287,16 @@ func claimedOrUnknown(r rueidis.RedisResult, claim string) string {
 }
 
 // takeOver takes the claim other of j's id when it is stale: older than
-// staleClaim and its job is not in the claimed topic.
+// staleClaim and its job is not in the claimed topic. A claim whose job is
+// live answers ErrExists. A younger claim whose job is not live belongs
+// to a put that has not stored its job yet and may never do so (it may be
+// failing right now): that answers ErrUnavailable, to retry, never
+// ErrExists. A caller that took "exists" for "stored" (the SDK's retried
+// put, a scheduler's takeover) would otherwise lose the job.
 func (s *Store) takeOver(ctx context.Context, j *delayq.Job, other, claim string) error {
 	exists := fmt.Errorf("redisstore: put %q: %w", j.ID, delayq.ErrExists)
 	parts := strings.Split(other, "|")
 	if len(parts) != 3 {
-		return exists
-	}
-	at, _ := strconv.ParseInt(parts[1], 10, 64)
-	if time.Since(time.UnixMilli(at)) < staleClaim {
 		return exists
 	}
 	live, err := s.c.Do(ctx, s.c.B().Hexists().Key(s.k.topic(parts[0]).idsKey()).Field(j.ID).Build()).AsBool()
@@ -304,6 +305,11 @@ func (s *Store) takeOver(ctx context.Context, j *delayq.Job, other, claim string
 	}
 	if live {
 		return exists
+	}
+	at, _ := strconv.ParseInt(parts[1], 10, 64)
+	if age := time.Since(time.UnixMilli(at)); age < staleClaim {
+		return fmt.Errorf("redisstore: put %q: another put of this id, %s old, has not stored its job yet; retry: %w",
+			j.ID, age.Round(time.Millisecond), delayq.ErrUnavailable)
 	}
 	n, err := swapScript.Exec(ctx, s.c, []string{s.k.claim(j.ID)}, []string{other, claim}).AsInt64()
 	if err != nil {
