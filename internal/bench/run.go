@@ -168,7 +168,7 @@ func (r *runner) runLateness(ctx context.Context) (*Result, error) {
 	if err := r.workers(ctx, c.consume(r)); err != nil {
 		return nil, err
 	}
-	return c.result(r.o.N, first, dues(r.o.N-1)), nil
+	return c.result(r.o.N, first), nil
 }
 
 // runPaced is the spread as issue 8 words it: Producers connections put
@@ -185,7 +185,6 @@ func (r *runner) runPaced(ctx context.Context) (*Result, error) {
 	// waiting when the first job falls due.
 	start := time.Now().Add(100 * time.Millisecond)
 	var next atomic.Int64
-	var lastDue atomic.Int64
 	produced := make(chan error, 1)
 	go func() {
 		produced <- r.workersN(ctx, r.o.Producers, func(ctx context.Context, d driver) error {
@@ -210,12 +209,6 @@ func (r *runner) runPaced(ctx context.Context) (*Result, error) {
 					cancel()
 					return fmt.Errorf("bench: put: %w", err)
 				}
-				for {
-					old := lastDue.Load()
-					if old >= due.UnixNano() || lastDue.CompareAndSwap(old, due.UnixNano()) {
-						break
-					}
-				}
 			}
 		})
 	}()
@@ -230,7 +223,7 @@ func (r *runner) runPaced(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.result(r.o.N, start.Add(r.o.Delay), time.Unix(0, lastDue.Load())), nil
+	return c.result(r.o.N, start.Add(r.o.Delay)), nil
 }
 
 // consumption is the consuming side of a lateness run, shared by its
@@ -239,6 +232,7 @@ type consumption struct {
 	lat         *samples
 	done, early atomic.Int64
 	last        atomic.Int64 // Unix ns of the latest receipt
+	lastDue     atomic.Int64 // Unix ns of the latest due time received
 }
 
 func newConsumption(n int) *consumption { return &consumption{lat: newSamples(n)} }
@@ -257,11 +251,15 @@ func (c *consumption) consume(r *runner) func(ctx context.Context, d driver) err
 			}
 			now := time.Now()
 			for _, j := range jobs {
-				late := now.Sub(stampTime(j.body))
+				due := stampTime(j.body)
+				late := now.Sub(due)
 				if late < 0 {
 					c.early.Add(1)
 				}
 				c.lat.add(late)
+				for old := c.lastDue.Load(); old < due.UnixNano() && !c.lastDue.CompareAndSwap(old, due.UnixNano()); {
+					old = c.lastDue.Load()
+				}
 			}
 			c.last.Store(now.UnixNano())
 			if err := d.finish(ctx, jobs); err != nil {
@@ -274,12 +272,13 @@ func (c *consumption) consume(r *runner) func(ctx context.Context, d driver) err
 }
 
 // result is the run's figures: throughput from the first due time to the
-// last receipt, and the drain from the last due time to the last receipt.
-func (c *consumption) result(n int, firstDue, lastDue time.Time) *Result {
+// last receipt, and the drain from the latest due time received to the last
+// receipt.
+func (c *consumption) result(n int, firstDue time.Time) *Result {
 	last := time.Unix(0, c.last.Load())
 	res := c.lat.result(n, last.Sub(firstDue))
 	res.Early = int(c.early.Load())
-	res.Drain = last.Sub(lastDue)
+	res.Drain = last.Sub(time.Unix(0, c.lastDue.Load()))
 	return res
 }
 

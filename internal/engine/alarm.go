@@ -20,13 +20,16 @@ type timerAlarm struct {
 
 func newTimerAlarm() *timerAlarm {
 	a := &timerAlarm{c: make(chan struct{}, 1)}
-	a.t = time.AfterFunc(time.Hour, func() {
-		select {
-		case a.c <- struct{}{}:
-		default:
-		}
-	})
+	a.t = time.AfterFunc(time.Hour, a.ring)
 	return a
+}
+
+// ring signals C without blocking; rings coalesce.
+func (a *timerAlarm) ring() {
+	select {
+	case a.c <- struct{}{}:
+	default:
+	}
 }
 
 func (a *timerAlarm) C() <-chan struct{} { return a.c }

@@ -23,8 +23,7 @@ import (
 type fdAlarm struct {
 	fd       int
 	f        *os.File
-	backstop *timerAlarm // rings on c too
-	c        chan struct{}
+	backstop *timerAlarm // its channel is the alarm's
 	done     chan struct{}
 	once     sync.Once
 }
@@ -47,8 +46,7 @@ func newAlarm() alarm {
 		_ = f.Close()
 		return newTimerAlarm()
 	}
-	backstop := newTimerAlarm()
-	a := &fdAlarm{fd: fd, f: f, backstop: backstop, c: backstop.c, done: make(chan struct{})}
+	a := &fdAlarm{fd: fd, f: f, backstop: newTimerAlarm(), done: make(chan struct{})}
 	go a.read()
 	return a
 }
@@ -60,18 +58,11 @@ func (a *fdAlarm) read() {
 		if _, err := a.f.Read(buf[:]); err != nil {
 			return // closed, or broken: the backstop rings from now on
 		}
-		a.ring()
+		a.backstop.ring()
 	}
 }
 
-func (a *fdAlarm) ring() {
-	select {
-	case a.c <- struct{}{}:
-	default:
-	}
-}
-
-func (a *fdAlarm) C() <-chan struct{} { return a.c }
+func (a *fdAlarm) C() <-chan struct{} { return a.backstop.C() }
 
 // Set arms the timerfd at t (CLOCK_REALTIME, absolute: due times are wall
 // times, and a clock set forward past t rings it at once) and the backstop
@@ -81,7 +72,7 @@ func (a *fdAlarm) Set(t time.Time) {
 	ns := max(t.UnixNano(), 1) // 0 would disarm it
 	spec := unix.ItimerSpec{Value: unix.NsecToTimespec(ns)}
 	if err := unix.TimerfdSettime(a.fd, unix.TFD_TIMER_ABSTIME, &spec, nil); err != nil {
-		a.ring() // cannot happen with a valid fd; step rather than wait
+		a.backstop.ring() // cannot happen with a valid fd; step rather than wait
 	}
 }
 

@@ -262,7 +262,8 @@ func (s *Store) claimAll(ctx context.Context, jobs []*delayq.Job) ([]string, err
 			// left behind, it would refuse this id for staleClaim.
 			failed = unavailable("put: claim id", err)
 			continue
-		} else if failed = s.takeOver(ctx, jobs[i], other, claims[i]); failed == nil {
+		}
+		if failed = s.takeOver(ctx, jobs[i], other, claims[i]); failed == nil {
 			continue
 		}
 		claims[i] = ""
