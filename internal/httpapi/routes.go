@@ -38,6 +38,7 @@ func (h *handler) routes() {
 	h.chartRoutes()
 
 	m.HandleFunc("GET /v1/cluster", h.cluster)
+	m.HandleFunc("GET /v1/openapi.json", h.openapi)
 	m.HandleFunc("GET /healthz", h.healthz)
 	m.HandleFunc("GET /readyz", h.readyz)
 	m.Handle("GET /metrics", promhttp.HandlerFor(h.e.Metrics().Registry, promhttp.HandlerOpts{}))
