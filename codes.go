@@ -73,6 +73,7 @@ var sentinelCodes = []struct {
 	{ErrDraining, CodeDraining},
 	{ErrUnavailable, CodeUnavailable},
 	{ErrDiskFull, CodeDiskFull},
+	{ErrForbidden, CodeForbidden},
 }
 
 // CodeOf returns the code of err: a validation error's own code, the

@@ -31,7 +31,20 @@ var (
 	ErrCorrupt = errors.New("delayq: store data is corrupt")
 	// ErrInvalid: the request is malformed; a *ValidationError says how.
 	ErrInvalid = errors.New("delayq: invalid request")
+	// ErrForbidden: the caller's token has no scope on the topic of the
+	// job it named. It matches ErrInvalid too: sending the same request
+	// again cannot help.
+	ErrForbidden error = forbiddenError{}
 )
+
+type forbiddenError struct{}
+
+func (forbiddenError) Error() string {
+	return "delayq: forbidden: this token has no scope for this call on the job's topic"
+}
+
+// Unwrap makes ErrForbidden match ErrInvalid.
+func (forbiddenError) Unwrap() error { return ErrInvalid }
 
 // ValidationError names the field and the rule a request broke. Code is the
 // machine-readable name used on the wire ("bad_topic", "body_too_big", ...).

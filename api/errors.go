@@ -35,6 +35,7 @@ var statuses = []struct {
 	{delayq.ErrDraining, http.StatusServiceUnavailable},
 	{delayq.ErrUnavailable, http.StatusServiceUnavailable},
 	{delayq.ErrDiskFull, http.StatusInsufficientStorage},
+	{delayq.ErrForbidden, http.StatusForbidden},
 }
 
 // CodeOf returns the wire code and HTTP status for err. Unknown errors are

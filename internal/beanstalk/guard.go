@@ -3,6 +3,7 @@ package beanstalk
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"time"
 
@@ -86,6 +87,7 @@ func (c *conn) authorize(cmd *command) bool {
 		return true
 	}
 	ok := false
+	var lookErr error // a job lookup that failed: answered, not refused
 	switch cmd.op {
 	case opQuit, opUse, opWatch, opIgnore, opListTubeUsed, opListTubesWatched:
 		ok = p != nil // connection state only
@@ -102,13 +104,16 @@ func (c *conn) authorize(cmd *command) bool {
 		ok = p.AllowsSome(auth.Consume)
 	case opDelete:
 		_, mine := c.held[cmd.id]
-		ok = mine && p.AllowsSome(auth.Consume) || c.jobAllows(cmd.id, auth.Produce, auth.Admin)
+		ok = mine && p.AllowsSome(auth.Consume)
+		if !ok {
+			ok, lookErr = c.jobAllows(cmd.id, auth.Produce, auth.Admin)
+		}
 	case opReserveJob:
-		ok = c.jobAllows(cmd.id, auth.Consume)
+		ok, lookErr = c.jobAllows(cmd.id, auth.Consume)
 	case opKickJob:
-		ok = c.jobAllows(cmd.id, auth.Admin)
+		ok, lookErr = c.jobAllows(cmd.id, auth.Admin)
 	case opPeek, opStatsJob:
-		ok = c.jobAllows(cmd.id, auth.Read)
+		ok, lookErr = c.jobAllows(cmd.id, auth.Read)
 	case opPeekReady, opPeekDelayed, opPeekBuried:
 		ok = p.Allows(auth.Read, c.use)
 	case opKick:
@@ -119,6 +124,10 @@ func (c *conn) authorize(cmd *command) bool {
 		ok = p.Allows(auth.Admin, cmd.tube)
 	case opStats, opListTubes:
 		ok = p.AllowsAll(auth.Read)
+	}
+	if lookErr != nil {
+		c.reply(lookErr)
+		return false
 	}
 	if !ok {
 		name := "nobody (no client certificate that maps to a token)"
@@ -133,25 +142,32 @@ func (c *conn) authorize(cmd *command) bool {
 }
 
 // jobAllows looks a job up to learn its tube. A job that does not exist
-// passes, so the command answers NOT_FOUND as it would anyway.
-func (c *conn) jobAllows(seq uint64, scopes ...auth.Scope) bool {
+// passes, so the command answers NOT_FOUND as it would anyway; a lookup
+// that fails otherwise (the store unreachable) returns its error, which
+// the command is answered with: it must not pass unchecked. A job's seq
+// is unique forever and its tube never changes, so the job the command
+// then acts on is the one checked here.
+func (c *conn) jobAllows(seq uint64, scopes ...auth.Scope) (bool, error) {
 	for _, s := range scopes {
 		if c.principal.AllowsAll(s) {
-			return true
+			return true, nil
 		}
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
 	j, err := c.srv.Engine.Get(ctx, delayq.Ref{Seq: seq})
+	if errors.Is(err, delayq.ErrNotFound) {
+		return true, nil
+	}
 	if err != nil {
-		return true
+		return false, err
 	}
 	for _, s := range scopes {
 		if c.principal.Allows(s, j.Topic) {
-			return true
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }
 
 // idleDeadline is when an idle connection is closed: IdleTimeout from now,

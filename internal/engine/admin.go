@@ -16,7 +16,7 @@ var ErrNoBackup = fmt.Errorf("this store takes no backups (back up Redis itself)
 // Backup writes a consistent copy of the store, taken while it serves, to
 // w as a tar archive that is a data directory once extracted.
 func (e *Engine) Backup(ctx context.Context, w io.Writer) error {
-	b, ok := e.st.(store.Backuper)
+	b, ok := e.base.(store.Backuper)
 	if !ok {
 		return e.record("backup", ErrNoBackup)
 	}
@@ -31,7 +31,7 @@ func (e *Engine) Backup(ctx context.Context, w io.Writer) error {
 // Health says why the store is degraded (below its free-space floor,
 // failed), or "" when it is well or cannot tell.
 func (e *Engine) Health() string {
-	if h, ok := e.st.(store.Healther); ok {
+	if h, ok := e.base.(store.Healther); ok {
 		return h.Health()
 	}
 	return ""

@@ -41,7 +41,7 @@ func (e *Engine) DueCounts(ctx context.Context, topic string, bounds []time.Dura
 			return nil, time.Time{}, delayq.Invalid(CodeBadWithin, "within", "%s is not a duration above 0 and at most 100 years", b)
 		}
 	}
-	dc, ok := e.st.(store.DueCounter)
+	dc, ok := e.base.(store.DueCounter)
 	if !ok {
 		return nil, time.Time{}, ErrNoDueCounts
 	}

@@ -84,7 +84,12 @@ const DefaultPolicyRefresh = 2 * time.Second
 
 // Engine is delayq's core. Its methods are safe for concurrent use.
 type Engine struct {
+	// st is the store as the engine's calls use it: reservations signed
+	// and checked, calls by job checked against the context's TopicCheck
+	// (reservation.go). base is the store itself, for its optional
+	// interfaces.
 	st      store.Store
+	base    store.Store
 	cfg     Config
 	log     *slog.Logger
 	metrics *metrics.Metrics
@@ -110,7 +115,8 @@ type Engine struct {
 func New(st store.Store, cfg Config) *Engine {
 	cfg.setDefaults()
 	e := &Engine{
-		st:       st,
+		st:       newSealed(st),
+		base:     st,
 		cfg:      cfg,
 		log:      cfg.Logger,
 		metrics:  cfg.Metrics,

@@ -201,7 +201,7 @@ type policies struct {
 var ErrNoPolicies = errors.New("engine: this store keeps no topic policies")
 
 func (e *Engine) docs() (store.DocStore, error) {
-	ds, ok := e.st.(store.DocStore)
+	ds, ok := e.base.(store.DocStore)
 	if !ok {
 		return nil, ErrNoPolicies
 	}
@@ -457,7 +457,7 @@ func (e *Engine) releaseBackoff(ctx context.Context, ref delayq.Ref) (time.Durat
 // from every topic's stats.
 func (e *Engine) liveJobs(ctx context.Context, topics map[string]int) (map[string]int, error) {
 	live := make(map[string]int, len(topics))
-	if ts, ok := e.st.(store.TopicStater); ok {
+	if ts, ok := e.base.(store.TopicStater); ok {
 		for topic := range topics {
 			t, err := ts.TopicStats(ctx, topic)
 			if err != nil {

@@ -97,7 +97,7 @@ func (e *Engine) put(ctx context.Context, reqs []PutRequest) ([]*delayq.Job, err
 // putJobs writes new jobs, through the store's PutFresh when every id was
 // generated here (the duplicate check is then needless).
 func (e *Engine) putJobs(ctx context.Context, jobs []*delayq.Job, fresh bool) error {
-	if fp, ok := e.st.(store.FreshPutter); ok && fresh {
+	if fp, ok := e.base.(store.FreshPutter); ok && fresh {
 		return fp.PutFresh(ctx, jobs)
 	}
 	return e.st.Put(ctx, jobs)

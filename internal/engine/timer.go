@@ -17,7 +17,7 @@ const tickRetry = 250 * time.Millisecond
 // earlier one (beanstalkd's prottick, without polling). If the store is a
 // store.Notifier, Run also relays its events to waiters and the timer.
 func (e *Engine) Run(ctx context.Context) error {
-	if n, ok := e.st.(store.Notifier); ok {
+	if n, ok := e.base.(store.Notifier); ok {
 		events, err := n.Notify(ctx)
 		if err != nil {
 			return err

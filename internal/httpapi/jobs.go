@@ -158,6 +158,7 @@ func (h *handler) jobCall(w http.ResponseWriter, r *http.Request, call func(dela
 		h.writeError(w, r, err)
 		return
 	}
+	hideReservations(r, j)
 	writeJSON(w, http.StatusOK, api.FromJob(j))
 }
 

@@ -72,14 +72,17 @@ type guard struct {
 	mux  *http.ServeMux
 }
 
-// rule decides whether p may make request r; it returns nil, or an error
-// that becomes a 403 (or the error's own answer).
-type rule func(g *guard, r *http.Request, p *auth.Principal) error
+// rule decides whether p may make request r; it returns the request to
+// serve (r, or r with a context the engine checks the job's topic
+// against: see onJob), or an error that becomes a 403 (or the error's own
+// answer).
+type rule func(g *guard, r *http.Request, p *auth.Principal) (*http.Request, error)
 
 // guardRules maps each route of routes.go to the scope it needs (a test
-// keeps the two lists equal). Routes that act on a reservation need
-// consume on some topic only: the reservation, which only the consumer
-// that reserved the job holds, proves the rest. A nil rule is open.
+// keeps the two lists equal). Routes that name a job by id check the
+// scope against that job's own topic (onJob), the routes that act on a
+// reservation included: a reservation proves that the caller holds the
+// job, not that its token may use the job's topic. A nil rule is open.
 var guardRules = []struct {
 	pattern string
 	rule    rule
@@ -94,11 +97,11 @@ var guardRules = []struct {
 	{"GET /v1/jobs/{id}", onJob(auth.Read)},
 	{"PATCH /v1/jobs/{id}", onJob(auth.Admin)},
 	{"DELETE /v1/jobs/{id}", onJob(auth.Produce, auth.Admin)}, // a producer revokes its jobs
-	{"POST /v1/jobs/finish", onSome(auth.Consume)},            // each entry's reservation proves the rest
-	{"POST /v1/jobs/{id}/finish", onSome(auth.Consume)},
-	{"POST /v1/jobs/{id}/release", onSome(auth.Consume)},
-	{"POST /v1/jobs/{id}/touch", onSome(auth.Consume)},
-	{"POST /v1/jobs/{id}/bury", onSome(auth.Consume)},
+	{"POST /v1/jobs/finish", onJob(auth.Consume)},             // each entry checked against its job's topic
+	{"POST /v1/jobs/{id}/finish", onJob(auth.Consume)},
+	{"POST /v1/jobs/{id}/release", onJob(auth.Consume)},
+	{"POST /v1/jobs/{id}/touch", onJob(auth.Consume)},
+	{"POST /v1/jobs/{id}/bury", onJob(auth.Consume)},
 	{"POST /v1/jobs/{id}/kick", onJob(auth.Admin)},
 	{"GET /v1/backup", onAll(auth.Admin)}, // a checkpoint holds every job
 	// Topic controls (pause.go): an operator's.
@@ -152,88 +155,86 @@ func (g *guard) routes() {
 	}
 }
 
-func authenticated(*guard, *http.Request, *auth.Principal) error { return nil }
+func authenticated(_ *guard, r *http.Request, _ *auth.Principal) (*http.Request, error) {
+	return r, nil
+}
 
 func onTopic(s auth.Scope) rule {
-	return func(_ *guard, r *http.Request, p *auth.Principal) error {
+	return func(_ *guard, r *http.Request, p *auth.Principal) (*http.Request, error) {
 		if t := r.PathValue("topic"); !p.Allows(s, t) {
-			return forbidden("this token has no %s scope on topic %q", s, t)
+			return nil, forbidden("this token has no %s scope on topic %q", s, t)
 		}
-		return nil
+		return r, nil
 	}
 }
 
 func onAll(scopes ...auth.Scope) rule {
-	return func(_ *guard, _ *http.Request, p *auth.Principal) error {
+	return func(_ *guard, r *http.Request, p *auth.Principal) (*http.Request, error) {
 		for _, s := range scopes {
 			if !p.AllowsAll(s) {
-				return forbidden("this call needs the %s scope on every topic (\"*\")", s)
+				return nil, forbidden("this call needs the %s scope on every topic (\"*\")", s)
 			}
 		}
-		return nil
+		return r, nil
 	}
 }
 
-func onSome(s auth.Scope) rule {
-	return func(_ *guard, _ *http.Request, p *auth.Principal) error {
-		if !p.AllowsSome(s) {
-			return forbidden("this call needs the %s scope", s)
-		}
-		return nil
-	}
-}
-
-// onJob looks the job up to learn its topic. An unknown id passes, so the
-// API answers it 404 as it would anyway.
+// onJob lets a call that names jobs by id through when p has one of
+// scopes on some topic, and has the engine check the topic of each job
+// the call names (engine.WithTopicCheck), in the same step that acts on
+// it. Checking here, before the handler, was not enough: a job deleted
+// and put again under the same id in another topic between the check
+// and the act was acted on unchecked, and the consumer actions were not
+// checked at all, their reservation standing in for the scope. A
+// principal with a scope on every topic needs no check, so its calls
+// read nothing more.
 func onJob(scopes ...auth.Scope) rule {
-	return func(g *guard, r *http.Request, p *auth.Principal) error {
-		allowedAll := false
+	return func(_ *guard, r *http.Request, p *auth.Principal) (*http.Request, error) {
+		some := false
 		for _, s := range scopes {
-			allowedAll = allowedAll || p.AllowsAll(s)
-		}
-		if allowedAll {
-			return nil // spare the lookup
-		}
-		j, err := g.e.Get(r.Context(), delayq.Ref{ID: r.PathValue("id")})
-		if err != nil {
-			if errors.Is(err, delayq.ErrNotFound) || errors.Is(err, delayq.ErrInvalid) {
-				return nil
+			if p.AllowsAll(s) {
+				return r, nil
 			}
-			return err
+			some = some || p.AllowsSome(s)
 		}
-		for _, s := range scopes {
-			if p.Allows(s, j.Topic) {
-				return nil
+		if !some {
+			return nil, forbidden("this call needs the %s scope", scopes[0])
+		}
+		return r.WithContext(engine.WithTopicCheck(r.Context(), func(topic string) error {
+			for _, s := range scopes {
+				if p.Allows(s, topic) {
+					return nil
+				}
 			}
-		}
-		return forbidden("this token has no %s scope on topic %q", scopes[0], j.Topic)
+			return delayq.ErrForbidden
+		})), nil
 	}
 }
 
 // onReserve reads the reserve's small body to learn its topics, and puts
 // the bytes back for the API to decode (with the same decoder, so both see
 // the same topics).
-func onReserve(_ *guard, r *http.Request, p *auth.Principal) error {
+func onReserve(_ *guard, r *http.Request, p *auth.Principal) (*http.Request, error) {
 	if !p.AllowsSome(auth.Consume) {
-		return forbidden("reserve needs the consume scope")
+		return nil, forbidden("reserve needs the consume scope")
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, smallRequest+1))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(b))
 	var req struct {
 		Topics []string `json:"topics"`
 	}
 	if json.Unmarshal(b, &req) != nil {
-		return nil // the API refuses it as bad_json
+		return r, nil // the API refuses it as bad_json
 	}
 	for _, t := range req.Topics {
 		if !p.Allows(auth.Consume, t) {
-			return forbidden("this token has no consume scope on topic %q", t)
+			return nil, forbidden("this token has no consume scope on topic %q", t)
 		}
 	}
-	return nil
+	return r, nil
 }
 
 // statusError is a refusal with its own status and code.
@@ -284,10 +285,12 @@ func (g *guard) serve(w http.ResponseWriter, r *http.Request, rl rule) {
 			g.refuse(w, r, err)
 			return
 		}
-		if err := rl(g, r, p); err != nil {
+		r2, err := rl(g, r, p)
+		if err != nil {
 			g.refuse(w, r, err)
 			return
 		}
+		r = r2.WithContext(withPrincipal(r2.Context(), p))
 	}
 	if r.Body != nil && r.Body != http.NoBody && g.o.Bytes != nil {
 		n := r.ContentLength

@@ -61,6 +61,7 @@ func (h *handler) listJobs(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
+	hideReservations(r, res.Jobs...)
 	writeJobs(w, &api.JobsResponse{Jobs: api.FromJobs(res.Jobs), Next: res.Next})
 }
 

@@ -15,6 +15,7 @@ const (
 	KindSchedule = "schedule" // store.Schedule (package schedule)
 	KindPolicy   = "policy"   // a topic's policy, named by the topic
 	KindAlarm    = "alarm"    // an alarm definition
+	KindSecret   = "secret"   // the engine's keys (the reservation key)
 )
 
 // Doc is a small named document a DocStore keeps whole. The store
