@@ -186,3 +186,19 @@ func TestTopicCheckActsOnTheCheckedJob(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkReservationTag measures what signing a reservation on reserve
+// and checking it on finish add to each job.
+func BenchmarkReservationTag(b *testing.B) {
+	k := &reservationKeys{}
+	if _, err := k.get(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		tok := k.seal(delayq.ReservationToken(uint64(i)+1, 1))
+		if k.open(tok) == forgedReservation {
+			b.Fatal("own token refused")
+		}
+	}
+}
