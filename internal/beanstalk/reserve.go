@@ -11,7 +11,8 @@ import (
 // reserve waits up to timeout seconds (negative: for ever) for a job of a
 // watched tube. In the last second of a reservation this connection holds
 // it answers DEADLINE_SOON instead of waiting, as beanstalkd does, and a
-// client that hangs up while waiting gets TIMED_OUT.
+// client that hangs up while waiting gets TIMED_OUT; a job ready when the
+// command is read is handed out even to a client that already hung up.
 func (c *conn) reserve(timeout int64) error {
 	c.setWorker()
 	if timeout != 0 {
@@ -22,6 +23,22 @@ func (c *conn) reserve(timeout int64) error {
 	soon, holds := c.soonestDeadline()
 	if holds && !time.Now().Before(soon.Add(-deadlineMargin)) {
 		return c.reserveNow(errDeadlineSoon)
+	}
+	// A job ready now is answered now, before the hangup watch below
+	// can see the client's end of stream: beanstalkd runs the command it
+	// read whatever follows it, so a client that half-closes its socket
+	// (shutdown(SHUT_WR)) right after reserve-with-timeout gets RESERVED.
+	// Only a wait ends at a hangup (TIMED_OUT, as in beanstalkd).
+	jobs, err := c.srv.Engine.Reserve(c.ctx, engine.ReserveRequest{Topics: c.watch})
+	if err != nil {
+		return err
+	}
+	if len(jobs) > 0 {
+		c.sendReserved(jobs[0])
+		return nil
+	}
+	if timeout == 0 {
+		return errTimedOut
 	}
 	c.waiting(1)
 	defer c.waiting(-1)

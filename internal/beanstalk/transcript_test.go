@@ -34,6 +34,9 @@ import (
 //	                    state both servers show, never on the clock
 //	!eof 1              expect the server to close connection 1
 //	!close 2            close connection 2
+//	!shutdown 2         half-close connection 2: shutdown(SHUT_WR), so
+//	                    the server reads the end of the stream but can
+//	                    still answer
 //
 // In sent text, {c*N} stands for N copies of the character c.
 
@@ -277,6 +280,9 @@ func directive(f []string, get func(int) *peer, peers map[int]*peer) error {
 			return fmt.Errorf("got %q, want the connection closed", b)
 		}
 		return nil
+	case "shutdown":
+		n, _ := strconv.Atoi(f[1])
+		return get(n).c.(*net.TCPConn).CloseWrite()
 	case "close":
 		n, _ := strconv.Atoi(f[1])
 		get(n).c.Close()
