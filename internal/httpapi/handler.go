@@ -8,6 +8,7 @@ import (
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/api"
 	"github.com/delayq/delayq/internal/alarm"
+	"github.com/delayq/delayq/internal/auth"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/history"
 	"github.com/delayq/delayq/internal/schedule"
@@ -41,6 +42,10 @@ type Options struct {
 	// Alarms, when set, serves the alarms' endpoints (/v1/alarms,
 	// alarms.go).
 	Alarms *alarm.Service
+	// Sessions are the dashboard's logins (POST /v1/session, session.go);
+	// give Guard the same. Nil: a server without tokens, nothing to log
+	// in to.
+	Sessions *auth.Sessions
 }
 
 // perJobOverhead is room for a job's JSON fields besides its body.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -46,6 +47,10 @@ type GuardOptions struct {
 	MaxRequestBytes int64
 	// Logger receives refused requests at debug level and reloads.
 	Logger *slog.Logger
+	// Sessions are the dashboard's logins (session.go): a request without
+	// a token or a certificate may prove its caller by the session
+	// cookie. Nil: no cookie is accepted.
+	Sessions *auth.Sessions
 }
 
 // Guard wraps the API handler next with the checks that come before any
@@ -140,9 +145,14 @@ var guardRules = []struct {
 	{"POST /{$}", onAll(auth.Produce, auth.Consume)},
 	{"POST /v1/command", onAll(auth.Produce, auth.Consume)},
 	// Open: load balancers probe health, and the dashboard's static files
-	// hold no data (it asks for a token when the API answers 401).
+	// hold no data (it shows its login page when the API answers 401).
 	{"GET /healthz", nil},
 	{"GET /v1/openapi.json", nil}, // the API's description holds no data
+	// The dashboard's login (session.go): logging in checks the token it
+	// is given, and logging out must work with an ended session too.
+	{"GET /v1/session", authenticated},
+	{"POST /v1/session", nil},
+	{"DELETE /v1/session", nil},
 	{"GET /readyz", nil},
 	{"/ui/", nil},
 	{"GET /{$}", nil},
@@ -270,16 +280,30 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serve runs one route's checks, then the API.
 func (g *guard) serve(w http.ResponseWriter, r *http.Request, rl rule) {
 	if rl != nil {
-		p, key := g.who(r)
+		p, key, bySession := g.who(r)
 		if p == nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="delayq"`)
 			msg := "this call needs a token: send Authorization: Bearer <token>"
 			if _, has := bearer(r); has {
 				msg = "the token is not valid (unknown, or revoked by a reload)"
+			} else if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
+				msg = "the session has ended (logged out, expired, or its token was revoked): log in again"
 			}
 			g.refuse(w, r, &statusError{http.StatusUnauthorized, api.CodeUnauthorized, msg})
 			return
 		}
+		// A cookie goes with every request the browser sends, whichever
+		// page sends it: a change made with one must say it comes from
+		// the dashboard's own origin (SameSite=Strict already keeps the
+		// cookie off cross-site requests; this holds where that does not,
+		// such as a sibling subdomain or an older browser).
+		if bySession && !safeMethod(r.Method) {
+			if same, said := fromOwnOrigin(r); !same || !said {
+				g.refuse(w, r, forbidden("a change made with the dashboard's session cookie must come from the dashboard's own origin (Sec-Fetch-Site: same-origin, or an Origin of this Host)"))
+				return
+			}
+		}
+		r = r.WithContext(auth.WithCaller(r.Context(), auth.Caller{Principal: p, Session: bySession}))
 		if wait, err := g.o.Rates.Allow(key); err != nil {
 			w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
 			g.refuse(w, r, err)
@@ -312,22 +336,46 @@ func (g *guard) serve(w http.ResponseWriter, r *http.Request, rl rule) {
 }
 
 // who authenticates r: by bearer token, else by a verified client
-// certificate. key names the caller for its request rate: the principal,
-// or the remote address when the server has no tokens or r none.
-func (g *guard) who(r *http.Request) (p *auth.Principal, key string) {
+// certificate, else by the dashboard's session cookie (bySession). key
+// names the caller for its request rate: the principal, or the remote
+// address when the server has no tokens or r none.
+func (g *guard) who(r *http.Request) (p *auth.Principal, key string, bySession bool) {
 	host, _, _ := net.SplitHostPort(r.RemoteAddr)
 	if g.o.Auth == nil {
-		return auth.Open, "addr:" + host
+		return auth.Open, "addr:" + host, false
 	}
 	if tok, has := bearer(r); has {
 		p = g.o.Auth.ByToken(tok)
 	} else if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
 		p = g.o.Auth.ByCert(r.TLS.PeerCertificates[0])
+	} else if c, err := r.Cookie(SessionCookie); err == nil && g.o.Sessions != nil {
+		p, _ = g.o.Sessions.Principal(c.Value)
+		bySession = p != nil
 	}
 	if p == nil {
-		return nil, "addr:" + host
+		return nil, "addr:" + host, false
 	}
-	return p, "token:" + p.Name
+	return p, "token:" + p.Name, bySession
+}
+
+// safeMethod reports whether method only reads.
+func safeMethod(method string) bool {
+	return method == http.MethodGet || method == http.MethodHead || method == http.MethodOptions
+}
+
+// fromOwnOrigin reads what a browser says about where r comes from: same
+// when the server's own origin sent it, said when the browser said
+// anything (Sec-Fetch-Site, else Origin). Clients other than browsers
+// say nothing.
+func fromOwnOrigin(r *http.Request) (same, said bool) {
+	if s := r.Header.Get("Sec-Fetch-Site"); s != "" {
+		return s == "same-origin", true
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host), true
+	}
+	return false, false
 }
 
 // bearer returns the token of an Authorization: Bearer header.

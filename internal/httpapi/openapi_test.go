@@ -364,7 +364,7 @@ type oapiClient struct {
 
 // call sends one request, checks its status, and decodes the answer
 // into out when out is not nil.
-func (c *oapiClient) call(want int, method, path, body string, out any, mark ...func(*http.Request) *http.Request) {
+func (c *oapiClient) call(want int, method, path, body string, out any, mark ...func(*http.Request) *http.Request) http.Header {
 	c.t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -397,6 +397,12 @@ func (c *oapiClient) call(want int, method, path, body string, out any, mark ...
 			c.t.Fatalf("%s %s: %v in %s", method, path, err, clip(b))
 		}
 	}
+	return resp.Header
+}
+
+// withHeader sets a header on a request, as a browser would.
+func withHeader(k, v string) func(*http.Request) *http.Request {
+	return func(r *http.Request) *http.Request { r.Header.Set(k, v); return r }
 }
 
 // TestOpenAPI drives a real server (diskstore, schedules, alarms,
@@ -422,8 +428,9 @@ func TestOpenAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := NewHandler(e, Options{Logger: discard(), Schedules: sched, Alarms: alarms, History: hist})
-	srv := httptest.NewServer(Guard(e, h, GuardOptions{Auth: tokens, Logger: discard()}))
+	sessions := auth.NewSessions(tokens)
+	h := NewHandler(e, Options{Logger: discard(), Schedules: sched, Alarms: alarms, History: hist, Sessions: sessions})
+	srv := httptest.NewServer(Guard(e, h, GuardOptions{Auth: tokens, Sessions: sessions, Logger: discard()}))
 	t.Cleanup(func() {
 		srv.Close()
 		cancel()
@@ -452,6 +459,18 @@ func TestOpenAPI(t *testing.T) {
 	nobody.call(401, "GET", "/v1/topics", "", nil)
 	nobody.call(401, "GET", "/metrics", "", nil)
 	viewer.call(403, "PUT", "/v1/topics/t/policy", `{"ttr":"1m"}`, nil)
+
+	// The dashboard's login: a session cookie stands for the token.
+	nobody.call(401, "POST", "/v1/session", `{"token":"wrong"}`, nil)
+	nobody.call(400, "POST", "/v1/session", `{"tok":"ops-token"}`, nil, invalid)
+	nobody.call(403, "POST", "/v1/session", `{"token":"ops-token"}`, nil, withHeader("Sec-Fetch-Site", "cross-site"))
+	hdr := nobody.call(200, "POST", "/v1/session", `{"token":"ops-token"}`, nil, withHeader("Sec-Fetch-Site", "same-origin"))
+	cookie := withHeader("Cookie", strings.Split(hdr.Get("Set-Cookie"), ";")[0])
+	ops.call(200, "GET", "/v1/session", "", nil)
+	nobody.call(200, "GET", "/v1/session", "", nil, cookie)
+	nobody.call(403, "POST", "/v1/topics/t/jobs", `{"body":"x"}`, nil, cookie) // says nothing of its origin
+	nobody.call(204, "DELETE", "/v1/session", "", nil, cookie)
+	nobody.call(401, "GET", "/v1/session", "", nil, cookie)
 
 	// Puts: one, with each body kind and due form, a batch, a duplicate.
 	const tp = "/v1/topics/shop%2Forders"

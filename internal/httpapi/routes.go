@@ -36,6 +36,7 @@ func (h *handler) routes() {
 	h.pauseRoutes()
 	h.policyRoutes()
 	h.chartRoutes()
+	h.sessionRoutes()
 
 	m.HandleFunc("GET /v1/cluster", h.cluster)
 	m.HandleFunc("GET /v1/openapi.json", h.openapi)

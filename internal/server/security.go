@@ -143,6 +143,8 @@ func (s *Server) guardHTTP(h http.Handler) http.Handler {
 		Rates:  s.sec.rates,
 		Bytes:  s.sec.bytes,
 		Logger: s.log.With("component", "http"),
+		// The same logins the API's POST /v1/session makes.
+		Sessions: s.sessions,
 	})
 }
 

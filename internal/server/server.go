@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/delayq/delayq/internal/alarm"
+	"github.com/delayq/delayq/internal/auth"
 	"github.com/delayq/delayq/internal/beanstalk"
 	"github.com/delayq/delayq/internal/config"
 	"github.com/delayq/delayq/internal/dashboard"
@@ -61,6 +62,7 @@ type Server struct {
 	sched       *schedule.Service // periodic jobs (schedules.go); nil if the store keeps none
 	stopSched   func()            // stops sched.Run and waits for it
 	hist        *history.History  // the dashboard charts' samples; runs with the engine
+	sessions    *auth.Sessions    // the dashboard's logins (nil without tokens)
 	alarms      *alarm.Service    // alarms (alarms.go); nil if the store keeps no documents
 	stopAlarms  func()            // stops alarms.Run and waits for it
 
@@ -254,7 +256,9 @@ func (s *Server) build() {
 		s.debug = &http.Server{Handler: debugHandler(), ReadHeaderTimeout: readHeaderTimeout}
 	}
 	s.advertise = s.advertiseScheme(s.cfg.AdvertiseURLFor(s.httpLn.Addr()))
+	s.sessions = auth.NewSessions(s.sec.auth)
 	opts := httpapi.Options{
+		Sessions:     s.sessions,
 		Logger:       s.log.With("component", "http"),
 		AdvertiseURL: s.advertise,
 		UI:           dashboard.Handler(),
