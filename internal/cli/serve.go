@@ -19,6 +19,7 @@ type serveCmd struct {
 	CacheMiB         int           `name:"cache-mib" env:"DELAYQ_CACHE_MIB" default:"${cache_mib}" help:"Block cache of the embedded store, in MiB (fills only with what reserves and finishes read)."`
 	HotMiB           int           `name:"hot-mib" env:"DELAYQ_HOT_MIB" default:"${hot_mib}" help:"Job records the embedded store keeps in memory beside its ready, reserved and near-future jobs, in MiB (0 keeps none)."`
 	MinFreeMiB       int           `name:"min-free-mib" env:"DELAYQ_MIN_FREE_MIB" default:"${min_free_mib}" help:"Free disk space below which new jobs are refused (disk_full) while existing ones are still served, in MiB (0 turns the check off)."`
+	Fsync            fsyncFlag     `name:"fsync" env:"DELAYQ_FSYNC" default:"always" help:"always: answer each write once it is fsynced (the default). A duration such as 50ms: answer once the write reaches the operating system (a kill -9 loses nothing) and fsync at least that often (a power loss loses at most that window), like beanstalkd -f and Redis appendfsync everysec. Not with --redis (Redis's appendfsync governs)."`
 	MaxBody          int           `name:"max-body" env:"DELAYQ_MAX_BODY" default:"${max_body}" help:"Largest job body, in bytes."`
 	MaxWait          time.Duration `name:"max-wait" env:"DELAYQ_MAX_WAIT" default:"${max_wait}" help:"Longest a reserve may long-poll."`
 	MaxReserveTopics int           `name:"max-reserve-topics" env:"DELAYQ_MAX_RESERVE_TOPICS" default:"${max_reserve_topics}" help:"Most topics one reserve may list."`
@@ -46,6 +47,7 @@ func (c *serveCmd) config() config.Config {
 		CacheMiB:         c.CacheMiB,
 		HotMiB:           c.HotMiB,
 		MinFreeMiB:       c.MinFreeMiB,
+		Fsync:            time.Duration(c.Fsync),
 		MaxBody:          c.MaxBody,
 		MaxWait:          c.MaxWait,
 		MaxReserveTopics: c.MaxReserveTopics,
@@ -72,4 +74,29 @@ func (c *serveCmd) Run(e *env) error {
 		return fmt.Errorf("refusing to start on a corrupt store (nothing was changed): %w", err)
 	}
 	return err
+}
+
+// fsyncFlag is --fsync: "always" (zero) or a window such as 50ms.
+type fsyncFlag time.Duration
+
+// UnmarshalText parses "always" or a duration (Go units plus d).
+func (f *fsyncFlag) UnmarshalText(b []byte) error {
+	if string(b) == "always" {
+		*f = 0
+		return nil
+	}
+	d, err := delayq.ParseDuration(string(b))
+	if err != nil || d <= 0 {
+		return fmt.Errorf("--fsync: %q is neither always nor a positive duration such as 50ms", b)
+	}
+	*f = fsyncFlag(d)
+	return nil
+}
+
+// String shows the flag as it is written.
+func (f fsyncFlag) String() string {
+	if f == 0 {
+		return "always"
+	}
+	return time.Duration(f).String()
 }

@@ -35,6 +35,11 @@ const (
 	// hour late is no alarm.
 	MinAlarmInterval = 100 * time.Millisecond
 	MaxAlarmInterval = time.Hour
+	// The fsync window's range: under a millisecond the background sync
+	// would run as often as the default mode's; over a minute is a window
+	// no operator means.
+	MinFsyncWindow = time.Millisecond
+	MaxFsyncWindow = time.Minute
 )
 
 // Config is everything a delayq server needs to start. The zero value is not
@@ -63,6 +68,16 @@ type Config struct {
 	// while it keeps serving the jobs it has. Default 256; 0 turns the
 	// check off. Ignored with Redis.
 	MinFreeMiB int
+	// Fsync is the embedded store's fsync window. Zero (--fsync always,
+	// the default) answers a transition only after its write is durable
+	// (fdatasync), with concurrent transitions sharing each sync. A
+	// positive window answers once the write has reached the operating
+	// system, so a kill -9 loses nothing acknowledged, and fdatasyncs at
+	// least that often, so a power loss or kernel crash loses at most
+	// that window (beanstalkd -f, Redis appendfsync everysec). Between
+	// MinFsyncWindow and MaxFsyncWindow. Not valid with Redis, whose own
+	// appendfsync setting governs.
+	Fsync time.Duration
 	// MaxBody is the largest job body, in bytes. Default 65,535
 	// (beanstalkd's max-job-size); at most MaxBodyLimit.
 	MaxBody int
@@ -165,6 +180,11 @@ func (c Config) Validate() error {
 	}
 	if c.Redis == "" && (c.HotMiB < 0 || c.HotMiB > MaxCacheMiB) {
 		add("hot-mib", "%d is out of range (0 to %d MiB)", c.HotMiB, MaxCacheMiB)
+	}
+	if c.Fsync != 0 && c.Redis != "" {
+		add("fsync", "does not apply with --redis: Redis's own appendfsync setting governs durability there (leave --fsync at always)")
+	} else if c.Fsync != 0 && (c.Fsync < MinFsyncWindow || c.Fsync > MaxFsyncWindow) {
+		add("fsync", "%s is out of range (always, or %s to %s)", c.Fsync, MinFsyncWindow, MaxFsyncWindow)
 	}
 	if c.Redis == "" && (c.MinFreeMiB < 0 || c.MinFreeMiB > MaxCacheMiB*1024) {
 		add("min-free-mib", "%d is out of range (0 to %d MiB)", c.MinFreeMiB, MaxCacheMiB*1024)

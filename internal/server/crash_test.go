@@ -36,10 +36,21 @@ var crashTopics = []string{"crash-a", "crash-b", "crash-c"}
 // acknowledged put survives and is delivered; nothing is delivered before
 // it is due; a finished job never comes back; a reserved job is not handed
 // to anyone else before its TTR deadline, across kills too.
+//
+// It runs in both durability modes: --fsync always (each answer after its
+// fsync) and --fsync 50ms (each answer once the write reached the kernel,
+// which a kill -9 of the process does not undo).
 func TestCrashKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kill -9 crash test skipped in -short mode")
 	}
+	for _, mode := range []string{"always", "50ms"} {
+		t.Run("fsync="+mode, func(t *testing.T) { crashKill9(t, "--fsync", mode) })
+	}
+}
+
+// crashKill9 is one run of TestCrashKill9 with the serve flags extra.
+func crashKill9(t *testing.T, extra ...string) {
 	kills := crashKills
 	if v, err := strconv.Atoi(os.Getenv("DELAYQ_CRASH_KILLS")); err == nil && v > 0 {
 		kills = v
@@ -47,6 +58,7 @@ func TestCrashKill9(t *testing.T) {
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
 	t.Cleanup(hc.CloseIdleConnections)
 	d := buildDaemon(t)
+	d.extra = extra
 	d.start(hc)
 	l := newLedger()
 	w := &workload{t: t, hc: hc, d: d, l: l}

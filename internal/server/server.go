@@ -196,12 +196,13 @@ func (s *Server) openStore(ctx context.Context) (store.Store, error) {
 			CacheSize: int64(s.cfg.CacheMiB) << 20,
 			HotSize:   hotBytes(s.cfg.HotMiB),
 			MinFree:   minFreeBytes(s.cfg.MinFreeMiB),
+			SyncEvery: s.cfg.Fsync,
 		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: open store in %s: %w", s.cfg.DataDir, err)
 	}
-	s.log.Info("store opened", "store", "disk", "data_dir", s.cfg.DataDir, "cache_mib", s.cfg.CacheMiB, "hot_mib", s.cfg.HotMiB, "took", time.Since(start).Round(time.Microsecond))
+	s.log.Info("store opened", "store", "disk", "data_dir", s.cfg.DataDir, "fsync", fsyncName(s.cfg.Fsync), "cache_mib", s.cfg.CacheMiB, "hot_mib", s.cfg.HotMiB, "took", time.Since(start).Round(time.Microsecond))
 	return st, nil
 }
 
@@ -452,4 +453,12 @@ func minFreeBytes(mib int) int64 {
 		return -1
 	}
 	return int64(mib) << 20
+}
+
+// fsyncName names the fsync mode as --fsync spells it.
+func fsyncName(d time.Duration) string {
+	if d == 0 {
+		return "always"
+	}
+	return d.String()
 }

@@ -30,6 +30,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -61,6 +62,12 @@ type Options struct {
 	// new jobs with ErrDiskFull (see space.go). Defaults to 256 MiB; a
 	// negative value turns the check off.
 	MinFree int64
+	// SyncEvery, when positive, answers a transition once its WAL record
+	// is written to the operating system and fdatasyncs the WAL at least
+	// this often (fsync.go): a kill -9 loses nothing acknowledged, a
+	// power loss at most this window. Zero (the default) syncs before
+	// every answer.
+	SyncEvery time.Duration
 
 	// nearChunk is how many due-index entries one load brings into memory;
 	// tests lower it. Defaults to defaultNearChunk.
@@ -117,6 +124,7 @@ type Store struct {
 	db    *pebble.DB   // replaced only by a read-only store's reopen, under mu and dbMu
 	dbMu  sync.RWMutex // held for reading by calls that use db outside mu (outside)
 	lock  *pebble.Lock // the directory lock, held from before the WAL check until Close, across a reopen
+	lazy  *lazyWALFS   // the fsync window's filesystem; nil when every commit syncs
 	opts  Options      // as given to Open, defaults set
 	chunk int          // due-index entries per near-future load
 
@@ -174,9 +182,15 @@ func newTopic() *topic {
 // store read-only instead of hanging in Pebble (see readonly.go).
 func Open(dir string, opts Options) (*Store, error) {
 	opts.setDefaults()
+	var lazy *lazyWALFS
+	if opts.SyncEvery > 0 {
+		lazy = newLazyWALFS(opts.fsOrDefault(), opts.SyncEvery, opts.Logger)
+		opts.fs = lazy
+	}
 	fs := opts.fsOrDefault()
 	lock, err := lockDir(fs, dir)
 	if err != nil {
+		lazy.closeIfAny()
 		return nil, err
 	}
 	s := &Store{
@@ -191,10 +205,12 @@ func Open(dir string, opts Options) (*Store, error) {
 		stop:  make(chan struct{}),
 		syncq: newGroupQueue(),
 		tail:  closedGroup,
+		lazy:  lazy,
 	}
 	readOnly, why := s.startReadOnly(fs)
 	if err := s.openDB(readOnly); err != nil {
 		_ = lock.Close()
+		lazy.closeIfAny()
 		return nil, err
 	}
 	if readOnly {
@@ -253,6 +269,7 @@ func (s *Store) Close() error {
 	close(s.stop)
 	s.bg.Wait()
 	err := s.db.Close()
+	s.lazy.closeIfAny() // after Pebble closed its WAL, which synced it
 	if lerr := s.lock.Close(); err == nil {
 		err = lerr
 	}

@@ -3,6 +3,7 @@ package diskstore
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/storetest"
@@ -27,6 +28,8 @@ func TestConformance(t *testing.T) {
 	// hot and spilled jobs mix in every test.
 	t.Run("NoHot", func(t *testing.T) { runSuite(t, Options{HotSize: -1}) })
 	t.Run("TinyHot", func(t *testing.T) { runSuite(t, Options{HotSize: 3 * 400, nearChunk: 2}) })
+	// --fsync 5ms: answers once written, synced by the window's loop.
+	t.Run("FsyncWindow", func(t *testing.T) { runSuite(t, Options{SyncEvery: 5 * time.Millisecond}) })
 }
 
 // runSuite runs storetest on stores in temp dirs; Reopen closes and opens

@@ -1,0 +1,189 @@
+package diskstore
+
+import (
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// The fsync window (--fsync DURATION).
+//
+// By default every group commit waits for the WAL's fdatasync before its
+// transitions return. With Options.SyncEvery > 0 a group returns as soon
+// as its WAL record has been written to the operating system (write(2)
+// has returned), and the WAL is fdatasynced at least every SyncEvery by
+// a background loop. A kill -9 of the process loses nothing acknowledged,
+// since the kernel holds every written page; a power loss or a kernel
+// crash loses at most the last SyncEvery of acknowledged transitions.
+// That is the promise of beanstalkd's -f and of Redis's appendfsync
+// everysec, with the window chosen by the operator.
+//
+// It is built below Pebble, in the filesystem Pebble writes through, so
+// the commit path, the WAL format and recovery are the ones of the
+// default mode: the WAL's Sync becomes "mark dirty, return", and the loop
+// makes the real sync. Only WAL files (*.log) are deferred; sstables, the
+// MANIFEST and directories keep Pebble's own syncs, so a flush or a
+// compaction is as durable as before. A WAL file is synced for real
+// before it is closed, so a rotated log never leaves the window with
+// unsynced data the loop can no longer reach.
+
+// lazyWALFS is a vfs.FS whose WAL files defer their syncs to a loop.
+type lazyWALFS struct {
+	vfs.FS
+	every time.Duration
+	log   *slog.Logger
+
+	mu    sync.Mutex
+	dirty map[*lazyWALFile]bool // WAL files written since their last real sync
+	err   error                 // the first failed background sync, returned by every later Sync
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+// newLazyWALFS wraps fs and starts its sync loop; close stops it after a
+// last sync.
+func newLazyWALFS(fs vfs.FS, every time.Duration, log *slog.Logger) *lazyWALFS {
+	l := &lazyWALFS{FS: fs, every: every, log: log, dirty: make(map[*lazyWALFile]bool),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go l.loop()
+	return l
+}
+
+func isWAL(name string) bool { return strings.HasSuffix(name, ".log") }
+
+// Create wraps a new WAL file.
+func (l *lazyWALFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := l.FS.Create(name, c)
+	if err != nil || !isWAL(name) {
+		return f, err
+	}
+	return &lazyWALFile{File: f, fs: l}, nil
+}
+
+// ReuseForWrite wraps a recycled WAL file.
+func (l *lazyWALFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
+	f, err := l.FS.ReuseForWrite(oldname, newname, c)
+	if err != nil || !isWAL(newname) {
+		return f, err
+	}
+	return &lazyWALFile{File: f, fs: l}, nil
+}
+
+// Unwrap returns the filesystem below.
+func (l *lazyWALFS) Unwrap() vfs.FS { return l.FS }
+
+func (l *lazyWALFS) loop() {
+	defer close(l.done)
+	t := time.NewTicker(l.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			l.syncAll()
+		case <-l.stop:
+			l.syncAll()
+			return
+		}
+	}
+}
+
+// syncAll makes the real sync of every dirty WAL file. A file is taken
+// off the dirty set before its sync, so a write during the sync marks it
+// again and the next round covers it.
+func (l *lazyWALFS) syncAll() {
+	l.mu.Lock()
+	files := make([]*lazyWALFile, 0, len(l.dirty))
+	for f := range l.dirty {
+		files = append(files, f)
+		delete(l.dirty, f)
+	}
+	l.mu.Unlock()
+	for _, f := range files {
+		if err := f.realSync(); err != nil {
+			l.mu.Lock()
+			if l.err == nil {
+				l.err = err
+				l.log.Error("diskstore: background WAL sync failed; the store stops taking transitions", "err", err)
+			}
+			l.mu.Unlock()
+		}
+	}
+}
+
+// failed is the first background sync error: once one failed, written
+// data may never reach the disk, so every later commit fails with it and
+// the store stops, as it does when a synchronous fsync fails.
+func (l *lazyWALFS) failed() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+func (l *lazyWALFS) close() {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	<-l.done
+}
+
+// lazyWALFile is a WAL file whose Sync returns once the data is written
+// to the operating system, leaving the fdatasync to the loop.
+type lazyWALFile struct {
+	vfs.File
+	fs *lazyWALFS
+	mu sync.Mutex // serialises real syncs with Close
+}
+
+// Sync marks the file for the next background sync. Pebble calls it
+// after writing the record, so the data is in the kernel already.
+func (f *lazyWALFile) Sync() error {
+	if err := f.fs.failed(); err != nil {
+		return err
+	}
+	f.fs.mu.Lock()
+	f.fs.dirty[f] = true
+	f.fs.mu.Unlock()
+	return nil
+}
+
+// SyncData is Sync: Pebble's syncing file calls SyncData for a WAL sync.
+func (f *lazyWALFile) SyncData() error { return f.Sync() }
+
+func (f *lazyWALFile) realSync() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.File == nil {
+		return nil
+	}
+	return f.File.SyncData()
+}
+
+// Close syncs the file for real first: once closed, the loop cannot.
+func (f *lazyWALFile) Close() error {
+	f.fs.mu.Lock()
+	delete(f.fs.dirty, f)
+	f.fs.mu.Unlock()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.File == nil {
+		return nil
+	}
+	err := f.File.SyncData()
+	if cerr := f.File.Close(); err == nil {
+		err = cerr
+	}
+	f.File = nil
+	return err
+}
+
+// closeIfAny stops the loop of a non-nil l.
+func (l *lazyWALFS) closeIfAny() {
+	if l != nil {
+		l.close()
+	}
+}
