@@ -264,6 +264,8 @@ func TestUsageErrors(t *testing.T) {
 		{"kick with topic and id", []string{"kick", "t", "--id", "x"}, exitUsage, "either a TOPIC or --id"},
 		{"kick with neither", []string{"kick"}, exitUsage, "either a TOPIC or --id"},
 		{"bad serve flag", []string{"serve", "--log-format", "xml"}, exitUsage, "log-format"},
+		{"bad fsync", []string{"serve", "--fsync", "sometimes"}, exitUsage, "neither always nor a positive duration"},
+		{"fsync window with redis", []string{"serve", "--fsync", "50ms", "--redis", "redis://127.0.0.1:1/0"}, exitUsage, "Redis's own appendfsync"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

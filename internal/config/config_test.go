@@ -46,6 +46,10 @@ func TestValidate(t *testing.T) {
 		{"alarm interval too short", func(c *Config) { c.AlarmInterval = time.Millisecond }, []string{"alarm-interval"}},
 		{"alarm interval negative", func(c *Config) { c.AlarmInterval = -time.Second }, []string{"alarm-interval"}},
 		{"alarm interval too long", func(c *Config) { c.AlarmInterval = 2 * time.Hour }, []string{"alarm-interval"}},
+		{"fsync window", func(c *Config) { c.Fsync = 50 * time.Millisecond }, nil},
+		{"fsync window too short", func(c *Config) { c.Fsync = time.Microsecond }, []string{"fsync"}},
+		{"fsync window too long", func(c *Config) { c.Fsync = time.Hour }, []string{"fsync"}},
+		{"fsync window with redis", func(c *Config) { c.Fsync = 50 * time.Millisecond; c.Redis = "redis://127.0.0.1:1/0" }, []string{"fsync"}},
 		{"bad level", func(c *Config) { c.LogLevel = "loud" }, []string{"log-level"}},
 		{"bad format", func(c *Config) { c.LogFormat = "xml" }, []string{"log-format"}},
 		{
