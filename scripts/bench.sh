@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
-# Side-by-side benchmarks: delayq (durable) against beanstalkd in memory and
-# beanstalkd with fsync on every write (-b DIR -f0), all measured by the
-# same client (`delayq bench`) in one run, on free loopback ports.
+# Side-by-side benchmarks, all measured by the same client (`delayq bench`)
+# in one run, on free loopback ports, against the peers a user would choose
+# between at each durability:
+#   --fsync always (default)  against Redis 7 appendfsync always (one Lua
+#                             script HSET+ZADD per put, redis-benchmark -c 32)
+#                             and beanstalkd -b DIR -f0 (fsync every write)
+#   --fsync 50ms              against beanstalkd -b DIR (its default: fsync
+#                             at most every 50 ms)
+#   and beanstalkd in memory, the ceiling of the old comparison.
+# Each row ends with the server's CPU (user+system, from /proc) per 100,000
+# jobs when the row has a job count.
 #
 #   bash scripts/bench.sh            # every run below (a few minutes)
 #   bash scripts/bench.sh put        # only runs whose name contains "put"
@@ -36,26 +44,82 @@ fi
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.1; done; echo "port $1 never opened" >&2; exit 1; }
 
 dq_http=$(free_port); dq_bs=$(free_port); bs_mem=$(free_port); bs_disk=$(free_port)
+dqw_http=$(free_port); dqw_bs=$(free_port); bs_win=$(free_port); rd_port=$(free_port)
 "${wrap[@]}" "$bin" serve --http-addr "127.0.0.1:$dq_http" --beanstalk-addr "127.0.0.1:$dq_bs" \
   --data-dir "$work/data" --log-level warn & pids+=($!); dq_pid=$!
+"${wrap[@]}" "$bin" serve --http-addr "127.0.0.1:$dqw_http" --beanstalk-addr "127.0.0.1:$dqw_bs" \
+  --data-dir "$work/data-50ms" --fsync 50ms --log-level warn & pids+=($!); dqw_pid=$!
 beanstalkd -l 127.0.0.1 -p "$bs_mem" & pids+=($!); bsm_pid=$!
-mkdir -p "$work/binlog"
+mkdir -p "$work/binlog" "$work/binlog-50ms"
 "${wrap[@]}" beanstalkd -l 127.0.0.1 -p "$bs_disk" -b "$work/binlog" -f0 & pids+=($!); bsd_pid=$!
-for p in $dq_http $dq_bs $bs_mem $bs_disk; do wait_port "$p"; done
-# strace runs the server as its child: sample the server's own RSS.
-[ -n "${FSYNC_DELAY_US:-}" ] && { sleep 0.5; dq_pid=$(pgrep -P "$dq_pid" -f "delayq serve" || echo "$dq_pid"); }
+"${wrap[@]}" beanstalkd -l 127.0.0.1 -p "$bs_win" -b "$work/binlog-50ms" & pids+=($!); bsw_pid=$!
+"${wrap[@]}" redis-server --bind 127.0.0.1 --port "$rd_port" --dir "$work" --save '' --appendonly yes \
+  --appendfsync always --daemonize no --logfile "$work/redis.log" & pids+=($!); rd_pid=$!
+for p in $dq_http $dq_bs $dqw_http $dqw_bs $bs_mem $bs_disk $bs_win $rd_port; do wait_port "$p"; done
+# strace runs the server as its child: measure the server's own process.
+if [ -n "${FSYNC_DELAY_US:-}" ]; then
+  sleep 0.5
+  dq_pid=$(pgrep -P "$dq_pid" -f "delayq serve" || echo "$dq_pid")
+  dqw_pid=$(pgrep -P "$dqw_pid" -f "delayq serve" || echo "$dqw_pid")
+  rd_pid=$(pgrep -P "$rd_pid" -f "redis-server" || echo "$rd_pid")
+fi
 
+cpu_ms() { awk -v t="$(getconf CLK_TCK)" '{print int(($14 + $15) * 1000 / t)}' "/proc/$1/stat"; }
+# jobs_of ARGS...: the -n of a row, for its CPU per 100,000 jobs.
+jobs_of() { local n=""; while [ $# -gt 0 ]; do [ "$1" = -n ] && n=$2; shift; done; echo "$n"; }
+cpu_line() { # pid cpu0 n
+  local used=$(( $(cpu_ms "$1") - $2 ))
+  if [ -n "$3" ]; then echo " server_cpu_ms=$used cpu_s_per_100k=$(awk -v u="$used" -v n="$3" 'BEGIN{printf "%.2f", u/n*100}')"
+  else echo " server_cpu_ms=$used"; fi
+}
 run() { # name target pid args...
   local name=$1 target=$2 pid=$3; shift 3
   [[ -z "$filter" || "$name" == *"$filter"* ]] || return 0
-  printf '%-34s ' "$name"
-  "$bin" bench "$target" --pid "$pid" --line "$@" | sed 's/^bench //'
+  printf '%-40s ' "$name"
+  local c0 out; c0=$(cpu_ms "$pid")
+  out=$("$bin" bench "$target" --pid "$pid" --line "$@" | sed 's/^bench //')
+  echo "$out$(cpu_line "$pid" "$c0" "$(jobs_of "$@")")"
+}
+# redis_put NAME N: N puts of one Lua script (HSET of the job + ZADD of its
+# due time) from 32 clients against Redis with appendfsync always: what a
+# Redis sorted-set delay queue does per put, durable before each reply.
+redis_put() {
+  local name=$1 n=$2
+  [[ -z "$filter" || "$name" == *"$filter"* ]] || return 0
+  printf '%-40s ' "$name"
+  local c0 rps; c0=$(cpu_ms "$rd_pid")
+  rps=$(redis-benchmark -h 127.0.0.1 -p "$rd_port" -c 32 -n "$n" -r 1000000000 -q \
+    EVAL "redis.call('HSET', KEYS[1], 'body', ARGV[1], 'due', ARGV[2]); return redis.call('ZADD', KEYS[2], ARGV[2], KEYS[1])" \
+    2 "job:__rand_int__" due "$(printf 'x%.0s' $(seq 100))" __rand_int__ | tr '\r' '\n' | awk '/requests per second/ {for (i=1;i<=NF;i++) if ($i=="requests") print $(i-1)}' | tail -1)
+  echo "rate=${rps}/s (reserve+delete: two such round trips per job, so half: $(awk -v r="$rps" 'BEGIN{printf "%.0f", r/2}')/s)$(cpu_line "$rd_pid" "$c0" "$n")"
 }
 DQ="http://127.0.0.1:$dq_http"; DQB="beanstalk://127.0.0.1:$dq_bs"
-BSM="beanstalk://127.0.0.1:$bs_mem"; BSD="beanstalk://127.0.0.1:$bs_disk"
+DQW="http://127.0.0.1:$dqw_http"; DQWB="beanstalk://127.0.0.1:$dqw_bs"
+BSM="beanstalk://127.0.0.1:$bs_mem"; BSD="beanstalk://127.0.0.1:$bs_disk"; BSW="beanstalk://127.0.0.1:$bs_win"
+
+# Issue 17's aims. (1) default mode against Redis appendfsync always;
+# (2) --fsync 50ms against beanstalkd -b DIR; (6) the CPU column of both.
+B=(--body 100)
+run "a1 put c=32 delayq-always"            "$DQB"  "$dq_pid"  --mode put -n 100000 -c 32 "${B[@]}"
+redis_put "a1 put c=32 redis-fsync-always" 100000
+run "a1 reserve c=32 delayq-always"        "$DQB"  "$dq_pid"  --mode reserve -n 100000 -c 32 "${B[@]}"
+run "a2 put c=32 delayq-50ms"              "$DQWB" "$dqw_pid" --mode put -n 100000 -c 32 "${B[@]}"
+run "a2 put c=32 beanstalkd-binlog-50ms"   "$BSW"  "$bsw_pid" --mode put -n 100000 -c 32 "${B[@]}"
+run "a2 reserve c=32 delayq-50ms"          "$DQWB" "$dqw_pid" --mode reserve -n 100000 -c 32 "${B[@]}"
+run "a2 reserve c=32 beanstalkd-binlog-50ms" "$BSW" "$bsw_pid" --mode reserve -n 100000 -c 32 "${B[@]}"
+# (4) 5,000 jobs/s due over 5 s with puts running, both modes, both protocols.
+P=(--mode spread --rate 5000 --duration 5s --delay 1s -c 32 "${B[@]}")
+run "a4 spread delayq-always-beanstalk"    "$DQB"  "$dq_pid"  "${P[@]}"
+run "a4 spread delayq-always-http"         "$DQ"   "$dq_pid"  "${P[@]}"
+run "a4 spread delayq-50ms-beanstalk"      "$DQWB" "$dqw_pid" "${P[@]}"
+run "a4 spread delayq-50ms-http"           "$DQW"  "$dqw_pid" "${P[@]}"
+run "a4 spread beanstalkd-binlog-50ms"     "$BSW"  "$bsw_pid" "${P[@]}"
+# (5) 100,000 jobs due at one instant over the beanstalkd protocol.
+run "a5 burst 100k delayq-always"          "$DQB"  "$dq_pid"  --mode burst -n 100000 -c 32 --lead 10s "${B[@]}"
+run "a5 burst 100k delayq-50ms"            "$DQWB" "$dqw_pid" --mode burst -n 100000 -c 32 --lead 10s "${B[@]}"
+run "a5 burst 100k beanstalkd-binlog-50ms" "$BSW"  "$bsw_pid" --mode burst -n 100000 -c 32 --lead 10s "${B[@]}"
 
 # The aims of issue 8, in its order; 100-byte bodies throughout.
-B=(--body 100)
 # (1) put and reserve+delete, 32 connections.
 run "put c=32 delayq-beanstalk"      "$DQB" "$dq_pid"  --mode put -n 100000 -c 32 "${B[@]}"
 run "put c=32 beanstalkd-memory"     "$BSM" "$bsm_pid" --mode put -n 100000 -c 32 "${B[@]}"
