@@ -24,10 +24,12 @@ const sampleInterval = 200 * time.Millisecond
 // chartsTopic needs percent-encoding in a URL.
 const chartsTopic = "charts/eu(1)"
 
-// TestBrowserCharts drives the topic page's charts in headless Chromium
-// against a real server whose history samples every sampleInterval: jobs
-// by state, fires, lateness percentiles and the due-time distribution,
-// then a live update after another put.
+// TestBrowserCharts drives the topic page's uPlot charts in headless
+// Chromium against a real server whose history samples every
+// sampleInterval and keeps a minute: jobs by state, fires, lateness
+// percentiles and the due-time distribution, the ranges offered, then a
+// live update after another put. (TestBrowserLogin covers tooltips and
+// changing the range.)
 func TestBrowserCharts(t *testing.T) {
 	chromium := findChromium(t)
 	srv := httptest.NewServer(newAPI(t))
@@ -57,64 +59,60 @@ func TestBrowserCharts(t *testing.T) {
 	ctx = newBrowser(t, ctx, chromium)
 	acceptDialogs(ctx) // starts the browser on ctx, not on a step's shorter context
 	run(t, ctx, chromedp.Navigate(srv.URL+"/ui/#/topic/"+url.PathEscape(chartsTopic)),
-		chromedp.WaitVisible(chromedp.CSS("#chart-due rect.due")))
+		chromedp.WaitVisible(chromedp.CSS("#chart-due li[data-within]")))
 
-	// Jobs by state: one stacked band per state, the legend with the
-	// latest counts.
-	if got := attrs(t, ctx, "#chart-states polygon.area", "data-state"); !cmp.Equal(got, []string{"ready", "delayed", "reserved", "buried"}) {
-		t.Errorf("state bands = %v, want ready, delayed, reserved, buried", got)
+	// Every chart is drawn by uPlot, on a canvas.
+	for _, id := range []string{"chart-states", "chart-fires", "chart-lateness", "chart-due"} {
+		if n := count(t, ctx, "#"+id+" .uplot canvas"); n != 1 {
+			t.Errorf("#%s has %d uPlot canvases, want 1", id, n)
+		}
 	}
-	if got := legendValues(t, ctx, "#charts figure:nth-child(1)"); !cmp.Equal(got, map[string]string{"ready": "1", "delayed": "7", "reserved": "1", "buried": "1"}) {
+
+	// Jobs by state: the legend with the latest counts.
+	if got := legendValues(t, ctx, "#chart-states"); !cmp.Equal(got, map[string]string{"ready": "1", "delayed": "7", "reserved": "1", "buried": "1"}) {
 		t.Errorf("jobs by state legend = %v", got)
 	}
 
-	// Fires: bars for the samples that saw them, two in all.
-	total := 0
-	for _, n := range attrs(t, ctx, "#chart-fires rect.fire", "data-fires") {
-		total += atoi(t, n)
-	}
-	if total != 2 {
-		t.Errorf("fire bars add up to %d fires, want 2", total)
-	}
-	if got := legendValues(t, ctx, "#charts figure:nth-child(2)")["fire-total"]; got != "2" {
-		t.Errorf("fired this hour = %q, want 2", got)
+	// Fires: two in all over the range shown.
+	if got := legendValues(t, ctx, "#chart-fires")["fire-total"]; got != "2" {
+		t.Errorf("fired in the range = %q, want 2", got)
 	}
 
-	// Lateness: a line and dots per percentile; the legend in time units.
-	if got := attrs(t, ctx, "#chart-lateness path.line", "data-percentile"); !cmp.Equal(got, []string{"p50", "p90", "p99"}) {
-		t.Errorf("lateness lines = %v, want p50, p90, p99", got)
-	}
+	// Lateness: the legend in time units.
 	for _, p := range []string{"p50", "p90", "p99"} {
-		if n := count(t, ctx, "#chart-lateness circle.dot."+p); n < 1 {
-			t.Errorf("lateness %s has %d points, want at least the sample with the fires", p, n)
-		}
-		if v := legendValues(t, ctx, "#charts figure:nth-child(3)")[p]; !strings.HasSuffix(v, " ms") && !strings.HasSuffix(v, " µs") && !strings.HasSuffix(v, " s") {
+		if v := legendValues(t, ctx, "#chart-lateness")[p]; !strings.HasSuffix(v, " ms") && !strings.HasSuffix(v, " µs") && !strings.HasSuffix(v, " s") {
 			t.Errorf("lateness legend %s = %q, want a time in µs, ms or s", p, v)
 		}
 	}
 
 	// Due-time distribution: within the next minute, hour and day.
-	if got := attrs(t, ctx, "#chart-due rect.due", "data-within"); !cmp.Equal(got, []string{"1m", "1h", "24h"}) {
-		t.Errorf("due bars = %v, want 1m, 1h, 24h", got)
+	if got := attrs(t, ctx, "#chart-due li[data-within]", "data-within"); !cmp.Equal(got, []string{"1m", "1h", "24h"}) {
+		t.Errorf("due buckets = %v, want 1m, 1h, 24h", got)
 	}
-	if got := attrs(t, ctx, "#chart-due rect.due", "data-count"); !cmp.Equal(got, []string{"1", "3", "6"}) {
+	if got := attrs(t, ctx, "#chart-due li[data-within]", "data-count"); !cmp.Equal(got, []string{"1", "3", "6"}) {
 		t.Errorf("due counts = %v, want 1, 3, 6", got)
 	}
-	if got := texts(t, ctx, "#chart-due text.bar-label"); !cmp.Equal(got, []string{"next minute", "next hour", "next day"}) {
+	if got := texts(t, ctx, "#chart-due li[data-within]"); !cmp.Equal(got, []string{"next minute 1", "next hour 3", "next day 6"}) {
 		t.Errorf("due labels = %v", got)
 	}
-	if got := texts(t, ctx, "#chart-due text.bar-value"); !cmp.Equal(got, []string{"1", "3", "6"}) {
-		t.Errorf("due bar values = %v, want 1, 3, 6", got)
+
+	// This server keeps a minute of history: the shortest range alone is
+	// offered, and the page says why.
+	if got := eval[[]bool](t, ctx, `[...document.querySelectorAll('#chart-range button')].map(b => b.disabled)`); !cmp.Equal(got, []bool{false, true, true, true}) {
+		t.Errorf("range buttons disabled = %v, want only 15 min offered", got)
+	}
+	if got := text(t, ctx, "#charts-status"); !strings.Contains(got, "keeps the last 1 min of history") {
+		t.Errorf("charts status = %q", got)
 	}
 	shot(t, ctx, "delayq-dashboard-charts.png")
 
-	// Live: a put shows up without a reload, in the due bars and, after
+	// Live: a put shows up without a reload, in the due counts and, after
 	// the next sample, in the state legend.
 	post(t, base+"/jobs", `{"id":"late","body":"x","delay":"40s"}`, nil)
 	live, cancelLive := context.WithTimeout(ctx, 15*time.Second)
 	defer cancelLive()
 	if err := chromedp.Do(live,
-		chromedp.WaitVisible(chromedp.CSS(`#chart-due rect.due[data-within="1m"][data-count="2"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#chart-due li[data-within="1m"][data-count="2"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#charts li[data-series="delayed"][data-value="8"]`))); err != nil {
 		t.Fatalf("the charts did not update after a put: %v", err)
 	}
@@ -196,13 +194,4 @@ func legendValues(t *testing.T, ctx context.Context, figure string) map[string]s
 		}
 	}
 	return out
-}
-
-func atoi(t *testing.T, s string) int {
-	t.Helper()
-	var n int
-	if err := json.Unmarshal([]byte(s), &n); err != nil {
-		t.Fatalf("%q is not a number", s)
-	}
-	return n
 }

@@ -113,6 +113,18 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("GET /v1/jobs/d1 after run now: state %q, want ready", j.State)
 	}
 
+	// Reschedule in the page's own form (no browser prompt): d2 is due
+	// in two hours.
+	run(t, ctx, chromedp.Navigate(srv.URL+"/ui/#/job/d2"), chromedp.WaitVisible(chromedp.ID("reschedule-delay")),
+		chromedp.SetValue(chromedp.ID("reschedule-delay"), "2h"), chromedp.Click(chromedp.CSS("#reschedule button[type=submit]")),
+		chromedp.WaitVisible(chromedp.ID("notice")))
+	if n := text(t, ctx, "#notice"); n != "Job d2 rescheduled to run in 2h." {
+		t.Errorf("notice after reschedule = %q", n)
+	}
+	if j := getJob(t, srv.URL+"/v1/jobs/d2"); time.Until(j.Due.Time) < 119*time.Minute {
+		t.Errorf("GET /v1/jobs/d2 after reschedule: due %v, want in 2 hours", j.Due.Time)
+	}
+
 	// The server's error message reaches the operator.
 	run(t, ctx, chromedp.Navigate(srv.URL+"/ui/#/job/a2"), chromedp.WaitVisible(chromedp.ID("error")))
 	if got := text(t, ctx, "#error"); got != msg {

@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// TestChartsScript: charts.js is served, builds its SVG from elements and
-// text nodes only, and calls the API only through app.js's table (so
+// TestChartsScript: charts.js is served, builds its DOM from elements and
+// text nodes only (uPlot draws on canvases), and calls the API only through app.js's table (so
 // TestScriptCallsOnlyRealEndpoints checks every endpoint it reads).
 func TestChartsScript(t *testing.T) {
 	t.Parallel()
@@ -25,7 +25,17 @@ func TestChartsScript(t *testing.T) {
 			t.Errorf("charts.js does not call %s through app.js's caller", name)
 		}
 	}
-	if css := do(t, h, "GET", "/ui/charts.css", ""); css.status != 200 || !strings.Contains(css.body, "svg.chart") {
+	if css := do(t, h, "GET", "/ui/charts.css", ""); css.status != 200 || !strings.Contains(css.body, ".u-tooltip") {
 		t.Errorf("GET /ui/charts.css = %d, want the charts' stylesheet", css.status)
+	}
+	// uPlot, vendored from the npm registry with its license.
+	for path, want := range map[string]string{
+		"/ui/vendor/uplot/uPlot.iife.min.js": "https://github.com/leeoniya/uPlot (v1.6.32)",
+		"/ui/vendor/uplot/uPlot.min.css":     ".uplot",
+		"/ui/vendor/uplot/LICENSE":           "The MIT License (MIT)",
+	} {
+		if r := do(t, h, "GET", path, ""); r.status != 200 || !strings.Contains(r.body, want) {
+			t.Errorf("GET %s = %d, want the vendored uPlot file", path, r.status)
+		}
 	}
 }

@@ -229,6 +229,9 @@ func TestScriptListsTheAPITable(t *testing.T) {
 		"DELETE /v1/schedules/{name}",
 		"GET /v1/alarms",
 		"DELETE /v1/alarms/{name}",
+		"GET /v1/session",
+		"POST /v1/session",
+		"DELETE /v1/session",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("app.js API table (-want +got):\n%s", diff)
@@ -243,6 +246,22 @@ func TestScriptNeverWritesHTML(t *testing.T) {
 	for _, bad := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("} {
 		if strings.Contains(js, bad) {
 			t.Errorf("app.js uses %s", bad)
+		}
+	}
+}
+
+// TestScriptsNeverPrompt: the dashboard asks for nothing in the
+// browser's own dialogs (a token went through window.prompt once) and
+// keeps no token in script-readable storage.
+func TestScriptsNeverPrompt(t *testing.T) {
+	t.Parallel()
+	h := newAPI(t)
+	for _, file := range []string{"app.js", "charts.js"} {
+		js := do(t, h, "GET", "/ui/"+file, "").body
+		for _, bad := range []string{"prompt(", "sessionStorage", "localStorage", "Authorization"} {
+			if strings.Contains(js, bad) {
+				t.Errorf("%s uses %s", file, bad)
+			}
 		}
 	}
 }

@@ -30,6 +30,9 @@
     deleteSchedule: 'DELETE /v1/schedules/{name}',
     alarms: 'GET /v1/alarms',
     deleteAlarm: 'DELETE /v1/alarms/{name}',
+    session: 'GET /v1/session',
+    login: 'POST /v1/session',
+    logout: 'DELETE /v1/session',
   };
   const STATES = ['ready', 'delayed', 'reserved', 'buried'];
   const REFRESH_MS = 3000;
@@ -38,18 +41,9 @@
   // the API lives beside /ui/, under the same prefix.
   const ROOT = location.pathname.replace(/\/ui\/.*$/, '');
 
-  // TOKEN_KEY holds the API token in sessionStorage: it lives as long as
-  // the tab, and is never written into the page or a URL.
-  const TOKEN_KEY = 'delayq-token';
-
-  // askToken asks for a token after a 401 and keeps it; false when the
-  // user gave none.
-  function askToken() {
-    const t = window.prompt('This delayq server needs a token (a read or admin scope shows everything):', '');
-    if (!t || !t.trim()) return false;
-    sessionStorage.setItem(TOKEN_KEY, t.trim());
-    return true;
-  }
+  // The page never holds the token: the login form sends it once
+  // (API.login), and the server answers with an HttpOnly session cookie
+  // the browser sends with every API call (script cannot read it).
 
   const $ = (id) => document.getElementById(id);
   let generation = 0; // bumped by every navigation; stale renders drop out
@@ -57,8 +51,19 @@
   let pendingNotice = '';
 
   // call sends one API request and returns the decoded JSON answer, or
-  // throws an Error carrying the server's {"error":{"message"}}.
+  // throws an Error carrying the server's {"error":{"message"}}. A 401
+  // (no session, or it ended) shows the login page.
   async function call(name, params = {}, body, query) {
+    try {
+      return await send(name, params, body, query);
+    } catch (e) {
+      if (e.status === 401) showLogin(e.message);
+      throw e;
+    }
+  }
+
+  // send is call without the login page.
+  async function send(name, params = {}, body, query) {
     const [method, template] = API[name].split(' ');
     let path = ROOT + template.replace(/\{(\w+)\}/g, (_, k) => encodeURIComponent(params[k]));
     const q = new URLSearchParams();
@@ -73,17 +78,10 @@
       init.body = JSON.stringify(body);
     }
     let resp;
-    for (let asked = false; ; asked = true) {
-      const token = sessionStorage.getItem(TOKEN_KEY);
-      if (token) init.headers.Authorization = 'Bearer ' + token;
-      try {
-        resp = await fetch(path, init);
-      } catch (e) {
-        throw new Error('cannot reach delayq: ' + e.message);
-      }
-      // A server with tokens answers 401 until the dashboard sends one:
-      // ask for it once per call, keep it for this tab only.
-      if (resp.status !== 401 || asked || !askToken()) break;
+    try {
+      resp = await fetch(path, { ...init, credentials: 'same-origin' });
+    } catch (e) {
+      throw new Error('cannot reach delayq: ' + e.message);
     }
     const text = await resp.text();
     let data = null;
@@ -444,17 +442,27 @@
     const button = (label, idAttr, fn) => buttons.push(el('button', { type: 'button', id: idAttr, onclick: () => act(fn) }, label));
     if (j.state === 'buried') button('Retry (kick)', 'kick', async () => { await call('kickJob', { id }); return `Kicked job ${id}: it is ready.`; });
     if (j.state === 'delayed') button('Run now', 'run-now', async () => { await call('updateJob', { id }, { delay: 0 }); return `Job ${id} is due now.`; });
-    if (j.state !== 'reserved') {
-      button('Reschedule…', 'reschedule', async () => {
-        const d = prompt(`New delay for job ${id} from now (e.g. 30s, 15m, 2h):`, '5m');
-        if (d === null) return '';
-        await call('updateJob', { id }, { delay: d.trim() });
-        return `Job ${id} rescheduled to run in ${d.trim()}.`;
-      });
-    }
     buttons.push(el('button', { type: 'button', id: 'delete', class: 'danger', onclick: () => deleteJob(j) }, 'Delete'));
     return el('div', { class: 'actions' }, buttons,
-      j.state === 'reserved' ? el('span', { class: 'muted' }, ' Reserved by a consumer: deleting it makes that consumer\'s finish fail.') : null);
+      j.state === 'reserved' ? el('span', { class: 'muted' }, ' Reserved by a consumer: deleting it makes that consumer\'s finish fail.') : null,
+      j.state !== 'reserved' ? rescheduleForm(id) : null);
+  }
+
+  // rescheduleForm gives a job that is not reserved a new delay from now.
+  function rescheduleForm(id) {
+    const d = el('input', { id: 'reschedule-delay', value: '5m', size: 6, required: true, 'aria-label': 'new delay from now' });
+    const form = el('form', { class: 'inline', id: 'reschedule' },
+      'Reschedule to run in ', d, ' ', el('button', { type: 'submit' }, 'Reschedule'),
+      el('span', { class: 'muted' }, ' (e.g. 30s, 15m, 2h)'));
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const v = d.value.trim();
+      act(async () => {
+        await call('updateJob', { id }, { delay: v });
+        return `Job ${id} rescheduled to run in ${v}.`;
+      });
+    });
+    return form;
   }
 
   function deleteJob(j) {
@@ -478,7 +486,7 @@
         await route();
       }
     } catch (e) {
-      showError(e);
+      if (e.status !== 401) showError(e); // else the login form shows
     }
   }
 
@@ -577,6 +585,73 @@
       el('table', { id: 'alarms' }, el('thead', null, head), el('tbody', null, rows)));
   }
 
+  // ---- login ----
+
+  // showUser shows who is signed in, with the logout button, when the
+  // server has tokens (a server without them needs no login).
+  function showUser(session) {
+    $('user').hidden = !(session && session.auth);
+    $('user-name').textContent = session && session.auth ? session.name : '';
+  }
+
+  // showLogin replaces the view with the login form; after a login the
+  // view the hash names is shown.
+  function showLogin(reason) {
+    generation++; // renders still in flight drop out
+    stopRefresh();
+    showUser(null);
+    crumbs();
+    $('error').hidden = true;
+    notify('');
+    const token = el('input', { type: 'password', id: 'login-token', name: 'token', required: true,
+      autocomplete: 'current-password', size: 40, 'aria-label': 'token' });
+    const msg = el('p', { id: 'login-error', role: 'alert', class: 'warn', hidden: !reason }, reason || '');
+    const form = el('form', { id: 'login' },
+      el('h1', null, 'Log in'),
+      el('p', { class: 'muted' }, 'This delayq server needs a token: one of its auth file (a read or admin scope shows everything).'),
+      el('label', null, 'Token ', token), ' ', el('button', { type: 'submit' }, 'Log in'), msg);
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      try {
+        const session = await send('login', {}, { token: token.value.trim() });
+        token.value = '';
+        showUser(session);
+        await route();
+      } catch (e) {
+        msg.textContent = e.message;
+        msg.hidden = false;
+        token.select();
+      }
+    });
+    setView(form);
+    token.focus();
+  }
+
+  $('logout').addEventListener('click', async () => {
+    try {
+      await send('logout');
+    } catch (e) {
+      showError(e);
+      return;
+    }
+    showLogin('Logged out.');
+  });
+
+  // start learns who the page runs as (API.session), then shows the
+  // view, or the login form when the server needs a token.
+  async function start() {
+    try {
+      showUser(await send('session'));
+    } catch (e) {
+      if (e.status === 401) {
+        showLogin('');
+        return;
+      }
+      showError(e);
+    }
+    await route();
+  }
+
   // ---- routing ----
 
   async function route() {
@@ -603,7 +678,7 @@
       }
       if (gen === generation) notify(notice);
     } catch (e) {
-      if (gen !== generation) return;
+      if (gen !== generation || e.status === 401) return; // the login form shows
       setView(el('p', { class: 'muted' }, 'Nothing to show.'));
       showError(e);
     }
@@ -614,6 +689,6 @@
     const id = $('find-id').value.trim();
     if (id) location.hash = jobHref(id).slice(1);
   });
-  window.addEventListener('hashchange', () => route());
-  route();
+  window.addEventListener('hashchange', () => { if (!$('login')) route(); });
+  start();
 })();

@@ -1,30 +1,23 @@
-// delayq dashboard charts: a topic's last hour as hand-written inline SVG
-// (no chart library, nothing to build). app.js mounts them on a topic's
-// page with its own API caller; this file names no endpoint itself. Data
-// reaches the SVG only as attribute values and text nodes.
+// delayq dashboard charts: a topic's history and due times, drawn by uPlot
+// (vendor/uplot, vendored from the npm registry; nothing to build). app.js
+// mounts them on a topic's page with its own API caller; this file names
+// no endpoint itself. Data reaches the DOM only as text nodes and
+// attribute values; uPlot draws on canvases.
 'use strict';
 
 window.DelayqCharts = (() => {
-  const NS = 'http://www.w3.org/2000/svg';
-  const STATES = ['ready', 'delayed', 'reserved', 'buried']; // stacked bottom to top
+  const STATES = ['ready', 'delayed', 'reserved', 'buried'];
   const PERCENTILES = ['p50', 'p90', 'p99'];
   const DUE_WITHIN = [['1m', 'next minute'], ['1h', 'next hour'], ['24h', 'next day']];
+  // RANGES are the spans a chart can show; those longer than the history
+  // the server keeps (its answer's span) are not offered.
+  const RANGES = [[900, '15 min'], [3600, '1 hour'], [21600, '6 hours'], [86400, '24 hours']];
   const REFRESH_MS = 3000;
-  // Every chart draws in the same box; CSS scales it to the page.
-  const W = 400, H = 160, PAD = { left: 46, right: 10, top: 12, bottom: 22 };
-  const PW = W - PAD.left - PAD.right, PH = H - PAD.top - PAD.bottom;
+  const HEIGHT = 170;
 
-  // svg builds an SVG element; children that are strings become text.
-  function svg(tag, attrs, ...children) {
-    const e = document.createElementNS(NS, tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v !== undefined && v !== null) e.setAttribute(k, String(v));
-    }
-    for (const c of children.flat(Infinity)) {
-      if (c !== undefined && c !== null && c !== false) e.append(c instanceof Node ? c : String(c));
-    }
-    return e;
-  }
+  // range is the span shown, in seconds; it outlives a page change, so a
+  // chosen range stays while the operator moves between topics.
+  let range = 3600;
 
   // fmtNum writes counts and rates short: 12, 3.4, 0.05, 1.2k, 3.4M.
   function fmtNum(n) {
@@ -45,8 +38,17 @@ window.DelayqCharts = (() => {
     return (s / 60).toFixed(1) + ' min';
   }
 
-  // niceMax rounds a maximum up to 1, 2 or 5 times a power of ten, so the
-  // axis label is a round number.
+  // fmtSpan writes a span of seconds as the range buttons do.
+  function fmtSpan(s) {
+    const known = RANGES.find(([r]) => r === s);
+    if (known) return known[1];
+    if (s % 3600 === 0) return `${s / 3600} hour${s === 3600 ? '' : 's'}`;
+    return `${Math.round(s / 60)} min`;
+  }
+
+  const clock = (sec) => new Date(sec * 1000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+
+  // niceMax rounds a maximum up to 1, 2 or 5 times a power of ten.
   function niceMax(v) {
     if (!(v > 0)) return 1;
     const p = Math.pow(10, Math.floor(Math.log10(v)));
@@ -54,182 +56,270 @@ window.DelayqCharts = (() => {
     return 10 * p;
   }
 
-  const clock = (ms) => new Date(ms).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
-
-  // frame draws a chart's axes: y from 0 to yMax (labelled with fmt), x
-  // over the time domain [t0, t1] (labelled at both ends).
-  function frame(id, title, yMax, fmt, t0, t1) {
-    const root = svg('svg', { id, class: 'chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': title },
-      svg('title', null, title));
-    const x0 = PAD.left, y0 = PAD.top + PH;
-    root.append(
-      svg('line', { class: 'axis', x1: x0, y1: PAD.top, x2: x0, y2: y0 }),
-      svg('line', { class: 'axis', x1: x0, y1: y0, x2: x0 + PW, y2: y0 }),
-      svg('line', { class: 'grid', x1: x0, y1: PAD.top, x2: x0 + PW, y2: PAD.top }),
-      svg('text', { class: 'tick y-max', x: x0 - 4, y: PAD.top + 4, 'text-anchor': 'end' }, fmt(yMax)),
-      svg('text', { class: 'tick', x: x0 - 4, y: y0, 'text-anchor': 'end' }, fmt(0)));
-    if (t1 !== undefined) {
-      root.append(
-        svg('text', { class: 'tick', x: x0, y: H - 6 }, clock(t0)),
-        svg('text', { class: 'tick', x: x0 + PW, y: H - 6, 'text-anchor': 'end' }, clock(t1)));
-    }
-    return root;
+  // colour reads a theme colour of style.css (canvases cannot use CSS
+  // variables), so the charts follow the light and the dark theme.
+  function colour(name) {
+    return getComputedStyle(document.documentElement).getPropertyValue(name).trim() || '#888';
   }
-
-  // scales maps a sample's time and a value onto the plot.
-  function scales(t0, t1, yMax) {
-    const span = Math.max(t1 - t0, 1);
-    return {
-      x: (t) => +(PAD.left + ((t - t0) / span) * PW).toFixed(1),
-      y: (v) => +(PAD.top + PH - (v / yMax) * PH).toFixed(1),
-    };
-  }
-
-  function legend(items) {
-    return el('ul', { class: 'legend' }, items.map(([cls, label, value]) =>
-      el('li', { class: cls, 'data-series': cls, 'data-value': value }, el('span', { class: 'swatch ' + cls }), label + ' ', el('b', null, value))));
-  }
+  const COLOURS = {
+    ready: '--ok', delayed: '--accent', reserved: '--amber', buried: '--warn',
+    fires: '--accent', p50: '--ok', p90: '--amber', p99: '--warn', due: '--accent',
+  };
+  const col = (k) => colour(COLOURS[k]);
 
   // el is app.js's HTML builder, handed over at mount.
   let el = null;
 
-  // statesChart stacks the jobs by state as areas, one band per state.
-  function statesChart(samples, t0, t1) {
-    const totals = samples.map((s) => STATES.reduce((n, k) => n + s[k], 0));
-    const yMax = niceMax(Math.max(0, ...totals));
-    const root = frame('chart-states', 'Jobs by state over the last hour', yMax, fmtNum, t0, t1);
-    const sc = scales(t0, t1, yMax);
-    const base = samples.map(() => 0);
-    for (const state of STATES) {
-      const top = samples.map((s, i) => base[i] + s[state]);
-      const xs = samples.map((s) => sc.x(s.t));
-      const upper = xs.map((x, i) => `${x},${sc.y(top[i])}`);
-      const lower = xs.map((x, i) => `${x},${sc.y(base[i])}`).reverse();
-      // A single sample is a line one pixel wide rather than nothing.
-      if (samples.length === 1) {
-        upper.push(`${xs[0] + 1},${sc.y(top[0])}`);
-        lower.unshift(`${xs[0] + 1},${sc.y(base[0])}`);
+  // tooltip is a uPlot plugin: a box by the cursor with the hovered
+  // sample's time (or bucket) and every series' value, as text.
+  function tooltip(fmtX) {
+    let tip = null;
+    return {
+      hooks: {
+        init: (u) => {
+          tip = el('div', { class: 'u-tooltip', role: 'tooltip' });
+          tip.hidden = true;
+          u.over.append(tip);
+          u.over.addEventListener('mouseleave', () => { tip.hidden = true; });
+        },
+        setCursor: (u) => {
+          const i = u.cursor.idx;
+          if (i === null || i === undefined || u.cursor.left < 0) {
+            tip.hidden = true;
+            return;
+          }
+          const rows = [el('div', { class: 'tt-x' }, fmtX(u.data[0][i]))];
+          u.series.forEach((s, k) => {
+            if (k === 0) return;
+            const v = u.data[k][i];
+            rows.push(el('div', { 'data-series': s.label },
+              el('span', { class: 'swatch', 'data-colour': s.label }), s.label + ' ',
+              el('b', null, v === null || v === undefined ? '–' : s.fmt(v))));
+          });
+          tip.replaceChildren(...rows);
+          tip.hidden = false;
+          const w = tip.offsetWidth, h = tip.offsetHeight;
+          const left = u.cursor.left + 14 + w > u.over.clientWidth ? u.cursor.left - 14 - w : u.cursor.left + 14;
+          tip.style.left = Math.max(0, left) + 'px';
+          tip.style.top = Math.max(0, Math.min(u.cursor.top - h / 2, u.over.clientHeight - h)) + 'px';
+          for (const sw of tip.querySelectorAll('.swatch')) {
+            const s = u.series.find((x) => x.label === sw.getAttribute('data-colour'));
+            sw.style.background = s ? s.swatch : '';
+          }
+        },
+      },
+    };
+  }
+
+  // plot makes one uPlot chart in box: series are [key, label, fmt,
+  // kind] ("line", "area" or "bars"); xs are seconds, or bucket indexes
+  // when labels is given.
+  function plot(box, title, series, fmt, opts) {
+    const width = Math.max(260, Math.floor(box.getBoundingClientRect().width) || 420);
+    const isTime = !opts.labels;
+    const u = new window.uPlot({
+      width, height: HEIGHT,
+      legend: { show: false },
+      cursor: { drag: { x: false, y: false }, points: { size: 6 } },
+      scales: {
+        x: isTime
+          ? { time: true, range: () => opts.xRange() }
+          : { time: false, range: () => [-0.5, opts.labels.length - 0.5] },
+        y: { range: (u, min, max) => [0, niceMax(Math.max(max || 0, opts.yMin || 0))] },
+      },
+      axes: [
+        isTime
+          ? { stroke: colour('--muted'), grid: { stroke: colour('--line'), width: 1 } }
+          : { stroke: colour('--muted'), grid: { show: false }, splits: () => opts.labels.map((_, i) => i), values: (u, splits) => splits.map((i) => opts.labels[i] || '') },
+        { stroke: colour('--muted'), grid: { stroke: colour('--line'), width: 1 }, size: 56, values: (u, splits) => splits.map(fmt) },
+      ],
+      series: [{}].concat(series.map(([key, label, f, kind]) => {
+        const c = col(key);
+        const s = { label, stroke: c, width: 1.6, fmt: f, swatch: c, spanGaps: false, points: { show: kind === 'line' } };
+        if (kind === 'area') s.fill = c + '33';
+        if (kind === 'bars') {
+          s.fill = c + 'cc';
+          s.paths = window.uPlot.paths.bars({ size: [isTime ? 0.9 : 0.6, 60] });
+          s.points = { show: false };
+        }
+        return s;
+      })),
+      plugins: [tooltip(isTime ? clock : (i) => title + ' ' + (opts.labels[i] || ''))],
+    }, opts.data, box);
+    u.root.setAttribute('aria-label', title);
+    return u;
+  }
+
+  function legend(items) {
+    return el('ul', { class: 'legend' }, items.map(([key, label, value]) =>
+      el('li', { 'data-series': key, 'data-value': value }, el('span', { class: 'swatch ' + key }), label + ' ', el('b', null, value))));
+  }
+
+  function card(id, title) {
+    const box = el('div', { class: 'plot' });
+    const below = el('div', { class: 'below' });
+    return { fig: el('figure', { class: 'chart-card', id }, el('figcaption', null, title), box, below), box, below };
+  }
+
+  // Charts is the live charts section of one topic page.
+  class Charts {
+    constructor(topic, deps) {
+      this.topic = topic;
+      this.deps = deps;
+      this.plots = {};
+      this.cards = null; // built at the first history with samples
+      this.status = el('p', { class: 'muted', id: 'charts-status' });
+      this.picker = el('div', { class: 'range', id: 'chart-range', role: 'group', 'aria-label': 'range' });
+      this.grid = el('div', { class: 'charts' });
+      this.box = el('section', { id: 'charts', 'aria-live': 'off' },
+        el('div', { class: 'bar' }, el('h2', null, 'History'), this.picker), this.status, this.grid);
+      this.hist = null;
+      this.due = null;
+    }
+
+    // offered lists the ranges the server's history covers; the shortest
+    // is always offered, and shows all of a shorter history.
+    offered(span) {
+      const fit = RANGES.filter(([r]) => r <= span + 1);
+      return fit.length ? fit : RANGES.slice(0, 1);
+    }
+
+    drawPicker(span) {
+      const offered = this.offered(span);
+      if (!offered.some(([r]) => r === range)) range = offered.length ? offered[offered.length - 1][0] : RANGES[0][0];
+      this.box.setAttribute('data-range', range);
+      this.picker.replaceChildren(...RANGES.map(([r, label]) => {
+        const ok = offered.some(([x]) => x === r);
+        return el('button', {
+          type: 'button', 'data-range': r, 'aria-pressed': String(r === range), class: r === range ? 'current' : undefined,
+          disabled: !ok, title: ok ? `Show the last ${label}` : `This server keeps only the last ${fmtSpan(span)} of history`,
+          onclick: () => { range = r; this.render(); },
+        }, label);
+      }));
+    }
+
+    // render draws the latest answers at the chosen range.
+    render() {
+      const hist = this.hist, due = this.due;
+      const parts = [];
+      if (!hist) {
+        this.picker.replaceChildren();
+        this.status.textContent = 'This server keeps no history: only the due-time distribution is shown.';
+      } else {
+        this.drawPicker(hist.span);
+        const kept = `The server keeps the last ${fmtSpan(hist.span)} of history, a sample every ${hist.interval} s`;
+        const longer = this.offered(hist.span).length < RANGES.length ? '; longer ranges are not offered' : '';
+        if (!hist.sampled) {
+          this.status.textContent = (hist.sampled_topics >= hist.max_topics
+            ? `Not sampled: ${hist.max_topics} other topics are (the history keeps at most that many).`
+            : `No samples yet: the first is taken within ${hist.interval} s of the topic's first job.`) + ` ${kept}${longer}.`;
+        } else {
+          this.status.textContent = `${kept}${longer}; fires and lateness are this instance's own.`;
+          parts.push('history');
+        }
       }
-      root.append(svg('polygon', { class: 'area ' + state, 'data-state': state, points: upper.concat(lower).join(' ') },
-        svg('title', null, `${state}: ${samples[samples.length - 1][state]} now`)));
-      top.forEach((v, i) => { base[i] = v; });
+      this.build(parts.includes('history'));
+      if (parts.includes('history')) this.drawHistory(hist);
+      this.drawDue(due);
     }
-    const last = samples[samples.length - 1];
-    return card('Jobs by state', root, legend(STATES.map((s) => [s, s, fmtNum(last[s])])));
-  }
 
-  // firesChart draws one bar per sample: delayed jobs made ready per
-  // second by this instance's timer.
-  function firesChart(samples, t0, t1, interval) {
-    const yMax = niceMax(Math.max(0, ...samples.map((s) => s.fires_per_sec)));
-    const root = frame('chart-fires', 'Fires per second over the last hour', yMax, fmtNum, t0, t1);
-    const sc = scales(t0, t1, yMax);
-    // One slot per interval; at least 1.5 units so a lone fire shows.
-    const bw = Math.max((interval * 1000 / Math.max(t1 - t0, 1)) * PW - 0.3, 1.5);
-    for (const s of samples) {
-      if (!s.fires) continue;
-      const y = sc.y(s.fires_per_sec);
-      root.append(svg('rect', { class: 'fire', 'data-fires': s.fires, x: +(sc.x(s.t) - bw).toFixed(1), y, width: +bw.toFixed(1), height: +(PAD.top + PH - y).toFixed(1) },
-        svg('title', null, `${s.fires} fired by ${clock(s.t)} (${fmtNum(s.fires_per_sec)}/s)`)));
-    }
-    const total = samples.reduce((n, s) => n + s.fires, 0);
-    const last = samples[samples.length - 1];
-    return card('Fires per second', root, legend([['fire', 'now', fmtNum(last.fires_per_sec) + '/s'], ['fire-total', 'fired this hour', fmtNum(total)]]));
-  }
-
-  // latenessChart draws p50, p90 and p99 as lines; an interval without
-  // fires leaves a gap.
-  function latenessChart(samples, t0, t1) {
-    const fired = samples.filter((s) => s.lateness);
-    // At least a millisecond high: stores keep times in whole ms, so a
-    // quiet hour's latenesses are often all 0.
-    const yMax = niceMax(Math.max(0.001, ...fired.map((s) => s.lateness.p99)));
-    const root = frame('chart-lateness', 'Fire lateness percentiles over the last hour', yMax, fmtSeconds, t0, t1);
-    const sc = scales(t0, t1, yMax);
-    for (const p of PERCENTILES) {
-      let d = '', prev = false;
-      for (const s of samples) {
-        if (!s.lateness) { prev = false; continue; }
-        d += `${prev ? 'L' : 'M'}${sc.x(s.t)},${sc.y(s.lateness[p])}`;
-        prev = true;
+    // build makes the cards once, and again when history comes or goes.
+    build(withHistory) {
+      const want = withHistory ? 'history' : 'due';
+      if (this.cards && this.cards.kind === want) return;
+      for (const u of Object.values(this.plots)) u.destroy();
+      this.plots = {};
+      const cards = { kind: want, due: card('chart-due', 'Due in the…') };
+      if (withHistory) {
+        cards.states = card('chart-states', 'Jobs by state');
+        cards.fires = card('chart-fires', 'Fires per second');
+        cards.lateness = card('chart-lateness', 'Fire lateness');
+        this.grid.replaceChildren(cards.states.fig, cards.fires.fig, cards.lateness.fig, cards.due.fig);
+      } else {
+        this.grid.replaceChildren(cards.due.fig);
       }
-      root.append(svg('path', { class: 'line ' + p, 'data-percentile': p, d: d || 'M0,0' }));
-      for (const s of samples) {
-        if (s.lateness) root.append(svg('circle', { class: 'dot ' + p, cx: sc.x(s.t), cy: sc.y(s.lateness[p]), r: 2 }));
+      this.cards = cards;
+    }
+
+    // update gives plot name its data, making it the first time.
+    update(name, make, data) {
+      if (this.plots[name]) {
+        this.plots[name].setData(data);
+      } else {
+        this.plots[name] = make(data);
       }
     }
-    const last = fired[fired.length - 1];
-    const note = last ? PERCENTILES.map((p) => [p, p, fmtSeconds(last.lateness[p])]) : [['none', 'no fires this hour', '']];
-    return card('Fire lateness', root, legend(note));
-  }
 
-  // dueChart draws the due-time distribution: how many delayed jobs fall
-  // due within the next minute, hour and day (each bar includes the
-  // shorter ones).
-  function dueChart(due) {
-    const counts = due.buckets.map((b) => b.count);
-    const yMax = niceMax(Math.max(0, ...counts));
-    const root = frame('chart-due', 'Delayed jobs by due time', yMax, fmtNum);
-    const slot = PW / due.buckets.length, bw = slot * 0.6;
-    due.buckets.forEach((b, i) => {
-      const x = PAD.left + slot * i + (slot - bw) / 2;
-      const h = (b.count / yMax) * PH, y = PAD.top + PH - h;
-      const label = (DUE_WITHIN.find(([w]) => w === b.within) || [b.within, 'within ' + b.within])[1];
-      root.append(
-        svg('rect', { class: 'due', 'data-within': b.within, 'data-count': b.count, x: x.toFixed(1), y: y.toFixed(1), width: bw.toFixed(1), height: h.toFixed(1) },
-          svg('title', null, `${b.count} due within the ${label}`)),
-        svg('text', { class: 'bar-value', x: (x + bw / 2).toFixed(1), y: (y - 3).toFixed(1), 'text-anchor': 'middle' }, fmtNum(b.count)),
-        svg('text', { class: 'tick bar-label', x: (x + bw / 2).toFixed(1), y: H - 6, 'text-anchor': 'middle' }, label));
-    });
-    return card('Due in the…', root, el('p', { class: 'muted note' }, 'Delayed jobs due within each span from now; each bar includes the shorter spans.'));
-  }
+    drawHistory(hist) {
+      const t1 = Date.now() / 1000, t0 = t1 - range;
+      const samples = hist.samples.map((s) => ({ ...s, t: Date.parse(s.at) / 1000 })).filter((s) => s.t >= t0);
+      const xs = samples.map((s) => s.t);
+      this.xr = [t0, t1]; // read by the plots' x scale at every setData
+      const xRange = () => this.xr;
+      const c = this.cards;
 
-  function card(title, chart, below) {
-    return el('figure', { class: 'chart-card' }, el('figcaption', null, title), chart, below);
-  }
+      this.update('states', (data) => plot(c.states.box, 'Jobs by state', STATES.map((k) => [k, k, fmtNum, 'area']), fmtNum, { data, xRange }),
+        [xs, ...STATES.map((k) => samples.map((s) => s[k]))]);
+      const last = hist.samples[hist.samples.length - 1];
+      c.states.below.replaceChildren(legend(STATES.map((k) => [k, k, fmtNum(last[k])])));
 
-  // render replaces the charts with the latest history and due counts.
-  function render(box, hist, due) {
-    const cards = [];
-    const status = el('p', { class: 'muted', id: 'charts-status' });
-    if (!hist) {
-      status.append('This server keeps no history: only the due-time distribution is shown.');
-    } else if (!hist.sampled) {
-      status.append(hist.sampled_topics >= hist.max_topics
-        ? `Not sampled: ${hist.max_topics} other topics are (the history keeps at most that many).`
-        : `No samples yet: the first is taken within ${hist.interval} s of the topic's first job.`);
-    } else {
-      const samples = hist.samples.map((s) => ({ ...s, t: Date.parse(s.at) }));
-      const t1 = samples[samples.length - 1].t, t0 = t1 - hist.span * 1000;
-      cards.push(statesChart(samples, t0, t1), firesChart(samples, t0, t1, hist.interval), latenessChart(samples, t0, t1));
-      status.append(`${samples.length} sample(s), one every ${hist.interval} s; fires and lateness are this instance's own.`);
+      this.update('fires', (data) => plot(c.fires.box, 'Fires per second', [['fires', 'fires/s', (v) => fmtNum(v) + '/s', 'bars']], fmtNum, { data, xRange }),
+        [xs, samples.map((s) => s.fires_per_sec)]);
+      const total = samples.reduce((n, s) => n + s.fires, 0);
+      c.fires.below.replaceChildren(legend([['fires', 'now', fmtNum(last.fires_per_sec) + '/s'], ['fire-total', `fired in the last ${fmtSpan(range)}`, fmtNum(total)]]));
+
+      // At least a millisecond high: stores keep times in whole ms, so a
+      // quiet hour's latenesses are often all 0.
+      this.update('lateness', (data) => plot(c.lateness.box, 'Fire lateness', PERCENTILES.map((p) => [p, p, fmtSeconds, 'line']), fmtSeconds, { data, xRange, yMin: 0.001 }),
+        [xs, ...PERCENTILES.map((p) => samples.map((s) => (s.lateness ? s.lateness[p] : null)))]);
+      const fired = samples.filter((s) => s.lateness);
+      const lf = fired[fired.length - 1];
+      c.lateness.below.replaceChildren(legend(lf ? PERCENTILES.map((p) => [p, p, fmtSeconds(lf.lateness[p])]) : [['none', `no fires in the last ${fmtSpan(range)}`, '']]));
     }
-    cards.push(dueChart(due));
-    box.replaceChildren(el('h2', null, 'Last hour'), status, el('div', { class: 'charts' }, cards));
+
+    drawDue(due) {
+      const labels = due.buckets.map((b) => (DUE_WITHIN.find(([w]) => w === b.within) || [b.within, 'within ' + b.within])[1]);
+      const c = this.cards.due;
+      this.update('due', (data) => plot(c.box, 'Due in the', [['due', 'delayed jobs', fmtNum, 'bars']], fmtNum, { data, labels }),
+        [due.buckets.map((_, i) => i), due.buckets.map((b) => b.count)]);
+      c.below.replaceChildren(
+        el('ul', { class: 'legend' }, due.buckets.map((b, i) =>
+          el('li', { 'data-within': b.within, 'data-count': b.count }, labels[i] + ' ', el('b', null, fmtNum(b.count))))),
+        el('p', { class: 'muted note' }, 'Delayed jobs due within each span from now; each includes the shorter spans.'));
+    }
+
+    destroy() {
+      for (const u of Object.values(this.plots)) u.destroy();
+      this.plots = {};
+    }
   }
 
   // mount returns the charts' section for topic and keeps it live until
-  // alive() turns false (the page moved on). call is app.js's API caller.
+  // alive() turns false (the page moved on). deps.call is app.js's API
+  // caller.
   function mount(topic, deps) {
     el = deps.el;
-    const box = el('section', { id: 'charts', 'aria-live': 'off' }, el('p', { class: 'muted' }, 'Loading charts…'));
+    const charts = new Charts(topic, deps);
+    charts.status.textContent = 'Loading charts…';
     const tick = async () => {
-      if (!deps.alive()) return;
+      if (!deps.alive()) { charts.destroy(); return; }
       try {
         const [hist, due] = await Promise.all([
           deps.call('history', { topic }).catch((e) => { if (e.status === 404) return null; throw e; }),
           deps.call('due', { topic }, undefined, { within: DUE_WITHIN.map(([w]) => w).join(',') }),
         ]);
-        if (!deps.alive()) return;
-        render(box, hist, due);
+        if (!deps.alive()) { charts.destroy(); return; }
+        charts.hist = hist;
+        charts.due = due;
+        charts.render();
       } catch (e) {
-        if (!deps.alive()) return;
-        box.replaceChildren(el('p', { class: 'muted', id: 'charts-status' }, 'Charts unavailable: ' + e.message));
+        if (!deps.alive()) { charts.destroy(); return; }
+        charts.status.textContent = 'Charts unavailable: ' + e.message;
       }
       setTimeout(tick, REFRESH_MS);
     };
     tick();
-    return box;
+    return charts.box;
   }
 
   return { mount };
