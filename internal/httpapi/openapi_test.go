@@ -422,6 +422,7 @@ func TestOpenAPI(t *testing.T) {
 	go func() { defer close(done); _ = e.Run(ctx) }()
 	sched := schedule.New(store.Schedules(st), e, schedule.Config{Logger: discard()})
 	alarms := alarm.New(st, alarm.Sources{Topics: e.Topics, LatenessP99: hist.LatenessP99}, alarm.Config{Logger: discard()})
+	t.Cleanup(alarms.Close)
 	tokens, err := auth.Load("", `{"tokens":[
 		{"name":"ops","sha256":"`+auth.HashToken("ops-token")+`","scopes":["admin"]},
 		{"name":"viewer","sha256":"`+auth.HashToken("viewer-token")+`","scopes":["read"]}]}`)
@@ -582,11 +583,21 @@ func TestOpenAPI(t *testing.T) {
 	ops.call(404, "POST", "/v1/schedules/nightly/pause", "", nil)
 	ops.call(404, "DELETE", "/v1/schedules/nightly", "", nil)
 
-	// Alarms: one that fires at once, evaluated.
-	ops.call(201, "PUT", "/v1/alarms/buried", `{"url":"http://127.0.0.1:9/hook","topics":["shop/*"],"when":{"buried_over":0,"oldest_ready_over":"1h","lateness_p99_over":"5s","failures_per_min_over":10},"repeat":"10m"}`, nil)
-	ops.call(200, "PUT", "/v1/alarms/buried", `{"url":"http://127.0.0.1:9/hook","when":{"buried_over":0}}`, nil)
-	ops.call(400, "PUT", "/v1/alarms/broken", `{"url":"http://127.0.0.1:9/hook","when":{}}`, nil)
-	ops.call(200, "GET", "/v1/alarms/buried", "", nil)
+	// Alarms: one that fires at once, evaluated, so its answer carries
+	// its conditions' state.
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	t.Cleanup(hook.Close)
+	ops.call(201, "PUT", "/v1/alarms/buried", `{"url":"`+hook.URL+`","topics":["shop/*"],"when":{"buried_over":0,"oldest_ready_over":"1h","lateness_p99_over":"5s","failures_per_min_over":10},"repeat":"10m"}`, nil)
+	ops.call(200, "PUT", "/v1/alarms/buried", `{"url":"`+hook.URL+`","topics":["shop/*"],"when":{"oldest_ready_over":"1ms"}}`, nil)
+	ops.call(400, "PUT", "/v1/alarms/broken", `{"url":"`+hook.URL+`","when":{}}`, nil)
+	if err := alarms.Evaluate(ctx, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var al api.Alarm
+	ops.call(200, "GET", "/v1/alarms/buried", "", &al)
+	if al.State != "firing" || len(al.Conditions) == 0 || al.Conditions[0].Since == nil {
+		t.Errorf("alarm after an evaluation = %+v, want firing with its condition", al)
+	}
 	ops.call(200, "GET", "/v1/alarms", "", nil)
 	ops.call(204, "DELETE", "/v1/alarms/buried", "", nil)
 	ops.call(404, "GET", "/v1/alarms/buried", "", nil)
