@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/metrics"
 	"github.com/delayq/delayq/internal/store"
 )
 
@@ -16,6 +17,9 @@ func (e *Engine) Finish(ctx context.Context, ref delayq.Ref) (*delayq.Job, error
 		return nil, e.record("finish", err)
 	}
 	j, err := e.st.Delete(ctx, store.DeleteParams{Ref: ref})
+	if err == nil {
+		e.metrics.JobsFinished(j.Topic, 1)
+	}
 	return j, e.record("finish", delayq.ForJob(ref, err))
 }
 
@@ -49,6 +53,10 @@ func (e *Engine) Delete(ctx context.Context, ref delayq.Ref, force bool) (*delay
 		return nil, e.record("delete", err)
 	}
 	j, err := e.st.Delete(ctx, store.DeleteParams{Ref: ref, Force: force})
+	if err == nil && ref.Reservation != "" {
+		// beanstalkd's delete of a job the connection holds is its finish
+		e.metrics.JobsFinished(j.Topic, 1)
+	}
 	return j, e.record("delete", delayq.ForJob(ref, err))
 }
 
@@ -94,6 +102,11 @@ func (e *Engine) release(ctx context.Context, r ReleaseRequest) (*delayq.Job, er
 		return nil, delayq.ForJob(r.Ref, err)
 	}
 	e.metrics.Release(j.Topic)
+	if j.State == delayq.StateBuried {
+		e.metrics.JobsFailed(j.Topic, metrics.FailAttemptsExhausted, 1)
+	} else {
+		e.metrics.JobsFailed(j.Topic, metrics.FailReleased, 1)
+	}
 	e.announce(j)
 	return j, nil
 }
@@ -125,6 +138,7 @@ func (e *Engine) Bury(ctx context.Context, r BuryRequest) (*delayq.Job, error) {
 	j, err := e.st.Bury(ctx, store.BuryParams{Ref: r.Ref, Priority: r.Priority, Reason: r.Reason, Now: delayq.TruncMilli(time.Now())})
 	if err == nil {
 		e.metrics.Bury(j.Topic)
+		e.metrics.JobsFailed(j.Topic, metrics.FailBuried, 1)
 	}
 	return j, e.record("bury", delayq.ForJob(r.Ref, err))
 }
@@ -145,7 +159,7 @@ type KickResult struct {
 // nothing): buried ones if it has any, else delayed ones.
 func (e *Engine) Kick(ctx context.Context, topic string, n int) (KickResult, error) {
 	k, err := e.kick(ctx, topic, n)
-	return k, e.record("kick", err)
+	return k, e.recordN("kick", k.Kicked, err)
 }
 
 func (e *Engine) kick(ctx context.Context, topic string, n int) (KickResult, error) {
@@ -311,10 +325,10 @@ func (e *Engine) Pause(ctx context.Context, topic string, d time.Duration) error
 	}
 	until := delayq.CeilMilli(time.Now().Add(d))
 	if err := e.st.Pause(ctx, store.PauseParams{Topic: topic, Until: until}); err != nil {
-		return e.record("pause", err)
+		return e.recordAdmin("pause", err)
 	}
 	time.AfterFunc(time.Until(until), func() { e.waiters.wake(topic, e.waiters.count(topic)) })
-	return e.record("pause", nil)
+	return e.recordAdmin("pause", nil)
 }
 
 // FinishBatch finishes up to delayq.MaxBatch reserved jobs in one durable
@@ -343,12 +357,19 @@ func (e *Engine) FinishBatch(ctx context.Context, refs []delayq.Ref) (errs []err
 		idx = append(idx, i)
 	}
 	if len(ps) > 0 {
-		_, res, err := e.st.DeleteBatch(ctx, ps)
+		jobs, res, err := e.st.DeleteBatch(ctx, ps)
 		if err != nil {
 			return nil, e.record("finish", err)
 		}
+		var done []*delayq.Job
 		for k, i := range idx {
 			errs[i] = delayq.ForJob(refs[i], res[k])
+			if res[k] == nil && k < len(jobs) && jobs[k] != nil {
+				done = append(done, jobs[k])
+			}
+		}
+		if len(done) > 0 {
+			countByTopic(done, e.metrics.JobsFinished)
 		}
 	}
 	for _, err := range errs {

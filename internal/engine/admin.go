@@ -18,14 +18,14 @@ var ErrNoBackup = fmt.Errorf("this store takes no backups (back up Redis itself)
 func (e *Engine) Backup(ctx context.Context, w io.Writer) error {
 	b, ok := e.base.(store.Backuper)
 	if !ok {
-		return e.record("backup", ErrNoBackup)
+		return e.recordAdmin("backup", ErrNoBackup)
 	}
 	start := time.Now()
 	err := b.Backup(ctx, w)
 	if err == nil {
 		e.log.Info("backup written", "took", time.Since(start).Round(time.Millisecond))
 	}
-	return e.record("backup", err)
+	return e.recordAdmin("backup", err)
 }
 
 // Health says why the store is degraded (below its free-space floor,

@@ -127,6 +127,7 @@ func New(st store.Store, cfg Config) *Engine {
 	if e.metrics == nil {
 		e.metrics = metrics.New(st.Topics)
 	}
+	e.metrics.LimitTopicLabels(cfg.MaxTopics)
 	if co, ok := st.(store.CommitObserver); ok {
 		co.ObserveCommits(e.metrics.Commit)
 	}
@@ -156,16 +157,37 @@ func (e *Engine) Draining() bool {
 	}
 }
 
-// record counts op with the outcome of err and passes err through.
-func (e *Engine) record(op string, err error) error {
+// record counts a job operation on one job with the outcome of err and
+// passes err through.
+func (e *Engine) record(op string, err error) error { return e.recordN(op, 1, err) }
+
+// recordN counts a job operation that handled n jobs (delayq_operations_
+// total counts jobs, not calls): on success n under "ok", on failure 1
+// under the error code, whatever the call's size.
+func (e *Engine) recordN(op string, n int, err error) error {
 	if err == nil {
-		e.metrics.Op(op, "ok")
+		e.metrics.Op(op, "ok", n)
 		return nil
 	}
-	code := delayq.CodeOf(err)
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		code = "canceled"
-	}
-	e.metrics.Op(op, code)
+	e.metrics.Op(op, resultCode(err), 1)
 	return err
+}
+
+// recordAdmin counts a call that acts on no job (pause, resume, policy,
+// backup) with the outcome of err, and passes err through.
+func (e *Engine) recordAdmin(op string, err error) error {
+	if err == nil {
+		e.metrics.Admin(op, "ok")
+		return nil
+	}
+	e.metrics.Admin(op, resultCode(err))
+	return err
+}
+
+// resultCode is the result label of a failed operation.
+func resultCode(err error) string {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return "canceled"
+	}
+	return delayq.CodeOf(err)
 }

@@ -15,8 +15,8 @@ func (e *Engine) Resume(ctx context.Context, topic string) error {
 		return err
 	}
 	if err := e.st.Pause(ctx, store.PauseParams{Topic: topic}); err != nil {
-		return e.record("resume", err)
+		return e.recordAdmin("resume", err)
 	}
 	e.waiters.wake(topic, e.waiters.count(topic))
-	return e.record("resume", nil)
+	return e.recordAdmin("resume", nil)
 }

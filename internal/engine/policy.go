@@ -275,7 +275,7 @@ func (e *Engine) refreshPolicies(ctx context.Context, every time.Duration) {
 // SetPolicy makes p topic's policy, replacing any it had, durably. It
 // reports whether the topic had none before.
 func (e *Engine) SetPolicy(ctx context.Context, topic string, p Policy) (created bool, err error) {
-	defer func() { err = e.record("policy", err) }()
+	defer func() { err = e.recordAdmin("policy", err) }()
 	if err := delayq.CheckTopic(topic); err != nil {
 		return false, err
 	}
@@ -350,7 +350,7 @@ func (e *Engine) Policies(ctx context.Context) (map[string]Policy, error) {
 // DeletePolicy removes topic's policy; its jobs keep the ttr and
 // max_attempts they were put with.
 func (e *Engine) DeletePolicy(ctx context.Context, topic string) (err error) {
-	defer func() { err = e.record("policy", err) }()
+	defer func() { err = e.recordAdmin("policy", err) }()
 	if err := delayq.CheckTopic(topic); err != nil {
 		return err
 	}

@@ -32,6 +32,7 @@ func (e *Engine) Purge(ctx context.Context, topic string, state delayq.State) (i
 	for deleted < budget {
 		page, err := e.st.List(ctx, store.ListParams{Topic: topic, State: state, Limit: min(budget-deleted, delayq.MaxBatch)})
 		if err != nil {
+			e.recordN("purge", deleted, nil)
 			return deleted, e.record("purge", err)
 		}
 		if len(page.Jobs) == 0 {
@@ -43,6 +44,7 @@ func (e *Engine) Purge(ctx context.Context, topic string, state delayq.State) (i
 		}
 		_, errs, err := e.st.DeleteBatch(ctx, ps)
 		if err != nil {
+			e.recordN("purge", deleted, nil)
 			return deleted, e.record("purge", err)
 		}
 		n := 0
@@ -56,5 +58,5 @@ func (e *Engine) Purge(ctx context.Context, topic string, state delayq.State) (i
 			break // every job of the page went meanwhile; what is left is new
 		}
 	}
-	return deleted, e.record("purge", nil)
+	return deleted, e.recordN("purge", deleted, nil)
 }

@@ -48,7 +48,10 @@ type PutRequest struct {
 // The jobs come back with their ids and seqs, in request order.
 func (e *Engine) Put(ctx context.Context, reqs []PutRequest) ([]*delayq.Job, error) {
 	jobs, err := e.put(ctx, reqs)
-	return jobs, e.record("put", err)
+	if err == nil {
+		countByTopic(jobs, e.metrics.JobsPut)
+	}
+	return jobs, e.recordN("put", len(jobs), err)
 }
 
 func (e *Engine) put(ctx context.Context, reqs []PutRequest) ([]*delayq.Job, error) {
@@ -247,5 +250,20 @@ func (e *Engine) announce(jobs ...*delayq.Job) {
 	}
 	if !earliest.IsZero() {
 		e.notifyDue(earliest)
+	}
+}
+
+// countByTopic calls count once per topic of jobs with its number of jobs.
+func countByTopic(jobs []*delayq.Job, count func(topic string, n int)) {
+	if len(jobs) == 1 { // the common case, without a map
+		count(jobs[0].Topic, 1)
+		return
+	}
+	by := make(map[string]int)
+	for _, j := range jobs {
+		by[j.Topic]++
+	}
+	for t, n := range by {
+		count(t, n)
 	}
 }

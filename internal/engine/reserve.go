@@ -24,7 +24,7 @@ type ReserveRequest struct {
 // loses nothing.
 func (e *Engine) Reserve(ctx context.Context, r ReserveRequest) ([]*delayq.Job, error) {
 	jobs, err := e.reserve(ctx, r)
-	return jobs, e.record("reserve", err)
+	return jobs, e.recordN("reserve", len(jobs), err)
 }
 
 func (e *Engine) reserve(ctx context.Context, r ReserveRequest) ([]*delayq.Job, error) {

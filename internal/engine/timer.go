@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/delayq/delayq/internal/metrics"
 	"github.com/delayq/delayq/internal/store"
 )
 
@@ -91,6 +92,12 @@ func (e *Engine) tickUntilIdle(ctx context.Context) time.Time {
 func (e *Engine) afterTick(res *store.TickResult) {
 	for topic, n := range ttrExpired(res) {
 		e.metrics.Timeouts(topic, n) // before the wake-ups, so a woken consumer sees it counted
+		// Each failed attempt counts in one class: an expiry that
+		// buried the job counts as its attempts spent.
+		e.metrics.JobsFailed(topic, metrics.FailTTRExpired, n-res.BuriedByTopic[topic])
+	}
+	for topic, n := range res.BuriedByTopic {
+		e.metrics.JobsFailed(topic, metrics.FailAttemptsExhausted, n)
 	}
 	for topic, n := range res.Ready {
 		e.waiters.wake(topic, n)

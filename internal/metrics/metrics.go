@@ -19,6 +19,12 @@ type Metrics struct {
 	Registry *prometheus.Registry
 
 	ops          *prometheus.CounterVec
+	admin        *prometheus.CounterVec
+	jobsPut      *prometheus.CounterVec
+	jobsFinished *prometheus.CounterVec
+	jobsFailed   *prometheus.CounterVec
+	httpDuration *prometheus.HistogramVec
+	topicLabels  topicLabels
 	fireLateness prometheus.Histogram
 	readyWait    prometheus.Histogram
 	timeouts     *prometheus.CounterVec
@@ -39,6 +45,9 @@ var lateBuckets = prometheus.ExponentialBucketsRange(0.0001, 10, 16)
 // on a battery-backed cache) to 2.5 s (a stalled disk).
 var commitBuckets = prometheus.ExponentialBucketsRange(0.00005, 2.5, 16)
 
+// httpBuckets span 1 ms to 5 min: a reserve long-polls up to --max-wait.
+var httpBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
+
 // New creates the collectors on a fresh registry, with Go and process
 // collectors. topics, when not nil, is called at scrape time to export
 // per-topic job counts.
@@ -48,8 +57,29 @@ func New(topics func(context.Context) ([]delayq.TopicStats, error)) *Metrics {
 		Registry: reg,
 		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "delayq_operations_total",
-			Help: "Engine operations by kind and outcome (ok or the error code).",
+			Help: "Jobs handled by each job operation (put, reserve, finish, delete, release, touch, bury, kick, update, purge), by outcome (ok or the error code). Counts jobs, not calls: a batch put of 10, a reserve that hands out 10 and a batch finish of 10 each count 10; a refused call counts 1 under its error code; a reserve that finds nothing counts 0.",
 		}, []string{"op", "result"}),
+		admin: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "delayq_admin_operations_total",
+			Help: "Calls that act on no job (pause, resume, policy, backup), by outcome (ok or the error code). Counts calls: these are the only ones.",
+		}, []string{"op", "result"}),
+		jobsPut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "delayq_jobs_put_total",
+			Help: "Jobs stored by put, by topic (a batch of 10 counts 10).",
+		}, []string{"topic"}),
+		jobsFinished: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "delayq_jobs_finished_total",
+			Help: "Jobs their consumer finished (deleted with its reservation), by topic (a batch finish counts each job finished).",
+		}, []string{"topic"}),
+		jobsFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "delayq_jobs_failed_total",
+			Help: "Failed attempts, in jobs, by topic and reason_class: released (a consumer handed it back), ttr_expired (its TTR ran out), buried (a consumer buried it), attempts_exhausted (the server buried it: max_attempts spent). Each failed attempt counts once, in one class.",
+		}, []string{"topic", "reason_class"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "delayq_http_request_duration_seconds",
+			Help:    "HTTP requests by route pattern (\"unmatched\" when none serves the path), method (\"other\" beyond the usual ones) and status code: how long each took to answer. A long-polling reserve counts its wait.",
+			Buckets: httpBuckets,
+		}, []string{"route", "method", "code"}),
 		fireLateness: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "delayq_fire_lateness_seconds",
 			Help:    "How long after its due time a delayed job was made ready.",
@@ -87,6 +117,8 @@ func New(topics func(context.Context) ([]delayq.TopicStats, error)) *Metrics {
 		}),
 	}
 	m.counts.init()
+	m.topicLabels.init(DefaultTopicLabels)
+	reg.MustRegister(m.admin, m.jobsPut, m.jobsFinished, m.jobsFailed, m.httpDuration)
 	reg.MustRegister(m.ops, m.fireLateness, m.readyWait, m.timeouts, m.releases, m.buries, m.buried, m.waiters, m.commit, buildInfo(buildinfo.Read()),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if topics != nil {
@@ -107,8 +139,63 @@ func buildInfo(i buildinfo.Info) prometheus.Collector {
 	return g
 }
 
-// Op counts one operation with its outcome code ("ok" on success).
-func (m *Metrics) Op(op, result string) { m.ops.WithLabelValues(op, result).Inc() }
+// Op counts n jobs of a job operation with their outcome code ("ok" on
+// success); see delayq_operations_total's help for what counts.
+func (m *Metrics) Op(op, result string, n int) {
+	if n > 0 {
+		m.ops.WithLabelValues(op, result).Add(float64(n))
+	}
+}
+
+// Admin counts one call that acts on no job (pause, resume, policy,
+// backup) with its outcome code.
+func (m *Metrics) Admin(op, result string) { m.admin.WithLabelValues(op, result).Inc() }
+
+// Failure reason classes of delayq_jobs_failed_total: a bounded set, one
+// per way an attempt fails.
+const (
+	FailReleased          = "released"           // a consumer released the job
+	FailTTRExpired        = "ttr_expired"        // its TTR ran out (handed out again, or delayed by backoff)
+	FailBuried            = "buried"             // a consumer buried it
+	FailAttemptsExhausted = "attempts_exhausted" // the server buried it: its max_attempts were spent
+)
+
+// JobsPut counts n jobs of topic stored by a put.
+func (m *Metrics) JobsPut(topic string, n int) {
+	if n > 0 {
+		m.jobsPut.WithLabelValues(m.topicLabels.label(topic)).Add(float64(n))
+	}
+}
+
+// JobsFinished counts n jobs of topic their consumer finished.
+func (m *Metrics) JobsFinished(topic string, n int) {
+	if n > 0 {
+		m.jobsFinished.WithLabelValues(m.topicLabels.label(topic)).Add(float64(n))
+	}
+}
+
+// JobsFailed counts n failed attempts of topic's jobs of one reason class
+// (FailReleased, ...).
+func (m *Metrics) JobsFailed(topic, class string, n int) {
+	if n > 0 {
+		m.jobsFailed.WithLabelValues(m.topicLabels.label(topic), class).Add(float64(n))
+	}
+}
+
+// HTTPRequest records one HTTP request. route, method and code must come
+// from bounded sets (the caller maps the rest to fixed values).
+func (m *Metrics) HTTPRequest(route, method, code string, d time.Duration) {
+	m.httpDuration.WithLabelValues(route, method, code).Observe(d.Seconds())
+}
+
+// LimitTopicLabels bounds the distinct topic label values of the
+// per-topic counters to n (the server passes --max-topics); n ≤ 0 keeps
+// DefaultTopicLabels.
+func (m *Metrics) LimitTopicLabels(n int) {
+	if n > 0 {
+		m.topicLabels.setMax(n)
+	}
+}
 
 // FireLateness records how late a delayed job became ready.
 func (m *Metrics) FireLateness(d time.Duration) { m.fireLateness.Observe(d.Seconds()) }
@@ -121,19 +208,19 @@ func (m *Metrics) Timeouts(topic string, n int) {
 	if n <= 0 {
 		return
 	}
-	m.timeouts.WithLabelValues(topic).Add(float64(n))
+	m.timeouts.WithLabelValues(m.topicLabels.label(topic)).Add(float64(n))
 	m.counts.add(topic, &m.counts.timeouts, n)
 }
 
 // Release counts one job of topic a consumer released.
 func (m *Metrics) Release(topic string) {
-	m.releases.WithLabelValues(topic).Inc()
+	m.releases.WithLabelValues(m.topicLabels.label(topic)).Inc()
 	m.counts.add(topic, &m.counts.releases, 1)
 }
 
 // Bury counts one job of topic a consumer buried.
 func (m *Metrics) Bury(topic string) {
-	m.buries.WithLabelValues(topic).Inc()
+	m.buries.WithLabelValues(m.topicLabels.label(topic)).Inc()
 	m.counts.add(topic, &m.counts.buries, 1)
 }
 

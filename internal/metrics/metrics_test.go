@@ -106,3 +106,45 @@ func TestOldestReadyAge(t *testing.T) {
 		t.Errorf("OldestReadyAge of a job ready in the future = %s, want 0", got)
 	}
 }
+
+// TestTopicLabelsBounded: past the bound, new topics count under
+// OtherTopic, while the topics already named keep their series.
+func TestTopicLabelsBounded(t *testing.T) {
+	m := New(nil)
+	m.LimitTopicLabels(2)
+	m.JobsPut("a", 1)
+	m.JobsPut("b", 1)
+	m.JobsPut("c", 3) // beyond the bound
+	m.JobsFailed("d", FailReleased, 1)
+	m.JobsPut("a", 1) // already named
+	got := map[string]float64{}
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		for _, mt := range f.GetMetric() {
+			key := f.GetName()
+			for _, l := range mt.GetLabel() {
+				key += " " + l.GetName() + "=" + l.GetValue()
+			}
+			if mt.Counter != nil {
+				got[key] = mt.GetCounter().GetValue()
+			}
+		}
+	}
+	want := map[string]float64{
+		"delayq_jobs_put_total topic=a":                                      2,
+		"delayq_jobs_put_total topic=b":                                      1,
+		"delayq_jobs_put_total topic=" + OtherTopic:                          3,
+		"delayq_jobs_failed_total reason_class=released topic=" + OtherTopic: 1,
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+	if _, ok := got["delayq_jobs_put_total topic=c"]; ok {
+		t.Error("topic c has its own series beyond the bound")
+	}
+}
