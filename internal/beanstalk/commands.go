@@ -2,6 +2,7 @@ package beanstalk
 
 import (
 	"errors"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -168,7 +169,9 @@ func (c *conn) cmdDelete(cmd *command) error {
 		}
 		// Our TTR ran out: the job may be ready again, and deletable.
 	}
+	// Not held by this connection: an operator's delete, audited.
 	j, err := c.srv.Engine.Delete(c.ctx, ref, false)
+	c.audit("job.delete", jobTarget(cmd.id, j), err, slog.Uint64("seq", cmd.id))
 	if err != nil {
 		return err
 	}
@@ -242,6 +245,7 @@ func (c *conn) cmdTouch(cmd *command) error {
 
 func (c *conn) cmdKick(cmd *command) error {
 	res, err := c.srv.Engine.Kick(c.ctx, c.use, int(cmd.bound))
+	c.audit("topic.kick", "topic:"+c.use, err, slog.Int("kicked", res.Kicked), slog.String("state", string(res.State)))
 	if err != nil {
 		return err
 	}
@@ -250,7 +254,9 @@ func (c *conn) cmdKick(cmd *command) error {
 }
 
 func (c *conn) cmdKickJob(cmd *command) error {
-	if _, err := c.srv.Engine.KickJob(c.ctx, delayq.Ref{Seq: cmd.id}); err != nil {
+	j, err := c.srv.Engine.KickJob(c.ctx, delayq.Ref{Seq: cmd.id})
+	c.audit("job.kick", jobTarget(cmd.id, j), err, slog.Uint64("seq", cmd.id))
+	if err != nil {
 		return err
 	}
 	c.writeLine("KICKED")
@@ -334,12 +340,16 @@ func (c *conn) cmdPauseTube(cmd *command) error {
 		return errBadFormat
 	}
 	if _, ok, err := c.srv.tubeStats(c.ctx, cmd.tube); err != nil || !ok {
-		return orElse(err, errNotFound)
+		err = orElse(err, errNotFound)
+		c.audit("topic.pause", "topic:"+cmd.tube, err)
+		return err
 	}
 	// beanstalkd pauses for at least 1ns so that waiters wake when it
 	// ends; the store's millisecond is the nearest delayq can do.
 	d := max(seconds(cmd.delay), time.Nanosecond)
-	if err := c.srv.Engine.Pause(c.ctx, cmd.tube, d); err != nil {
+	err := c.srv.Engine.Pause(c.ctx, cmd.tube, d)
+	c.audit("topic.pause", "topic:"+cmd.tube, err, slog.Duration("for", d))
+	if err != nil {
 		return err
 	}
 	c.srv.tubes.update(cmd.tube, func(t *tube) { t.pauses++; t.pause = d })

@@ -28,6 +28,7 @@ type serveCmd struct {
 	AlarmInterval    time.Duration `name:"alarm-interval" env:"DELAYQ_ALARM_INTERVAL" default:"${alarm_interval}" help:"Time between two evaluations of the alarms."`
 	LogLevel         string        `name:"log-level" env:"DELAYQ_LOG_LEVEL" default:"${log_level}" enum:"debug,info,warn,error" help:"debug, info, warn or error."`
 	LogFormat        string        `name:"log-format" env:"DELAYQ_LOG_FORMAT" default:"${log_format}" enum:"text,json" help:"text or json."`
+	AccessLog        bool          `name:"access-log" env:"DELAYQ_ACCESS_LOG" help:"Log one record per HTTP request: method, route, status, bytes, duration, principal, remote address."`
 
 	BeanstalkAddr string `name:"beanstalk-addr" env:"DELAYQ_BEANSTALK_ADDR" default:"${beanstalk_addr}" help:"host:port of the beanstalkd protocol (empty disables it)."`
 	DebugAddr     string `name:"debug-addr" env:"DELAYQ_DEBUG_ADDR" help:"host:port serving Go's profiler at /debug/pprof/ (off by default; no authentication, keep it on loopback)."`
@@ -56,6 +57,7 @@ func (c *serveCmd) config() config.Config {
 		AlarmInterval:    c.AlarmInterval,
 		LogLevel:         c.LogLevel,
 		LogFormat:        c.LogFormat,
+		AccessLog:        c.AccessLog,
 		Security:         c.securityFlags.config(),
 	}
 }

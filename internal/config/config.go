@@ -103,6 +103,9 @@ type Config struct {
 	// LogFormat is text (logfmt-like, for people) or json (for log
 	// pipelines). Default text.
 	LogFormat string
+	// AccessLog logs one record per HTTP request (method, route, status,
+	// bytes, duration, principal, remote address). Default off.
+	AccessLog bool
 
 	// BeanstalkAddr is the host:port the beanstalkd protocol listens on.
 	// Default "127.0.0.1:11300"; "" disables it; port 0 picks a free port.
@@ -277,9 +280,19 @@ func (c Config) AdvertiseURLFor(bound net.Addr) string {
 // Validate; an unknown level falls back to info.
 func (c Config) NewLogger(w io.Writer) *slog.Logger {
 	level, _ := ParseLevel(c.LogLevel)
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationString}
 	if c.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// durationString writes every duration as Go writes it ("1.5s", "250µs"):
+// the JSON handler would write nanoseconds, a number nobody reads as a
+// time. It applies to every record, attributes in groups included.
+func durationString(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/api"
+	"github.com/delayq/delayq/internal/audit"
 	"github.com/delayq/delayq/internal/engine"
 )
 
@@ -40,7 +41,7 @@ var commands = map[string]func(*handler, *http.Request, *api.CommandRequest) (ap
 	"add":    (*handler).cmdAdd,
 	"pop":    (*handler).cmdPop,
 	"finish": (*handler).cmdDelete,
-	"delete": (*handler).cmdDelete,
+	"delete": (*handler).cmdDeleteAudited,
 }
 
 // runCommand decodes and runs one valid-JSON command.
@@ -119,6 +120,18 @@ func (h *handler) cmdDelete(r *http.Request, req *api.CommandRequest) (api.Comma
 		return api.CommandResponse{}, err
 	}
 	return api.CommandResponse{ID: j.ID}, nil
+}
+
+// cmdDeleteAudited serves delete, an operator's revoke (finish is the
+// consumer's, on the hot path), and writes its audit record.
+func (h *handler) cmdDeleteAudited(r *http.Request, req *api.CommandRequest) (api.CommandResponse, error) {
+	resp, err := h.cmdDelete(r, req)
+	a := audit.Actor{Protocol: "json", Remote: r.RemoteAddr}
+	if in := audit.ActorOf(r.Context()); in != nil {
+		a.Principal, a.Remote = in.Principal, in.Remote
+	}
+	audit.Log(r.Context(), h.log, &a, "job.delete", "job:"+req.ID, audit.Outcome(err))
+	return resp, err
 }
 
 // commandBody is the stored body: a JSON string's text, any other JSON

@@ -292,6 +292,7 @@ func (g *guard) serve(w http.ResponseWriter, r *http.Request, rl rule) {
 			g.refuse(w, r, &statusError{http.StatusUnauthorized, api.CodeUnauthorized, msg})
 			return
 		}
+		setPrincipal(r, p.Name) // for the audit and access records (observe.go)
 		// A cookie goes with every request the browser sends, whichever
 		// page sends it: a change made with one must say it comes from
 		// the dashboard's own origin (SameSite=Strict already keeps the

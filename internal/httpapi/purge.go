@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"log/slog"
 	"net/http"
 
 	"github.com/delayq/delayq"
@@ -21,5 +22,6 @@ func (h *handler) purgeJobs(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
+	noteAudit(r, slog.String("state", r.URL.Query().Get("state")), slog.Int("deleted", n))
 	writeJSON(w, http.StatusOK, api.PurgeResponse{Deleted: n})
 }

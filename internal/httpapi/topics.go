@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -82,6 +83,7 @@ func (h *handler) kickTopic(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
+	noteAudit(r, slog.Int("kicked", res.Kicked), slog.String("state", string(res.State)))
 	writeJSON(w, http.StatusOK, api.KickResponse{Kicked: res.Kicked, State: string(res.State)})
 }
 

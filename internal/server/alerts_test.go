@@ -64,8 +64,8 @@ func exported(text string) []string {
 
 // TestAlertMetricNamesExported: every delayq metric the shipped rules
 // and Grafana dashboard query is one a real server exports, once it has
-// done each kind of work (puts, reserves, releases, buries, a TTR
-// expiry, a schedule tick).
+// done each kind of work (puts, reserves, finishes, releases, buries,
+// a TTR expiry, a schedule tick).
 func TestAlertMetricNamesExported(t *testing.T) {
 	s := startServer(t, testConfig(t), &syncBuffer{})
 	defer http.DefaultClient.CloseIdleConnections()
@@ -92,6 +92,12 @@ func TestAlertMetricNamesExported(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := c.KickJob(ctx, "w"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Finish(ctx, "w", reserve()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Put(ctx, "work", client.PutRequest{ID: "w2", Body: []byte("x"), TTR: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	reserve()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/delayq/delayq/api"
+	"github.com/delayq/delayq/internal/audit"
 	"github.com/delayq/delayq/internal/auth"
 	"github.com/delayq/delayq/internal/beanstalk"
 	"github.com/delayq/delayq/internal/config"
@@ -176,18 +178,30 @@ func (s *Server) advertiseScheme(u string) string {
 // On error the previous ones stay in force.
 func (s *Server) Reload() error {
 	var errs []error
+	// Reloads come from a signal, sent by whoever runs the process.
+	actor := &audit.Actor{Principal: "system", Protocol: "signal"}
+	auditReload := func(action, target string, err error, extra ...slog.Attr) {
+		if err != nil {
+			extra = append(extra, slog.String("err", err.Error()))
+		}
+		audit.Log(context.Background(), s.log, actor, action, target, audit.Outcome(err), extra...)
+	}
 	if s.sec.auth != nil {
 		if err := s.sec.auth.Reload(); err != nil {
 			errs = append(errs, err)
+			auditReload("tokens.reload", s.cfg.AuthFile, err)
 		} else {
 			s.log.Info("tokens reloaded", "entries", s.sec.auth.Len())
+			auditReload("tokens.reload", s.cfg.AuthFile, nil, slog.Int("entries", s.sec.auth.Len()))
 		}
 	}
 	if s.sec.tls != nil {
 		if err := s.sec.tls.Reload(); err != nil {
 			errs = append(errs, err)
+			auditReload("certificates.reload", s.cfg.TLSCert, err)
 		} else {
 			s.log.Info("certificates reloaded")
+			auditReload("certificates.reload", s.cfg.TLSCert, nil)
 		}
 	}
 	err := errors.Join(errs...)

@@ -285,7 +285,8 @@ func (s *Server) httpServer(api http.Handler) *http.Server {
 		// A hostile web page must not make an operator's browser put, kick
 		// or delete jobs: refuse cross-origin unsafe requests (browsers say
 		// where they come from; curl and SDK clients send no such headers).
-		Handler:           s.guardHTTP(http.NewCrossOriginProtection().Handler(api)),
+		Handler: httpapi.Observe(s.eng, s.guardHTTP(http.NewCrossOriginProtection().Handler(api)),
+			httpapi.ObserveOptions{Logger: s.log.With("component", "http"), AccessLog: s.cfg.AccessLog}),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      s.cfg.MaxWait + writeSlack,
