@@ -52,8 +52,9 @@ type Security struct {
 	// never, as beanstalkd; set it when clients reconnect on their own.
 	BeanstalkIdleTimeout time.Duration
 	// MaxInflightBytes bounds the bytes of HTTP request bodies being read
-	// and decoded at once; a request waits up to InflightWait for its
-	// share, then answers 503 too_many_bytes_in_flight. Default 256 MiB.
+	// and decoded at once, charged as they arrive (limits.Bytes); a
+	// request that finds it spent waits up to InflightWait, then answers
+	// 503 too_many_bytes_in_flight. Default 256 MiB.
 	MaxInflightBytes int64
 	// InflightWait is how long a request may wait for its share of
 	// MaxInflightBytes. Default 5s.

@@ -101,7 +101,8 @@ func decodeBatchJobs(dec *json.Decoder, req *api.BatchRequest) error {
 // JSON errors as decode does.
 func streamError(err error) error {
 	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
+	var le *delayq.LimitError // the bytes in flight at their bound (limits.Bytes): 503
+	if errors.As(err, &mbe) || errors.As(err, &le) {
 		return err
 	}
 	if err == io.EOF {

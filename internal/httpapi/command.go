@@ -23,9 +23,14 @@ import (
 func (h *handler) command(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.oneJobBytes))
 	var mbe *http.MaxBytesError
+	var le *delayq.LimitError
 	switch {
 	case errors.As(err, &mbe):
 		writeJSON(w, http.StatusRequestEntityTooLarge, failed(err))
+		return
+	case errors.As(err, &le): // the bytes in flight at their bound
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusServiceUnavailable, failed(err))
 		return
 	case err != nil:
 		return // the client's connection broke mid-request

@@ -42,7 +42,13 @@ func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 		code, status = api.CodeTooLarge, http.StatusRequestEntityTooLarge
 		msg = fmt.Sprintf("request body is over the limit of %d bytes", mbe.Limit)
 	}
-	if status >= http.StatusInternalServerError && code != api.CodeDraining {
+	var le *delayq.LimitError
+	if errors.As(err, &le) && le.Retry && status == http.StatusServiceUnavailable {
+		// The server is at a bound (bytes in flight): the client's
+		// request was fine, a retry soon may pass, and a flood of
+		// refusals must not flood the log.
+		w.Header().Set("Retry-After", "1")
+	} else if status >= http.StatusInternalServerError && code != api.CodeDraining {
 		if r.Context().Err() != nil {
 			return // the client left; nobody reads the answer
 		}
@@ -101,8 +107,9 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, err
+		var le *delayq.LimitError
+		if errors.As(err, &mbe) || errors.As(err, &le) {
+			return nil, err // answered 413, or 503 when the bytes in flight are at their bound
 		}
 		return nil, fmt.Errorf("reading the request body: %w", errors.Join(err, context.Cause(r.Context())))
 	}

@@ -39,12 +39,10 @@ type GuardOptions struct {
 	// Rates bounds requests per second per token (per remote address
 	// without tokens).
 	Rates *limits.Rates
-	// Bytes bounds the bytes of request bodies in flight.
+	// Bytes bounds the request bytes in flight: each request's body is
+	// charged as it arrives, and handlers charge what they decode it into
+	// (limits.ChargeFrom).
 	Bytes *limits.Bytes
-	// MaxRequestBytes is the share a body of unknown length takes of
-	// Bytes: the largest request the API accepts. Default
-	// DefaultMaxRequestBytes of the engine's MaxBody.
-	MaxRequestBytes int64
 	// Logger receives refused requests at debug level and reloads.
 	Logger *slog.Logger
 	// Sessions are the dashboard's logins (session.go): a request without
@@ -61,9 +59,6 @@ type GuardOptions struct {
 func Guard(e *engine.Engine, next http.Handler, o GuardOptions) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
-	}
-	if o.MaxRequestBytes <= 0 {
-		o.MaxRequestBytes = DefaultMaxRequestBytes(int64(e.Config().MaxBody))
 	}
 	g := &guard{e: e, next: next, o: o, mux: http.NewServeMux()}
 	g.routes()
@@ -318,20 +313,14 @@ func (g *guard) serve(w http.ResponseWriter, r *http.Request, rl rule) {
 		r = r2.WithContext(withPrincipal(r2.Context(), p))
 	}
 	if r.Body != nil && r.Body != http.NoBody && g.o.Bytes != nil {
-		n := r.ContentLength
-		if n < 0 || n > g.o.MaxRequestBytes {
-			n = g.o.MaxRequestBytes // the API refuses more than this anyway
-		}
-		release, err := g.o.Bytes.Acquire(r.Context(), n)
-		if err != nil {
-			if r.Context().Err() != nil {
-				return // the client left
-			}
-			w.Header().Set("Retry-After", "1")
-			g.refuse(w, r, err)
-			return
-		}
-		defer release()
+		// Charged as the bytes arrive, not by the declared length: a
+		// client that declares much and sends little holds only what it
+		// sent (limits.Bytes says why). A refusal surfaces from the
+		// body's Read or a handler's Take, and the API answers it 503.
+		c := g.o.Bytes.Open()
+		defer c.Close()
+		r = r.WithContext(limits.WithCharge(r.Context(), c))
+		r.Body = c.Body(r.Context(), r.Body)
 	}
 	g.next.ServeHTTP(w, r)
 }

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/semaphore"
 	"golang.org/x/time/rate"
 
 	"github.com/delayq/delayq"
@@ -79,69 +78,6 @@ func (c *countedConn) Close() error {
 // Unwrap returns the accepted connection, for code that needs its type
 // (a *tls.Conn's state, a TCP connection's options).
 func (c *countedConn) Unwrap() net.Conn { return c.Conn }
-
-// Bytes bounds the bytes of request bodies held in memory at once across
-// all requests. A request takes its share before its body is read and
-// gives it back when it is answered, so many concurrent large batches
-// queue for memory instead of exhausting it.
-type Bytes struct {
-	max      int64
-	wait     time.Duration
-	sem      *semaphore.Weighted
-	inFlight atomic.Int64
-	peak     atomic.Int64
-}
-
-// NewBytes bounds bodies in flight to max bytes; a request waits at most
-// wait for its share, then is refused. max <= 0 returns nil, which bounds
-// nothing.
-func NewBytes(max int64, wait time.Duration) *Bytes {
-	if max <= 0 {
-		return nil
-	}
-	return &Bytes{max: max, wait: wait, sem: semaphore.NewWeighted(max)}
-}
-
-// Acquire takes n bytes of the budget (n is clamped to the whole budget:
-// a request larger than it runs alone), waiting up to the configured wait.
-// The release func gives them back; it is safe on a nil Bytes.
-func (b *Bytes) Acquire(ctx context.Context, n int64) (release func(), err error) {
-	if b == nil || n <= 0 {
-		return func() {}, nil
-	}
-	n = min(n, b.max)
-	if !b.sem.TryAcquire(n) {
-		wctx, cancel := context.WithTimeout(ctx, b.wait)
-		err := b.sem.Acquire(wctx, n)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return nil, &delayq.LimitError{Code: api.CodeTooManyBytes, Retry: true,
-				Reason: fmt.Sprintf("request bodies in flight are at their bound of %d bytes (--max-inflight-bytes); retry later", b.max)}
-		}
-	}
-	now := b.inFlight.Add(n)
-	for p := b.peak.Load(); now > p && !b.peak.CompareAndSwap(p, now); p = b.peak.Load() {
-	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			b.inFlight.Add(-n)
-			b.sem.Release(n)
-		})
-	}, nil
-}
-
-// InFlight is the bytes taken now; Peak the most ever taken at once.
-func (b *Bytes) InFlight() int64 { return b.inFlight.Load() }
-
-// Peak is the most bytes ever in flight at once, for tests and metrics.
-func (b *Bytes) Peak() int64 { return b.peak.Load() }
-
-// Max is the bound.
-func (b *Bytes) Max() int64 { return b.max }
 
 // Rates holds one token bucket per client key (a token's name, or a remote
 // address when the server runs without tokens). Buckets idle for a while

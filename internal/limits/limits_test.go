@@ -74,8 +74,8 @@ func TestBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.InFlight() != 100 {
-		t.Fatalf("InFlight = %d, want the clamped 100", b.InFlight())
+	if b.InFlight() != 1000 {
+		t.Fatalf("InFlight = %d, want the lone request's 1000", b.InFlight())
 	}
 	relBig()
 	ctx, cancel := context.WithCancel(t.Context())

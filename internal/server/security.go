@@ -139,6 +139,9 @@ func (s *Server) admitBeanstalk(_ context.Context, nc net.Conn) *auth.Principal 
 
 // guardHTTP wraps the API handler in httpapi.Guard.
 func (s *Server) guardHTTP(h http.Handler) http.Handler {
+	if b := s.sec.bytes; b != nil {
+		s.eng.Metrics().WatchInflight(b.InFlight, b.Peak, b.Refused)
+	}
 	return httpapi.Guard(s.eng, h, httpapi.GuardOptions{
 		Auth:   s.sec.auth,
 		Hosts:  httpapi.NewHostPolicy(s.allowedHosts()),
