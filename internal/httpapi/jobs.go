@@ -21,6 +21,10 @@ func (h *handler) putJob(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
+	if err := chargePut(r.Context(), &req); err != nil {
+		h.writeError(w, r, err)
+		return
+	}
 	p, err := toPut(topic, &req)
 	if err != nil {
 		h.writeError(w, r, err)
@@ -49,10 +53,17 @@ func (h *handler) putBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	puts := make([]engine.PutRequest, len(req.Jobs))
 	for i := range req.Jobs {
+		if err := chargePut(r.Context(), &req.Jobs[i]); err != nil {
+			h.writeError(w, r, err)
+			return
+		}
 		if puts[i], err = toPut(topic, &req.Jobs[i]); err != nil {
 			h.writeError(w, r, inJob(err, i))
 			return
 		}
+		// The wire strings are done with: let the collector have them
+		// while the store copies the bodies.
+		req.Jobs[i] = api.PutRequest{}
 	}
 	jobs, err := h.e.Put(r.Context(), puts)
 	if err != nil {

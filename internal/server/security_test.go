@@ -169,7 +169,7 @@ func TestRefusesToListenBeyondLoopbackWithoutTokens(t *testing.T) {
 func TestBytesInFlightBounded(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)
-	const max = 3 << 20
+	const max = 24 << 20 // two batches' wire bytes and decoded copies (TestBatchPutChargesWhatItDecodes)
 	cfg.MaxInflightBytes = max
 	cfg.InflightWait = 50 * time.Millisecond
 	s := startServer(t, cfg, &syncBuffer{})
