@@ -56,9 +56,12 @@ const (
 	CodeBadTimeout      = "bad_timeout"
 	CodeBadUTF8         = "bad_utf8"
 	CodeRequestTooLarge = "request_too_large"
-	CodeBadPolicy       = "bad_policy"   // a topic policy that sets nothing
-	CodeBadBackoff      = "bad_backoff"  // a policy's backoff: initial, max, factor or jitter
-	CodeBadMaxJobs      = "bad_max_jobs" // a policy's max_jobs
+	CodeBadPolicy       = "bad_policy"       // a topic policy that sets nothing
+	CodeBadBackoff      = "bad_backoff"      // a policy's backoff: initial, max, factor or jitter
+	CodeBadMaxJobs      = "bad_max_jobs"     // a policy's max_jobs
+	CodeBadAlarmFormat  = "bad_alarm_format" // an alarm's format: not delayq, alertmanager or slack
+	CodeBadAlarmHeader  = "bad_alarm_header" // an alarm's custom header: a bad or reserved name, a bad value, too many
+	CodeBadAlarmSecret  = "bad_alarm_secret" // an alarm's secret: too long, or the mask with no secret to keep
 )
 
 // sentinelCodes pairs each sentinel with its code.

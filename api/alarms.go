@@ -9,7 +9,37 @@ type AlarmRequest struct {
 	Topics []string  `json:"topics,omitempty"`
 	When   AlarmWhen `json:"when"`
 	Repeat *Duration `json:"repeat,omitempty"`
+	// Secret, when set, signs every event: X-Delayq-Signature carries
+	// sha256=<hex HMAC-SHA256 of "<timestamp>.<body>">, X-Delayq-Timestamp
+	// the timestamp (docs/alarms.md). Write-only: answers show SecretMask,
+	// and a PUT of SecretMask keeps the stored secret.
+	Secret string `json:"secret,omitempty"`
+	// Headers are sent with every event (a receiver's API key, a routing
+	// header). Hop-by-hop headers, Host, Content-Length, Content-Type and
+	// the X-Delayq- headers cannot be set.
+	Headers map[string]string `json:"headers,omitempty"`
+	// Format is the payload: AlarmFormatDelayq (an AlarmEvent, the
+	// default), AlarmFormatAlertmanager (Alertmanager's webhook payload,
+	// version 4) or AlarmFormatSlack (a Slack incoming webhook's {"text"}).
+	Format string `json:"format,omitempty"`
 }
+
+// Alarm payload formats (AlarmRequest.Format).
+const (
+	AlarmFormatDelayq       = "delayq"
+	AlarmFormatAlertmanager = "alertmanager"
+	AlarmFormatSlack        = "slack"
+)
+
+// SecretMask stands for an alarm's secret in answers: the secret itself
+// is never sent back.
+const SecretMask = "********"
+
+// Headers of a signed alarm event.
+const (
+	SignatureHeader = "X-Delayq-Signature" // sha256=<hex>
+	TimestampHeader = "X-Delayq-Timestamp" // Unix seconds, signed with the body
+)
 
 // AlarmWhen holds an alarm's conditions; each present one is checked per
 // topic, and each holds on its own.
@@ -31,15 +61,18 @@ type AlarmWhen struct {
 // conditions holds for any topic, else "ok". Conditions lists what the
 // last evaluation saw, per topic and condition.
 type Alarm struct {
-	Name       string           `json:"name"`
-	URL        string           `json:"url"`
-	Topics     []string         `json:"topics"`
-	When       AlarmWhen        `json:"when"`
-	Repeat     *Duration        `json:"repeat,omitempty"`
-	Created    Time             `json:"created"`
-	Updated    Time             `json:"updated"`
-	State      string           `json:"state"`
-	Conditions []AlarmCondition `json:"conditions"`
+	Name       string            `json:"name"`
+	URL        string            `json:"url"`
+	Topics     []string          `json:"topics"`
+	When       AlarmWhen         `json:"when"`
+	Repeat     *Duration         `json:"repeat,omitempty"`
+	Secret     string            `json:"secret,omitempty"` // SecretMask when the alarm has one
+	Headers    map[string]string `json:"headers,omitempty"`
+	Format     string            `json:"format"`
+	Created    Time              `json:"created"`
+	Updated    Time              `json:"updated"`
+	State      string            `json:"state"`
+	Conditions []AlarmCondition  `json:"conditions"`
 }
 
 // AlarmCondition is one condition of an alarm for one topic. Value and

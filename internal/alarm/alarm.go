@@ -60,9 +60,16 @@ type Alarm struct {
 	LatenessP99Over    *time.Duration `json:"lateness_p99_over,omitempty"`
 	FailuresPerMinOver *float64       `json:"failures_per_min_over,omitempty"`
 
-	Repeat  time.Duration `json:"repeat,omitempty"` // 0: no repeat
-	Created time.Time     `json:"created"`
-	Updated time.Time     `json:"updated"`
+	Repeat time.Duration `json:"repeat,omitempty"` // 0: no repeat
+
+	// Secret signs the events (webhook.go). It is stored as given, since
+	// signing needs it, and never sent back: Request shows api.SecretMask.
+	Secret  string            `json:"secret,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"` // sent with every event
+	Format  string            `json:"format,omitempty"`  // "" is api.AlarmFormatDelayq
+
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
 }
 
 // Matches reports whether the alarm watches topic.
@@ -181,6 +188,9 @@ func FromRequest(name string, r *api.AlarmRequest) (*Alarm, error) {
 		}
 		a.Repeat = d
 	}
+	if err := checkWebhook(a, r); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -239,6 +249,16 @@ func (a *Alarm) Request() api.AlarmRequest {
 	if a.Repeat > 0 {
 		r.Repeat = ptr(api.Duration(a.Repeat))
 	}
+	if a.Secret != "" {
+		r.Secret = api.SecretMask
+	}
+	if len(a.Headers) > 0 {
+		r.Headers = make(map[string]string, len(a.Headers))
+		for k, v := range a.Headers {
+			r.Headers[k] = v
+		}
+	}
+	r.Format = a.format()
 	return r
 }
 

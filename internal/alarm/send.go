@@ -3,7 +3,6 @@ package alarm
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,9 +17,14 @@ type sender struct {
 	q chan delivery
 }
 
+// delivery is one event with how to send it, copied from the alarm when
+// the event is made, so a PUT meanwhile does not change it half-way.
 type delivery struct {
-	url string
-	ev  api.AlarmEvent
+	url     string
+	format  string
+	secret  string
+	headers map[string]string
+	ev      api.AlarmEvent
 }
 
 // enqueue hands ev to a's sender, starting one if none runs. It never
@@ -42,7 +46,7 @@ func (s *Service) enqueue(a *Alarm, ev api.AlarmEvent) {
 		go s.run(a.Name, sd)
 	}
 	select {
-	case sd.q <- delivery{url: a.URL, ev: ev}:
+	case sd.q <- delivery{url: a.URL, format: a.format(), secret: a.Secret, headers: a.Headers, ev: ev}:
 	default:
 		s.met.event(outcomeDropped)
 		s.log.Error("alarms: too many events waiting for the receiver; event dropped", "alarm", a.Name, "url", a.URL,
@@ -70,14 +74,14 @@ func (s *Service) run(name string, sd *sender) {
 
 // deliver POSTs one event, retrying with backoff, and logs it given up.
 func (s *Service) deliver(name string, d delivery) {
-	body, err := json.Marshal(d.ev)
+	body, err := render(d.format, d.ev)
 	if err != nil {
 		s.log.Error("alarms: encoding an event failed", "alarm", name, "err", err)
 		return
 	}
 	wait := s.cfg.Backoff
 	for attempt := 0; ; attempt++ {
-		err = s.post(d.url, body)
+		err = s.post(&d, body)
 		if err == nil {
 			s.met.event(outcomeSent)
 			return
@@ -100,15 +104,16 @@ func (s *Service) deliver(name string, d delivery) {
 }
 
 // post sends one event once; a 2xx answer is success.
-func (s *Service) post(url string, body []byte) error {
+func (s *Service) post(d *delivery, body []byte) error {
 	ctx, cancel := context.WithTimeout(s.sendCtx, s.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "delayq-alarm")
+	setHeaders(req.Header, d, body, time.Now()) // may replace User-Agent
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := s.cfg.Client.Do(req)
 	if err != nil {
 		return err

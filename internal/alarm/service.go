@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/api"
 	"github.com/delayq/delayq/internal/store"
 )
 
@@ -165,8 +166,14 @@ func (s *Service) Put(ctx context.Context, a *Alarm) (*Alarm, bool, error) {
 				return nil, false, err
 			}
 			n.Created, prev = old.Created, cur.Rev
+			if n.Secret == api.SecretMask { // a definition read back and put again
+				n.Secret = old.Secret
+			}
 		case !errors.Is(err, store.ErrDocNotFound):
 			return nil, false, err
+		}
+		if n.Secret == api.SecretMask {
+			return nil, false, delayq.Invalid(delayq.CodeBadAlarmSecret, "secret", "%s stands for a stored secret, and alarm %q has none: give the secret itself", api.SecretMask, a.Name)
 		}
 		b, err := json.Marshal(&n)
 		if err != nil {

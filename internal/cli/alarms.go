@@ -21,14 +21,17 @@ type alarmCmd struct {
 type alarmSetCmd struct {
 	clientFlags
 	outputFlags
-	Name               string         `arg:"" help:"Alarm name: letters, digits and _.-."`
-	URL                string         `name:"url" required:"" help:"http(s) URL the events are POSTed to."`
-	Topics             []string       `name:"topic" help:"Topic glob to watch (*, ?, [a-z]); repeatable. Default: every topic."`
-	BuriedOver         *int           `help:"Holds while a topic has more buried jobs than this."`
-	OldestReadyOver    *time.Duration `help:"Holds while a topic's oldest ready job has waited longer than this."`
-	LatenessP99Over    *time.Duration `name:"lateness-p99-over" help:"Holds while the p99 of a topic's fire lateness over the last minute is above this."`
-	FailuresPerMinOver *float64       `help:"Holds while a topic's TTR expiries, releases and buries over the last minute are more than this."`
-	Repeat             time.Duration  `help:"Send the firing event again this often while it holds (0: never)."`
+	Name               string            `arg:"" help:"Alarm name: letters, digits and _.-."`
+	URL                string            `name:"url" required:"" help:"http(s) URL the events are POSTed to."`
+	Topics             []string          `name:"topic" help:"Topic glob to watch (*, ?, [a-z]); repeatable. Default: every topic."`
+	BuriedOver         *int              `help:"Holds while a topic has more buried jobs than this."`
+	OldestReadyOver    *time.Duration    `help:"Holds while a topic's oldest ready job has waited longer than this."`
+	LatenessP99Over    *time.Duration    `name:"lateness-p99-over" help:"Holds while the p99 of a topic's fire lateness over the last minute is above this."`
+	FailuresPerMinOver *float64          `help:"Holds while a topic's TTR expiries, releases and buries over the last minute are more than this."`
+	Repeat             time.Duration     `help:"Send the firing event again this often while it holds (0: never)."`
+	Format             string            `name:"format" enum:"delayq,alertmanager,slack" default:"delayq" help:"Payload: delayq, alertmanager (Alertmanager's webhook payload) or slack (incoming webhook)."`
+	Secret             string            `name:"secret" env:"DELAYQ_ALARM_SECRET" help:"Sign every event with this secret (X-Delayq-Signature; see docs/alarms.md). ******** keeps the stored one."`
+	Headers            map[string]string `name:"header" help:"Header sent with every event, NAME=VALUE; repeatable."`
 }
 
 // Run creates or replaces the alarm and prints it.
@@ -37,7 +40,7 @@ func (c *alarmSetCmd) Run(e *env) error {
 	if err != nil {
 		return err
 	}
-	r := api.AlarmRequest{URL: c.URL, Topics: c.Topics}
+	r := api.AlarmRequest{URL: c.URL, Topics: c.Topics, Format: c.Format, Secret: c.Secret, Headers: c.Headers}
 	r.When.BuriedOver = c.BuriedOver
 	r.When.FailuresPerMinOver = c.FailuresPerMinOver
 	if c.OldestReadyOver != nil {

@@ -21,6 +21,18 @@ func TestAlarmCommands(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &a) != nil || *a.When.FailuresPerMinOver != 2.5 || a.State != "ok" {
 		t.Fatalf("alarm set --json = %d %q %q", code, out, errOut)
 	}
+	code, out, errOut = run(t, "alarm", "set", "signed", "--server", srv, "--url", "https://example.com/x", "--buried-over", "0",
+		"--format", "alertmanager", "--secret", "s3cret", "--header", "X-Team=payments", "--header", "Authorization=Bearer r", "--json")
+	if code != 0 || json.Unmarshal([]byte(out), &a) != nil || a.Format != "alertmanager" || a.Secret != api.SecretMask ||
+		a.Headers["X-Team"] != "payments" || a.Headers["Authorization"] != "Bearer r" || strings.Contains(out, "s3cret") {
+		t.Fatalf("alarm set --format --secret --header = %d %q %q", code, out, errOut)
+	}
+	if code, _, errOut = run(t, "alarm", "set", "x", "--server", srv, "--url", "http://h/", "--buried-over", "1", "--header", "Host=evil"); code != 1 || !strings.Contains(errOut, "Host cannot be set") {
+		t.Fatalf("alarm set --header Host=... = %d %q", code, errOut)
+	}
+	if code, _, _ = run(t, "alarm", "set", "x", "--server", srv, "--url", "http://h/", "--buried-over", "1", "--format", "pagerduty"); code != 2 {
+		t.Fatalf("alarm set --format pagerduty = %d, want 2", code)
+	}
 	code, out, _ = run(t, "alarm", "list", "--server", srv)
 	if code != 0 || !strings.Contains(out, "dead") || !strings.Contains(out, "slow") || strings.Index(out, "dead") > strings.Index(out, "slow") {
 		t.Fatalf("alarm list = %d %q", code, out)

@@ -20,7 +20,8 @@ func (h *handler) alarmRoutes() {
 	m.HandleFunc("DELETE /v1/alarms/{name}", h.deleteAlarm)
 }
 
-// alarmBytes bounds a PUT /v1/alarms body: a URL and up to 100 globs.
+// alarmBytes bounds a PUT /v1/alarms body: a URL, up to 100 globs and
+// 8 KiB of headers.
 const alarmBytes = 64 << 10
 
 // putAlarm: PUT /v1/alarms/{name} → 201 created or 200 replaced, with the
@@ -96,6 +97,7 @@ func (h *handler) toAlarm(r *http.Request, a *alarm.Alarm) (api.Alarm, error) {
 	req := a.Request()
 	wa := api.Alarm{
 		Name: a.Name, URL: a.URL, Topics: req.Topics, When: req.When, Repeat: req.Repeat,
+		Secret: req.Secret, Headers: req.Headers, Format: req.Format, // the secret masked
 		Created: api.Time{Time: a.Created}, Updated: api.Time{Time: a.Updated},
 		State: "ok", Conditions: []api.AlarmCondition{},
 	}
