@@ -187,6 +187,11 @@ func Message(err error) string {
 	if le := (*LimitError)(nil); errors.As(err, &le) {
 		return le.Reason
 	}
+	if re := (*ReplicationError)(nil); errors.As(err, &re) {
+		// The caller must learn that the write is on the primary, so it
+		// knows a retry of a put finds the job there.
+		return re.Outcome()
+	}
 	if errors.Is(err, ErrUnavailable) {
 		// The cause (a Redis or disk error) is for the operator's log,
 		// where the server writes it; the caller learns what failed.

@@ -3,6 +3,7 @@ package delayq
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Sentinel errors. Stores, the engine and the Go SDK wrap these, so
@@ -84,3 +85,35 @@ func (e *NotFoundError) Error() string { return e.What }
 
 // Unwrap makes it match ErrNotFound.
 func (e *NotFoundError) Unwrap() error { return ErrNotFound }
+
+// ReplicationError: a write reached the store's primary (Redis), but
+// fewer replicas than asked (--redis-wait-replicas) confirmed it within
+// the timeout, so a failover now could lose it. It matches ErrUnavailable
+// (HTTP 503): the caller may retry, and a retried put of the same id
+// finds the job already there.
+type ReplicationError struct {
+	Op        string        // the write: put, reserve, finish, ...
+	Wanted    int           // replicas asked for
+	Confirmed int           // replicas that confirmed it; -1 when WAIT itself failed
+	Timeout   time.Duration // how long WAIT waited
+	Cause     error         // why WAIT failed, when it did
+}
+
+func (e *ReplicationError) Error() string {
+	if e.Cause != nil {
+		return e.Outcome() + ": " + e.Cause.Error()
+	}
+	return e.Outcome()
+}
+
+// Outcome says what became of the write, without the cause (which may name
+// addresses): the text the caller is shown.
+func (e *ReplicationError) Outcome() string {
+	if e.Confirmed < 0 {
+		return fmt.Sprintf("%s written to the primary, but waiting for %d replicas failed; it may be lost if the primary fails", e.Op, e.Wanted)
+	}
+	return fmt.Sprintf("%s written to the primary, confirmed by %d of %d replicas within %s; it may be lost if the primary fails", e.Op, e.Confirmed, e.Wanted, e.Timeout)
+}
+
+// Unwrap makes it match ErrUnavailable.
+func (e *ReplicationError) Unwrap() error { return ErrUnavailable }

@@ -96,6 +96,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) (code in
 		kong.Exit(func(c int) { panic(exitPanic(c)) }),
 		kong.Vars(defaultVars()),
 		kong.Vars(securityVars()),
+		kong.Vars(redisVars()),
 		kong.UsageOnError(),
 		kong.TypeMapper(reflect.TypeFor[time.Duration](), durationMapper()),
 	)

@@ -35,6 +35,7 @@ type serveCmd struct {
 	Redis         string `name:"redis" env:"DELAYQ_REDIS" help:"Keep state in Redis instead of --data-dir: redis://host:port/db, rediss://..., ?addr=h:p for more Cluster seeds, ?master_set=name for Sentinel."`
 
 	securityFlags `embed:""`
+	redisFlags    `embed:""`
 }
 
 // config turns the flags into a server configuration.
@@ -59,6 +60,7 @@ func (c *serveCmd) config() config.Config {
 		LogFormat:        c.LogFormat,
 		AccessLog:        c.AccessLog,
 		Security:         c.securityFlags.config(),
+		RedisSettings:    c.redisFlags.config(),
 	}
 }
 

@@ -121,6 +121,8 @@ type Config struct {
 	// (redis://, rediss://, ?addr= for Cluster seeds, master_set= for
 	// Sentinel); DataDir is then ignored. Default "": the embedded store.
 	Redis string
+	// RedisSettings tune the Redis backend (redis.go).
+	RedisSettings
 
 	// Security is authentication, TLS and the per-client limits
 	// (security.go).
@@ -144,6 +146,7 @@ func Default() Config {
 		LogLevel:         "info",
 		LogFormat:        "text",
 		Security:         DefaultSecurity(),
+		RedisSettings:    DefaultRedisSettings(),
 	}
 }
 
@@ -216,6 +219,9 @@ func (c Config) Validate() error {
 		add("log-format", "%q is not text or json", c.LogFormat)
 	}
 	c.Security.validate(add)
+	if c.Redis != "" {
+		c.RedisSettings.validate(add)
+	}
 	return errors.Join(errs...)
 }
 

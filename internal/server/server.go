@@ -182,7 +182,9 @@ func openInterruptible[T interface{ Close() error }](ctx context.Context, log *s
 func (s *Server) openStore(ctx context.Context) (store.Store, error) {
 	start := time.Now()
 	if s.cfg.Redis != "" {
-		st, err := redisstore.New(ctx, redisstore.Options{URL: s.cfg.Redis, Logger: s.log.With("component", "redisstore")})
+		st, err := redisstore.New(ctx, redisstore.Options{URL: s.cfg.Redis, Logger: s.log.With("component", "redisstore"),
+			Prefix: s.cfg.RedisPrefix, Buckets: s.cfg.RedisBuckets, Volatile: s.cfg.RedisVolatile,
+			WaitReplicas: s.cfg.RedisWaitReplicas, WaitTimeout: s.cfg.RedisWaitTimeout})
 		if err != nil {
 			return nil, fmt.Errorf("server: open redis store: %w", err)
 		}

@@ -189,9 +189,17 @@ func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
 	if p.Max <= 0 {
 		return 0, nil
 	}
-	n, err := kickScript.Exec(ctx, s.c, s.k.topic(p.Topic).slice(), []string{msString(p.Now), strconv.Itoa(p.Max)}).AsInt64()
+	var n int64
+	var serr error
+	err := s.acked(ctx, "kick", func(c rueidis.Client) error {
+		n, serr = kickScript.Exec(ctx, c, s.k.topic(p.Topic).slice(), []string{msString(p.Now), strconv.Itoa(p.Max)}).AsInt64()
+		return serr
+	})
+	if serr != nil {
+		return 0, unavailable("kick", serr)
+	}
 	if err != nil {
-		return 0, unavailable("kick", err)
+		return 0, err
 	}
 	if n > 0 {
 		s.publish(ctx, event{topic: p.Topic, count: int(n)})
@@ -316,7 +324,15 @@ func (s *Store) Pause(ctx context.Context, p store.PauseParams) error {
 	} else {
 		cmds = append(cmds, s.c.B().Set().Key(key).Value(msString(p.Until)).Build())
 	}
-	if err := s.doAll(ctx, "pause", cmds); err != nil {
+	err := s.acked(ctx, "pause", func(c rueidis.Client) error {
+		for _, r := range c.DoMulti(ctx, cmds...) {
+			if err := r.Error(); err != nil {
+				return unavailable("pause", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	if p.Until.IsZero() {

@@ -111,10 +111,18 @@ func (s *Store) SaveDoc(ctx context.Context, kind string, d *store.Doc, prev uin
 	if err := s.check(); err != nil {
 		return err
 	}
-	n, err := saveDocScript.Exec(ctx, s.c, []string{s.k.doc(kind, d.Name), s.k.docNames(kind)},
-		[]string{strconv.FormatUint(prev, 10), strconv.FormatUint(d.Rev, 10), string(d.Data), d.Name}).AsInt64()
+	var n int64
+	var serr error
+	err := s.acked(ctx, "save "+kind, func(c rueidis.Client) error {
+		n, serr = saveDocScript.Exec(ctx, c, []string{s.k.doc(kind, d.Name), s.k.docNames(kind)},
+			[]string{strconv.FormatUint(prev, 10), strconv.FormatUint(d.Rev, 10), string(d.Data), d.Name}).AsInt64()
+		return serr
+	})
+	if serr != nil {
+		return unavailable("save "+kind, serr)
+	}
 	if err != nil {
-		return unavailable("save "+kind, err)
+		return err
 	}
 	if n == 0 {
 		return fmt.Errorf("redisstore: %s %q: %w", kind, d.Name, store.ErrDocConflict)
@@ -127,9 +135,17 @@ func (s *Store) DeleteDoc(ctx context.Context, kind, name string) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	n, err := deleteDocScript.Exec(ctx, s.c, []string{s.k.doc(kind, name), s.k.docNames(kind)}, []string{name}).AsInt64()
+	var n int64
+	var serr error
+	err := s.acked(ctx, "delete "+kind, func(c rueidis.Client) error {
+		n, serr = deleteDocScript.Exec(ctx, c, []string{s.k.doc(kind, name), s.k.docNames(kind)}, []string{name}).AsInt64()
+		return serr
+	})
+	if serr != nil {
+		return unavailable("delete "+kind, serr)
+	}
 	if err != nil {
-		return unavailable("delete "+kind, err)
+		return err
 	}
 	if n == 0 {
 		return fmt.Errorf("redisstore: %s %q: %w", kind, name, store.ErrDocNotFound)

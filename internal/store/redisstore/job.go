@@ -283,15 +283,35 @@ func (s *Store) exec(ctx context.Context, op string, script *rueidis.Lua, topic 
 	if s.Observing() {
 		start = time.Now()
 	}
-	arr, err := script.Exec(ctx, s.c, s.k.topic(topic).slice(), args).ToArray()
+	keys := s.k.topic(topic).slice()
+	var arr []rueidis.RedisMessage
+	var serr error
+	exec := func(c rueidis.Client) error {
+		arr, serr = script.Exec(ctx, c, keys, args).ToArray()
+		return serr
+	}
+	var err error
+	if readOnlyOps[op] {
+		err = exec(s.c)
+	} else {
+		err = s.acked(ctx, op, exec)
+	}
+	if serr != nil {
+		return nil, unavailable(op, serr)
+	}
 	if err != nil {
-		return nil, unavailable(op, err)
+		return nil, err // the script ran; its replicas did not confirm it
 	}
 	if !start.IsZero() {
 		s.Committed(start)
 	}
 	return arr, nil
 }
+
+// readOnlyOps are the exec ops that change nothing a client is told of,
+// so they never wait for replicas: reads, and the timer's tick (a tick a
+// failover undoes is done again).
+var readOnlyOps = map[string]bool{"get": true, "list": true, "topic stats": true, "tick": true}
 
 // statusErr maps a script's status (its first reply element) to an error.
 func statusErr(op string, ref delayq.Ref, arr []rueidis.RedisMessage) error {

@@ -26,7 +26,8 @@ import (
 //
 //	P:id:{<id>}      STRING claim of a job id: "topic|claimed-at-ms|nonce"
 //	P:seqs:{<n>}     HASH   seq -> topic, for seqs n*4096 .. n*4096+4095
-//	P:seq            STRING the last seq handed out (INCRBY)
+//	P:seq            STRING the last seq handed out (seqScript: never below Redis TIME in µs)
+//	P:meta           HASH   buckets, format: the deployment's settings, written by its first instance (meta.go)
 //	P:topics         SET    every topic ever used
 //	P:{b<n>}:due     ZSET   topics of timer bucket n with pending work, by earliest due/deadline
 //	P:{b<n>}:lease   STRING instance id holding bucket n (SET NX PX)
@@ -69,6 +70,7 @@ func (k keys) seqShard(seq uint64) string {
 
 func (k keys) seqCounter() string { return k.prefix + ":seq" }
 func (k keys) topics() string     { return k.prefix + ":topics" }
+func (k keys) meta() string       { return k.prefix + ":meta" }
 
 func (k keys) bucketDue(b int) string {
 	return k.prefix + ":{b" + strconv.Itoa(b) + "}:due"

@@ -74,7 +74,7 @@ func dupInBatch(jobs []*delayq.Job) error {
 // inserted names the topics whose jobs are, or may be, live: inserted
 // before the failure, or sent to Redis when the reply did not come back.
 func (s *Store) insert(ctx context.Context, jobs []*delayq.Job, claims []string, start time.Time) (inserted map[string]bool, err error) {
-	last, err := s.c.Do(ctx, s.c.B().Incrby().Key(s.k.seqCounter()).Increment(int64(len(jobs))).Build()).AsInt64()
+	last, err := seqScript.Exec(ctx, s.c, []string{s.k.seqCounter()}, []string{strconv.Itoa(len(jobs))}).AsInt64()
 	if err != nil {
 		return nil, unavailable("put: seq", err)
 	}
@@ -211,6 +211,34 @@ func (s *Store) insertTopic(ctx context.Context, topic string, jobs []*delayq.Jo
 	}
 	return statusErr("put", delayq.Ref{}, arr)
 }
+
+// seqScript hands out n seqs and returns the last. The counter never goes
+// below the Redis server's clock in microseconds (TIME), like a hybrid
+// logical clock: seqs keep growing however much data Redis loses. After a
+// restart without persistence (the counter is gone), a restore of an older
+// snapshot or a failover to a replica that lagged (the counter is behind),
+// the next seq starts from the clock, which is past every seq handed out
+// before, so beanstalkd ids and seqs never repeat. That holds while seqs
+// are handed out at under a million a second on average (the counter then
+// stays within a batch of the clock) and the Redis clocks do not go back
+// by more than the time between the loss and the next put.
+//
+// Lua numbers are doubles: exact up to 2^53 (9.0e15), while the clock in
+// µs is 1.8e15 until the year 2255. string.format('%d') writes the counter
+// back in full (tostring would use exponent notation past 14 digits).
+//
+//	KEYS[1] -> P:seq
+//	ARGV[1] -> n, the number of seqs
+//	Returns: the last seq handed out
+var seqScript = rueidis.NewLuaScript(`
+local t = redis.call('TIME')
+local clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+if cur < clock then cur = clock end
+local last = cur + tonumber(ARGV[1])
+redis.call('SET', KEYS[1], string.format('%d', last))
+return last
+`)
 
 // claimScript claims a job id for a topic.
 //

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,11 +35,29 @@ type Options struct {
 	// one standalone server).
 	Addrs []string
 	// Prefix starts every key. Default "delayq". Several deployments (or
-	// tests) can share one Redis under different prefixes.
+	// tests) can share one Redis under different prefixes. Letters,
+	// digits, '_', '-' and '.' only (CheckPrefix): no ':' so no prefix is
+	// the start of another deployment's key, no '{' or '}' so every key
+	// keeps its Cluster hash tag.
 	Prefix string
 	// Buckets is how many parts the timer work is split into; every
-	// instance of a deployment must use the same number. Default 16.
+	// instance of a deployment must use the same number (New refuses to
+	// join a deployment that uses another: see meta.go). Default 16, at
+	// most MaxBuckets.
 	Buckets int
+	// Volatile lets New start on a Redis that persists nothing (no AOF and
+	// no RDB save points), where a Redis restart loses every job. Without
+	// it New refuses such a Redis, and one whose persistence it cannot
+	// read (CONFIG disabled or renamed).
+	Volatile bool
+	// WaitReplicas, when above 0, acknowledges a write only after Redis
+	// WAIT confirms that this many replicas have it, so a failover to one
+	// of them loses no acknowledged job (wait.go).
+	WaitReplicas int
+	// WaitTimeout bounds that WAIT; a write not confirmed in time fails
+	// with a *delayq.ReplicationError (HTTP 503) that says it is on the
+	// primary and how many replicas confirmed it. Default 1s.
+	WaitTimeout time.Duration
 	// LeaseTTL is how long a bucket lease lives without renewal; leases are
 	// renewed every LeaseTTL/3, so a dead instance's buckets move to live
 	// ones within about LeaseTTL*4/3. Default 1.5s (moves within 2 s).
@@ -63,6 +82,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Buckets <= 0 {
 		o.Buckets = 16
+	}
+	if o.WaitTimeout <= 0 {
+		o.WaitTimeout = time.Second
 	}
 	if o.LeaseTTL <= 0 {
 		o.LeaseTTL = 1500 * time.Millisecond
@@ -116,6 +138,15 @@ func (s *Store) advertised() (string, []string) {
 // run until Close.
 func New(ctx context.Context, opt Options) (*Store, error) {
 	opt.setDefaults()
+	if err := CheckPrefix(opt.Prefix); err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
+	if opt.Buckets > MaxBuckets {
+		return nil, fmt.Errorf("redisstore: %d buckets is more than %d", opt.Buckets, MaxBuckets)
+	}
+	if opt.WaitReplicas < 0 {
+		return nil, fmt.Errorf("redisstore: wait replicas %d is negative", opt.WaitReplicas)
+	}
 	copt, err := clientOptions(opt)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: %w", err)
@@ -198,8 +229,11 @@ func (s *Store) checkServer(ctx context.Context) error {
 	if v := infoField(info, "redis_version"); versionBelow(v, 6, 2) {
 		return fmt.Errorf("redisstore: %s runs redis %s; delayq needs 6.2 or later", describe(s.opt), v)
 	}
+	if err := s.checkPersistence(ctx); err != nil {
+		return err
+	}
 	s.warnConfig(ctx)
-	return nil
+	return s.checkMeta(ctx)
 }
 
 // warnConfig logs settings that can lose jobs. Managed Redis often refuses
@@ -212,6 +246,63 @@ func (s *Store) warnConfig(ctx context.Context) {
 		}
 		s.log.Warn("redis setting can lose acknowledged jobs (see docs/redis.md)", "setting", param, "value", m[param], "want", want)
 	}
+}
+
+// checkPersistence refuses a Redis node that persists nothing (appendonly
+// no and no RDB save points): its restart loses every acknowledged job.
+// Every node is asked (each Cluster master keeps its own data). A node
+// whose CONFIG GET is refused (managed services rename or disable CONFIG)
+// is asked INFO persistence, which shows AOF but not the save points: an
+// AOF node passes, any other is refused with what to do. Options.Volatile
+// skips the check and logs what it skipped.
+func (s *Store) checkPersistence(ctx context.Context) error {
+	if s.opt.Volatile {
+		s.log.Warn("redis persistence not checked (--redis-volatile): a Redis restart without AOF or RDB loses acknowledged jobs")
+		return nil
+	}
+	nodes := s.c.Nodes()
+	addrs := make([]string, 0, len(nodes))
+	for a := range nodes {
+		addrs = append(addrs, a)
+	}
+	slices.Sort(addrs)
+	for _, addr := range addrs {
+		if err := persistence(ctx, nodes[addr]); err != nil {
+			return fmt.Errorf("redisstore: redis %s: %w; refusing to start (pass --redis-volatile to run anyway, accepting that a Redis restart loses acknowledged jobs; see docs/redis.md)", addr, err)
+		}
+	}
+	return nil
+}
+
+// persistence says why node does not persist, or nil when it does.
+func persistence(ctx context.Context, node rueidis.Client) error {
+	aof, aerr := node.Do(ctx, node.B().ConfigGet().Parameter("appendonly").Build()).AsStrMap()
+	save, serr := node.Do(ctx, node.B().ConfigGet().Parameter("save").Build()).AsStrMap()
+	if aerr == nil && serr == nil {
+		if aof["appendonly"] == "yes" || strings.TrimSpace(save["save"]) != "" {
+			return nil
+		}
+		return errors.New("persists nothing (appendonly no, and save is empty: no RDB snapshots)")
+	}
+	cerr := aerr
+	if cerr == nil {
+		cerr = serr
+	}
+	if rueidis.IsRedisNil(cerr) || !isRedisErr(cerr) {
+		return fmt.Errorf("%w: %w", delayq.ErrUnavailable, cerr)
+	}
+	info, err := node.Do(ctx, node.B().Info().Section("persistence").Build()).ToString()
+	if err == nil && infoField(info, "aof_enabled") == "1" {
+		return nil
+	}
+	return fmt.Errorf("cannot tell whether it persists: CONFIG GET is refused (%v) and INFO persistence shows no AOF", cerr)
+}
+
+// isRedisErr reports whether err is an error reply from Redis (not a
+// connection error).
+func isRedisErr(err error) bool {
+	_, ok := rueidis.IsRedisErr(err)
+	return ok
 }
 
 func infoField(info, name string) string {

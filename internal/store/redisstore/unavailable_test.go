@@ -14,7 +14,7 @@ import (
 
 // startRedis runs a private redis-server on port (0: a free one), so the
 // test may kill and restart it.
-func startRedis(t *testing.T, port int) (*exec.Cmd, int) {
+func startRedis(t *testing.T, port int, args ...string) (*exec.Cmd, int) {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -29,7 +29,7 @@ func startRedis(t *testing.T, port int) (*exec.Cmd, int) {
 		port = l.Addr().(*net.TCPAddr).Port
 		l.Close()
 	}
-	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", fmt.Sprint(port), "--save", "", "--appendonly", "no", "--dir", t.TempDir())
+	cmd := exec.Command(bin, append([]string{"--bind", "127.0.0.1", "--port", fmt.Sprint(port), "--save", "", "--appendonly", "no", "--dir", t.TempDir()}, args...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start redis-server: %v", err)
 	}
@@ -61,10 +61,17 @@ func TestNewFailsClearlyWithoutRedis(t *testing.T) {
 	}
 }
 
+// TestFailsFastAndRecoversWhenRedisReturns: while Redis is away calls
+// fail fast and Health says so (/readyz answers 503); once it is back
+// they succeed and Health is "" again. The Redis persists nothing, so its
+// restart loses every key, the seq counter too: seqs still never repeat.
 func TestFailsFastAndRecoversWhenRedisReturns(t *testing.T) {
 	cmd, port := startRedis(t, 0)
-	s := openStore(t, []string{fmt.Sprintf("127.0.0.1:%d", port)}, Options{})
+	s := openStore(t, []string{fmt.Sprintf("127.0.0.1:%d", port)}, Options{Volatile: true, LeaseTTL: 600 * time.Millisecond})
 	defer s.Close()
+	if h := s.Health(); h != "" {
+		t.Fatalf("Health() before the outage = %q, want \"\"", h)
+	}
 	if _, err := s.Notify(t.Context()); err != nil {
 		t.Fatalf("Notify() = %v", err)
 	}
@@ -76,6 +83,10 @@ func TestFailsFastAndRecoversWhenRedisReturns(t *testing.T) {
 	if err := put("before"); err != nil {
 		t.Fatalf("Put before the outage = %v", err)
 	}
+	before, err := s.Get(t.Context(), delayq.Ref{ID: "before"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd.Process.Kill()
 	cmd.Wait()
 	start := time.Now()
@@ -86,11 +97,20 @@ func TestFailsFastAndRecoversWhenRedisReturns(t *testing.T) {
 		t.Errorf("Put during the outage took %s to fail, want fast (under 4s)", d)
 	}
 	waitFor(t, 5*time.Second, "the subscription seen lost", func() bool { return !s.Listening() })
+	waitFor(t, 5*time.Second, "Health saying redis is unreachable", func() bool { return strings.Contains(s.Health(), "redis") })
 	startRedis(t, port)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		err := put(fmt.Sprintf("after-%d", time.Now().UnixNano()))
+		id := fmt.Sprintf("after-%d", time.Now().UnixNano())
+		err := put(id)
 		if err == nil {
+			after, err := s.Get(t.Context(), delayq.Ref{ID: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after.Seq <= before.Seq {
+				t.Errorf("seq after Redis lost every key = %d, want above %d, the seq before: seqs must never repeat", after.Seq, before.Seq)
+			}
 			break
 		}
 		if time.Now().After(deadline) {
@@ -100,4 +120,5 @@ func TestFailsFastAndRecoversWhenRedisReturns(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "leases taken again after the outage", func() bool { return len(s.Buckets()) == s.opt.Buckets })
 	waitFor(t, 5*time.Second, "subscribed again after the outage", s.Listening)
+	waitFor(t, 5*time.Second, "Health well again", func() bool { return s.Health() == "" })
 }
