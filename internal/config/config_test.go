@@ -34,6 +34,15 @@ func TestValidate(t *testing.T) {
 		{"debug addr without port", func(c *Config) { c.DebugAddr = "localhost" }, []string{"debug-addr"}},
 		{"tiny cache", func(c *Config) { c.CacheMiB = 1 }, []string{"cache-mib"}},
 		{"tiny cache with redis", func(c *Config) { c.CacheMiB = 0; c.Redis = "redis://127.0.0.1:1/0" }, nil},
+		{"redis settings", func(c *Config) {
+			c.Redis, c.RedisPrefix, c.RedisBuckets, c.RedisWaitReplicas = "redis://127.0.0.1:1/0", "team-a.prod", 64, 2
+		}, nil},
+		{"redis prefix with a colon", func(c *Config) { c.Redis, c.RedisPrefix = "redis://127.0.0.1:1/0", "a:b" }, []string{"redis-prefix"}},
+		{"redis prefix with a hash tag", func(c *Config) { c.Redis, c.RedisPrefix = "redis://127.0.0.1:1/0", "{a}" }, []string{"redis-prefix"}},
+		{"redis zero buckets", func(c *Config) { c.Redis, c.RedisBuckets = "redis://127.0.0.1:1/0", 0 }, []string{"redis-buckets"}},
+		{"redis negative replicas", func(c *Config) { c.Redis, c.RedisWaitReplicas = "redis://127.0.0.1:1/0", -1 }, []string{"redis-wait-replicas"}},
+		{"redis zero wait timeout", func(c *Config) { c.Redis, c.RedisWaitTimeout = "redis://127.0.0.1:1/0", 0 }, []string{"redis-wait-timeout"}},
+		{"redis settings ignored without redis", func(c *Config) { c.RedisPrefix = "a:b" }, nil},
 		{"empty data dir", func(c *Config) { c.DataDir = " " }, []string{"data-dir"}},
 		{"zero body", func(c *Config) { c.MaxBody = 0 }, []string{"max-body"}},
 		{"huge body", func(c *Config) { c.MaxBody = MaxBodyLimit + 1 }, []string{"max-body"}},
