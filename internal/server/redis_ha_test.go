@@ -330,3 +330,32 @@ func failoverRun(t *testing.T, wait int, lag bool) (acked, lost, failed int) {
 	}
 	return len(ids), lost, int(nfailed.Load())
 }
+
+// TestRedisPrefixesKeepServersApart: two servers on one Redis under
+// different --redis-prefix values are two deployments: a put on one is
+// not listed, read or reserved on the other, and the same id can be put
+// on both.
+func TestRedisPrefixesKeepServersApart(t *testing.T) {
+	url := redisURL(t)
+	suffix := fmt.Sprint(time.Now().UnixNano())
+	a := startRedisServer(t, url, func(c *config.Config) { c.RedisPrefix = "ta" + suffix })
+	b := startRedisServer(t, url, func(c *config.Config) { c.RedisPrefix = "tb" + suffix })
+	if code, body := do(t, a, "POST", "/v1/topics/apart/jobs", `{"id":"j1","body":"from a"}`); code != http.StatusCreated {
+		t.Fatalf("put on a = %d %s", code, body)
+	}
+	if code, body := do(t, b, "GET", "/v1/jobs/j1", ""); code != http.StatusNotFound {
+		t.Errorf("GET on b of a's job = %d %s, want 404", code, body)
+	}
+	if code, body := do(t, b, "GET", "/v1/topics", ""); code != 200 || strings.Contains(body, "apart") {
+		t.Errorf("topics on b = %d %s, want a's topic not listed", code, body)
+	}
+	if code, body := do(t, b, "POST", "/v1/reserve", `{"topics":["apart"],"wait":"0s"}`); code != 200 || strings.Contains(body, "j1") {
+		t.Errorf("reserve on b = %d %s, want no job", code, body)
+	}
+	if code, body := do(t, b, "POST", "/v1/topics/apart/jobs", `{"id":"j1","body":"from b"}`); code != http.StatusCreated {
+		t.Errorf("put of the same id on b = %d %s, want 201: another deployment", code, body)
+	}
+	if code, body := do(t, a, "GET", "/v1/jobs/j1", ""); code != 200 || !strings.Contains(body, "from a") {
+		t.Errorf("GET on a = %d %s, want a's own job", code, body)
+	}
+}
