@@ -324,8 +324,16 @@ func (s *Store) Pause(ctx context.Context, p store.PauseParams) error {
 	} else {
 		cmds = append(cmds, s.c.B().Set().Key(key).Value(msString(p.Until)).Build())
 	}
+	var start time.Time
+	if s.Observing() {
+		start = time.Now()
+	}
 	err := s.acked(ctx, "pause", func(c rueidis.Client) error {
-		for _, r := range c.DoMulti(ctx, cmds...) {
+		rs := c.DoMulti(ctx, cmds...)
+		if !start.IsZero() {
+			s.Committed(start)
+		}
+		for _, r := range rs {
 			if err := r.Error(); err != nil {
 				return unavailable("pause", err)
 			}

@@ -276,3 +276,30 @@ func TestPrefixChecked(t *testing.T) {
 		t.Errorf("New with prefix a:b = %v, want a refusal before connecting", err)
 	}
 }
+
+// FuzzCheckPrefix: a prefix CheckPrefix accepts keeps every key of its
+// deployment to itself: no key of it starts with another accepted
+// prefix's keys, and its keys keep their hash tags (the first '{' of a
+// key is the one keys.go put there).
+func FuzzCheckPrefix(f *testing.F) {
+	for _, s := range []string{"delayq", "a", "a:b", "{x}", "team-a.prod", "", "a}b"} {
+		f.Add(s, "delayq")
+	}
+	f.Fuzz(func(t *testing.T, p, q string) {
+		if CheckPrefix(p) != nil {
+			return
+		}
+		k := keys{prefix: p}
+		for _, key := range []string{k.topic("t")[0], k.claim("id"), k.seqShard(5), k.seqCounter(), k.meta(), k.bucketDue(3), k.events(), k.doc("policy", "n")} {
+			if !strings.HasPrefix(key, p+":") {
+				t.Fatalf("key %q of prefix %q does not start with it", key, p)
+			}
+			if i := strings.IndexAny(key, "{}"); i >= 0 && i < len(p) {
+				t.Fatalf("key %q: prefix %q holds a brace and would take over the hash tag", key, p)
+			}
+			if q != p && CheckPrefix(q) == nil && strings.HasPrefix(key, q+":") {
+				t.Fatalf("key %q of prefix %q is also under prefix %q", key, p, q)
+			}
+		}
+	})
+}
