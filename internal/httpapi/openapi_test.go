@@ -588,14 +588,16 @@ func TestOpenAPI(t *testing.T) {
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	t.Cleanup(hook.Close)
 	ops.call(201, "PUT", "/v1/alarms/buried", `{"url":"`+hook.URL+`","topics":["shop/*"],"when":{"buried_over":0,"oldest_ready_over":"1h","lateness_p99_over":"5s","failures_per_min_over":10},"repeat":"10m"}`, nil)
-	ops.call(200, "PUT", "/v1/alarms/buried", `{"url":"`+hook.URL+`","topics":["shop/*"],"when":{"oldest_ready_over":"1ms"}}`, nil)
+	ops.call(200, "PUT", "/v1/alarms/buried", `{"url":"`+hook.URL+`","topics":["shop/*"],"when":{"oldest_ready_over":"1ms"},"secret":"s3cret","headers":{"X-Api-Key":"k"},"format":"alertmanager"}`, nil)
+	ops.call(400, "PUT", "/v1/alarms/broken", `{"url":"`+hook.URL+`","when":{"buried_over":1},"format":"pager"}`, nil, invalid)
+	ops.call(400, "PUT", "/v1/alarms/broken", `{"url":"`+hook.URL+`","when":{"buried_over":1},"headers":{"Host":"x"}}`, nil)
 	ops.call(400, "PUT", "/v1/alarms/broken", `{"url":"`+hook.URL+`","when":{}}`, nil)
 	if err := alarms.Evaluate(ctx, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	var al api.Alarm
 	ops.call(200, "GET", "/v1/alarms/buried", "", &al)
-	if al.State != "firing" || len(al.Conditions) == 0 || al.Conditions[0].Since == nil {
+	if al.State != "firing" || len(al.Conditions) == 0 || al.Conditions[0].Since == nil || al.Secret != api.SecretMask || al.Format != "alertmanager" {
 		t.Errorf("alarm after an evaluation = %+v, want firing with its condition", al)
 	}
 	ops.call(200, "GET", "/v1/alarms", "", nil)
