@@ -116,7 +116,8 @@ func (e *Engine) Touch(ctx context.Context, ref delayq.Ref) (*delayq.Job, error)
 	if err := needReservation("touch", ref); err != nil {
 		return nil, e.record("touch", err)
 	}
-	j, err := e.st.Touch(ctx, store.TouchParams{Ref: ref, Now: delayq.TruncMilli(time.Now())})
+	// exact: the store rounds the new deadline up from this instant.
+	j, err := e.st.Touch(ctx, store.TouchParams{Ref: ref, Now: time.Now()})
 	return j, e.record("touch", delayq.ForJob(ref, err))
 }
 

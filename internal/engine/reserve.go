@@ -20,8 +20,8 @@ type ReserveRequest struct {
 // Reserve hands out up to r.N ready jobs, in priority-then-seq order. It
 // returns as soon as at least one job is ready, or with no jobs when the
 // wait runs out or the engine drains. When ctx ends while jobs are being
-// reserved, the jobs are released again, so a consumer that went away
-// loses nothing.
+// reserved, the jobs are given back (GiveBack), so a consumer that went
+// away loses nothing and costs the jobs no attempt.
 func (e *Engine) Reserve(ctx context.Context, r ReserveRequest) ([]*delayq.Job, error) {
 	jobs, err := e.reserve(ctx, r)
 	return jobs, e.recordN("reserve", len(jobs), err)
@@ -79,13 +79,15 @@ func (e *Engine) leave(w *waiter) {
 }
 
 func (e *Engine) reserveNow(ctx context.Context, r ReserveRequest) ([]*delayq.Job, error) {
+	// exact: the store truncates it to act at, and rounds the deadline up
+	// from it, so the TTR runs from this instant (store.BeginTTR).
 	now := time.Now()
-	jobs, err := e.st.Reserve(ctx, store.ReserveParams{Topics: r.Topics, Max: r.N, Now: delayq.TruncMilli(now)})
+	jobs, err := e.st.Reserve(ctx, store.ReserveParams{Topics: r.Topics, Max: r.N, Now: now})
 	if err != nil || len(jobs) == 0 {
 		return nil, err
 	}
 	if ctx.Err() != nil {
-		e.giveBack(jobs)
+		e.giveBack(jobs...)
 		return nil, ctx.Err()
 	}
 	for _, j := range jobs {
@@ -95,21 +97,35 @@ func (e *Engine) reserveNow(ctx context.Context, r ReserveRequest) ([]*delayq.Jo
 	return jobs, nil
 }
 
-// giveBack releases jobs reserved for a caller that has gone, with a
-// context of its own because the caller's is done.
-func (e *Engine) giveBack(jobs []*delayq.Job) {
+// GiveBack undoes reservations their consumer never received, for a
+// front end whose client went away before the reserve's answer reached
+// it (a beanstalkd connection that closed before its RESERVED reply was
+// written). Each job goes back to ready with the attempt its reserve
+// counted taken back (store.Store.GiveBack): a give-back costs no attempt,
+// unlike a Release, and so never buries a job whose attempts would be
+// spent. A job whose reservation has moved on (its TTR ran out) is left
+// as it is. It uses a context of its own: the caller's is usually done.
+func (e *Engine) GiveBack(refs ...delayq.Ref) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, j := range jobs {
-		now := delayq.TruncMilli(time.Now())
-		ref := delayq.Ref{ID: j.ID, Reservation: j.Reservation}
-		got, err := e.st.Release(ctx, store.ReleaseParams{Ref: ref, Due: now, Delay: 0, Now: now})
+	for _, ref := range refs {
+		got, err := e.st.GiveBack(ctx, store.GiveBackParams{Ref: ref})
+		e.record("give_back", err)
 		if err != nil {
-			e.log.Warn("could not hand back a job reserved for a caller that left; it returns at its TTR", "id", j.ID, "err", err)
+			e.log.Warn("could not give back a job reserved for a caller that left; it returns at its TTR", "job", ref.String(), "err", err)
 			continue
 		}
 		e.announce(got)
 	}
+}
+
+// giveBack gives back jobs reserved for a caller that has gone.
+func (e *Engine) giveBack(jobs ...*delayq.Job) {
+	refs := make([]delayq.Ref, len(jobs))
+	for i, j := range jobs {
+		refs[i] = delayq.Ref{ID: j.ID, Reservation: j.Reservation}
+	}
+	e.GiveBack(refs...)
 }
 
 func (e *Engine) checkReserve(r *ReserveRequest) error {

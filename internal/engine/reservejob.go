@@ -22,7 +22,7 @@ func (e *Engine) reserveJob(ctx context.Context, ref delayq.Ref) (*delayq.Job, e
 	if e.Draining() {
 		return nil, delayq.ErrDraining
 	}
-	j, err := e.st.ReserveJob(ctx, store.ReserveJobParams{Ref: ref, Now: delayq.TruncMilli(time.Now())})
+	j, err := e.st.ReserveJob(ctx, store.ReserveJobParams{Ref: ref, Now: time.Now()}) // exact: the TTR runs from this instant
 	if err != nil {
 		return nil, delayq.ForJob(ref, err)
 	}

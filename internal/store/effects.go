@@ -39,6 +39,19 @@ func (c *Clock) At(t time.Time) time.Time {
 // Last is the latest time At returned (zero before the first call).
 func (c *Clock) Last() time.Time { return c.last }
 
+// BeginTTR is when a TTR started by a caller at the exact instant exact
+// begins, in store precision, for a transition acted at now (what At
+// returned for exact): exact rounded up to the millisecond, or now if
+// that is later. Rounding up, as due times are, keeps Deadline =
+// BeginTTR+TTR from falling up to a millisecond short of exact+TTR, which
+// let the job go to a second consumer while the first still held it.
+func BeginTTR(now, exact time.Time) time.Time {
+	if c := delayq.CeilMilli(exact); c.After(now) {
+		return c
+	}
+	return now
+}
+
 // Truncate drops sub-millisecond precision from every time and duration of
 // j, the precision stores keep, so a job reads back as it compares.
 func Truncate(j *delayq.Job) {
@@ -107,14 +120,15 @@ func CheckUpdatable(j *delayq.Job) error {
 	return nil
 }
 
-// ReserveStart is when a reservation made at now of a ready job begins:
-// never before the job's Due, so a ready put that raced the reserve's
-// clock read still leaves the consumer its full TTR.
-func ReserveStart(j *delayq.Job, now time.Time) time.Time {
-	if j.Due.After(now) {
+// ReserveStart is when a reservation of a ready job whose TTR would
+// begin at begin (BeginTTR) begins: never before the job's Due, so a
+// ready put that raced the reserve's clock read still leaves the consumer
+// its full TTR.
+func ReserveStart(j *delayq.Job, begin time.Time) time.Time {
+	if j.Due.After(begin) {
 		return j.Due
 	}
-	return now
+	return begin
 }
 
 // ApplyReserve moves j to reserved at start: Attempts+1, a fresh
@@ -147,9 +161,20 @@ func ApplyRelease(j *delayq.Job, p ReleaseParams, now time.Time) {
 	}
 }
 
-// ApplyTouch gives reserved j a full TTR again from now.
-func ApplyTouch(j *delayq.Job, now time.Time) {
-	j.Deadline = now.Add(j.TTR)
+// ApplyTouch gives reserved j a full TTR again from begin (BeginTTR).
+func ApplyTouch(j *delayq.Job, begin time.Time) {
+	j.Deadline = begin.Add(j.TTR)
+}
+
+// ApplyGiveBack undoes the reservation of j that its consumer never
+// received: ready again with the attempt the reserve counted taken back,
+// and nothing else changed (see Store.GiveBack).
+func ApplyGiveBack(j *delayq.Job) {
+	unreserve(j)
+	j.State = delayq.StateReady
+	if j.Attempts > 0 {
+		j.Attempts--
+	}
 }
 
 // ApplyBury moves reserved j to buried at now, with the new priority if

@@ -28,12 +28,20 @@ import (
 //     ref), ErrExists, ErrNotReserved, ErrState, ErrUnavailable. Storage
 //     library errors never escape unwrapped into a sentinel's place.
 //   - Time is an argument (Now); a store never reads the clock to decide a
-//     transition. Times are kept with millisecond precision (truncated).
+//     transition. Times are kept with millisecond precision: a Now is
+//     truncated to act at and compare with, and a Deadline computed from
+//     it is rounded up (BeginTTR), so a consumer is never given less than
+//     its TTR from the exact instant the caller passed. The caller may
+//     pass its exact clock read; due times come rounded up already.
 //   - Now never goes back. Concurrent callers read the clock before they
 //     wait for the store, so their Nows can arrive out of order; a store
 //     acts at the later of p.Now and the latest Now it has acted at. So a
 //     reservation never starts before the Due or expired Deadline that
 //     made its job ready, and its Deadline is a full TTR after that.
+//   - Deadlines: Reserve, ReserveJob and Touch set Deadline =
+//     ceil_ms(max(p.Now, the time acted at, and for Reserve the Due) +
+//     TTR); TTR is whole milliseconds, so with BeginTTR that is
+//     max(BeginTTR(acted at, p.Now), Due) + TTR.
 //   - Jobs returned are copies the caller may keep and modify.
 //   - Methods are safe for concurrent use.
 //   - A Ref names a job by ID, or by Seq when ID is empty.
@@ -52,6 +60,8 @@ import (
 //     LastFailed = p.Now; Due = p.Due when it goes ready or delayed; when
 //     buried instead, Buries+1 and Due = p.Now.
 //   - Bury: Buries+1, Due = p.Now, LastReason = p.Reason, LastFailed = p.Now.
+//   - GiveBack: ready, Attempts-1; nothing else (no Releases, Buries,
+//     LastReason or LastFailed change; Due and Priority unchanged).
 //   - Kick, KickJob: Kicks+1, Due = p.Now.
 //   - Update with a Due: Due = *p.Due, Delay = p.Delay. A non-nil empty Body
 //     replaces the body.
@@ -67,7 +77,8 @@ import (
 //   - List of an unknown topic: an empty page, nil error. A Ref with
 //     neither ID nor Seq, or a Seq never assigned: ErrNotFound. Get,
 //     Update and KickJob ignore Ref.Reservation; Put writes back only Seq.
-//   - Consumer calls (Release, Touch, Bury, Delete with a Reservation) on a
+//   - Consumer calls (Release, GiveBack, Touch, Bury, Delete with a
+//     Reservation) on a
 //     job that is not reserved, or with an empty or other Reservation:
 //     ErrNotReserved; ErrNotFound only when no live job matches the ref.
 type Store interface {
@@ -82,15 +93,16 @@ type Store interface {
 	// Reserve moves up to p.Max ready jobs of p.Topics (skipping topics
 	// paused at p.Now) to reserved, in priority-then-seq order, increments
 	// Attempts, sets Reservation to delayq.ReservationToken(seq, attempts)
-	// and Deadline to max(p.Now, Due)+TTR (a ready job put by a caller
-	// whose clock read came later still gets a full TTR). Nothing ready: an
-	// empty slice, nil error.
+	// and Deadline to ceil_ms(max(p.Now, Due)+TTR) (a ready job put by a
+	// caller whose clock read came later still gets a full TTR, and a
+	// reserve mid-millisecond gets its TTR from that instant, not from the
+	// millisecond before it). Nothing ready: an empty slice, nil error.
 	Reserve(ctx context.Context, p ReserveParams) ([]*delayq.Job, error)
 
 	// ReserveJob moves the job p.Ref names from ready, delayed or buried
 	// to reserved, whatever its topic's pause (beanstalkd's reserve-job),
 	// with the field effects of Reserve (Attempts+1, Reservation, Deadline
-	// = p.Now+TTR; Due unchanged). A reserved job: ErrState.
+	// = ceil_ms(p.Now+TTR); Due unchanged). A reserved job: ErrState.
 	ReserveJob(ctx context.Context, p ReserveJobParams) (*delayq.Job, error)
 
 	// Release hands a reserved job back: ready when p.Due <= p.Now,
@@ -98,8 +110,23 @@ type Store interface {
 	// MaxAttempts. p.Ref.Reservation must match (ErrNotReserved otherwise).
 	Release(ctx context.Context, p ReleaseParams) (*delayq.Job, error)
 
-	// Touch sets a reserved job's deadline to p.Now+TTR. The reservation
-	// must match.
+	// GiveBack undoes a reservation its consumer never received: the
+	// front end's client went away before the job reached it (an HTTP
+	// reserve whose request ended, a beanstalkd connection that closed
+	// before its RESERVED reply went out). The job goes back to ready as
+	// if the reserve had not happened: Attempts-1, Reservation and
+	// Deadline cleared, and nothing else changes, so it costs no attempt
+	// and is never buried for attempts spent, unlike Release, which is a
+	// consumer's own failure and counts as one. The job keeps its place
+	// in the serving order (Priority, Seq and Due unchanged). A job
+	// reserved by ReserveJob out of delayed or buried goes back to ready
+	// too, as beanstalkd readies every job of a closed connection.
+	// p.Ref.Reservation must match (ErrNotReserved otherwise: the TTR ran
+	// out meanwhile and the job has moved on).
+	GiveBack(ctx context.Context, p GiveBackParams) (*delayq.Job, error)
+
+	// Touch sets a reserved job's deadline to ceil_ms(p.Now+TTR). The
+	// reservation must match.
 	Touch(ctx context.Context, p TouchParams) (*delayq.Job, error)
 
 	// Bury moves a reserved job to buried (Due = p.Now). The reservation
@@ -189,6 +216,12 @@ type ReleaseParams struct {
 	Delay    time.Duration // recorded as the job's Delay
 	Reason   string        // why the consumer gave the job back, kept as LastReason
 	Now      time.Time
+}
+
+// GiveBackParams are the arguments of Store.GiveBack. A give-back acts
+// at no time: it restores the job as the reserve found it.
+type GiveBackParams struct {
+	Ref delayq.Ref // with the Reservation the undelivered reserve made
 }
 
 // TouchParams are the arguments of Store.Touch.

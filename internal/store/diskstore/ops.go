@@ -83,6 +83,7 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.J
 	out := []*delayq.Job{}
 	err := s.write(ctx, "reserve", func(t *txn) error {
 		now := s.clock.At(p.Now)
+		begin := store.BeginTTR(now, p.Now)
 		topics := s.serving(p.Topics, now)
 		for len(out) < p.Max {
 			e := pickReady(topics)
@@ -99,7 +100,7 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.J
 				return err
 			}
 			n := successor(j)
-			store.ApplyReserve(n, store.ReserveStart(n, now))
+			store.ApplyReserve(n, store.ReserveStart(n, begin))
 			t.stage(j, n)
 			out = append(out, n.Clone())
 		}
@@ -196,7 +197,7 @@ func (s *Store) ReserveJob(ctx context.Context, p store.ReserveJobParams) (*dela
 		if err := store.CheckReservable(n); err != nil {
 			return err
 		}
-		store.ApplyReserve(n, s.clock.At(p.Now))
+		store.ApplyReserve(n, store.BeginTTR(s.clock.At(p.Now), p.Now))
 		return nil
 	})
 }
@@ -218,7 +219,19 @@ func (s *Store) Touch(ctx context.Context, p store.TouchParams) (*delayq.Job, er
 		if err := store.CheckHeld(n, p.Ref); err != nil {
 			return err
 		}
-		store.ApplyTouch(n, s.clock.At(p.Now))
+		store.ApplyTouch(n, store.BeginTTR(s.clock.At(p.Now), p.Now))
+		return nil
+	})
+}
+
+// GiveBack implements store.Store. It changes only fields every record
+// already has (state, attempts, reservation, deadline): no format change.
+func (s *Store) GiveBack(ctx context.Context, p store.GiveBackParams) (*delayq.Job, error) {
+	return s.edit(ctx, "give back", p.Ref, func(n *delayq.Job) error {
+		if err := store.CheckHeld(n, p.Ref); err != nil {
+			return err
+		}
+		store.ApplyGiveBack(n)
 		return nil
 	})
 }

@@ -167,12 +167,13 @@ func (s *Store) Reserve(_ context.Context, p store.ReserveParams) ([]*delayq.Job
 	ready := s.sorted(func(j *delayq.Job) bool {
 		return topics[j.Topic] && j.State == delayq.StateReady
 	})
+	begin := store.BeginTTR(now, p.Now)
 	out := []*delayq.Job{}
 	for _, j := range ready {
 		if len(out) >= p.Max {
 			break
 		}
-		store.ApplyReserve(j, store.ReserveStart(j, now))
+		store.ApplyReserve(j, store.ReserveStart(j, begin))
 		out = append(out, j.Clone())
 	}
 	return out, nil
@@ -184,7 +185,7 @@ func (s *Store) ReserveJob(_ context.Context, p store.ReserveJobParams) (*delayq
 		if err := store.CheckReservable(j); err != nil {
 			return err
 		}
-		store.ApplyReserve(j, s.clock.At(p.Now))
+		store.ApplyReserve(j, store.BeginTTR(s.clock.At(p.Now), p.Now))
 		return nil
 	})
 }
@@ -206,7 +207,18 @@ func (s *Store) Touch(_ context.Context, p store.TouchParams) (*delayq.Job, erro
 		if err := store.CheckHeld(j, p.Ref); err != nil {
 			return err
 		}
-		store.ApplyTouch(j, s.clock.At(p.Now))
+		store.ApplyTouch(j, store.BeginTTR(s.clock.At(p.Now), p.Now))
+		return nil
+	})
+}
+
+// GiveBack implements store.Store.
+func (s *Store) GiveBack(_ context.Context, p store.GiveBackParams) (*delayq.Job, error) {
+	return s.change(p.Ref, func(j *delayq.Job) error {
+		if err := store.CheckHeld(j, p.Ref); err != nil {
+			return err
+		}
+		store.ApplyGiveBack(j)
 		return nil
 	})
 }

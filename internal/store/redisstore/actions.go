@@ -86,13 +86,15 @@ func (s *Store) afterMove(ctx context.Context, j *delayq.Job) {
 //
 //	ARGV[3] -> reservation
 //	ARGV[4] -> now (unix ms)
+//	ARGV[5] -> the caller's exact now rounded up (unix ms), where the new
+//	           TTR begins unless the topic's clock is later
 //	Returns: {"OK", record}
 var touchScript = newScript(`
 local seq, j = find(ARGV[1], ARGV[2])
 if not seq then return {'NOTFOUND'} end
 if not held(j, ARGV[3]) then return {'NOTRESERVED'} end
 unplace(seq, j)
-j.deadline = fmt(clock(ARGV[4]) + tonumber(j.ttr))
+j.deadline = fmt(math.max(clock(ARGV[4]), tonumber(ARGV[5])) + tonumber(j.ttr))
 place(seq, j)
 save(seq, j)
 return {'OK', reply(seq)}
@@ -101,7 +103,7 @@ return {'OK', reply(seq)}
 // Touch implements store.Store. A later deadline needs no bucket mark: the
 // bucket entry may be early, never late.
 func (s *Store) Touch(ctx context.Context, p store.TouchParams) (*delayq.Job, error) {
-	r, err := s.runJob(ctx, "touch", touchScript, p.Ref, p.Ref.Reservation, msString(p.Now))
+	r, err := s.runJob(ctx, "touch", touchScript, p.Ref, p.Ref.Reservation, msString(p.Now), ceilMSString(p.Now))
 	return r.job, err
 }
 

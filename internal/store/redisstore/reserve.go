@@ -30,9 +30,12 @@ return redis.call('ZRANGE', K_READY, 0, tonumber(ARGV[2]) - 1)
 //	ARGV[1]    -> now (unix ms)
 //	ARGV[2]    -> most jobs to reserve
 //	ARGV[3]    -> last ready member that may be taken ("" = no bound)
+//	ARGV[4]    -> the caller's exact now rounded up (unix ms): TTRs begin
+//	              there, not up to a millisecond before it (store.BeginTTR)
 //	Returns:   {earliest new deadline or "", record, record, ...}
 var reserveScript = newScript(`
 local now, max, last = clock(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local begin = math.max(now, tonumber(ARGV[4]))
 local until_ = redis.call('GET', K_PAUSE)
 if until_ and now < tonumber(until_) then return {''} end
 local members
@@ -47,7 +50,7 @@ for _, m in ipairs(members) do
   incr(j, 'att')
   j.res = seq .. '-' .. j.att
   -- a ready job put with Due just past a caller's Now still gets a full TTR
-  local deadline = math.max(now, tonumber(j.due)) + tonumber(j.ttr)
+  local deadline = math.max(begin, tonumber(j.due)) + tonumber(j.ttr)
   j.deadline = fmt(deadline)
   place(seq, j)
   save(seq, j)
@@ -73,15 +76,20 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.J
 		return []*delayq.Job{}, nil
 	}
 	now := strconv.FormatInt(ms(p.Now), 10)
+	begin := ceilMSString(p.Now)
 	if len(topics) == 1 {
-		return s.reserveTopics(ctx, map[string]share{topics[0]: {n: p.Max}}, now)
+		return s.reserveTopics(ctx, map[string]share{topics[0]: {n: p.Max}}, now, begin)
 	}
 	shares, err := s.pickShares(ctx, topics, p.Max, now)
 	if err != nil || len(shares) == 0 {
 		return []*delayq.Job{}, err
 	}
-	return s.reserveTopics(ctx, shares, now)
+	return s.reserveTopics(ctx, shares, now, begin)
 }
+
+// ceilMSString is t in unix ms rounded up: where a TTR started at t
+// begins in store precision (store.BeginTTR).
+func ceilMSString(t time.Time) string { return msString(delayq.CeilMilli(t)) }
 
 func uniq(in []string) []string {
 	var out []string
@@ -134,12 +142,12 @@ func (s *Store) pickShares(ctx context.Context, topics []string, max int, now st
 // reserveTopics runs the reserve script on each topic with a share, then
 // lowers each topic's bucket entry to its new earliest deadline and tells
 // the other instances' timers.
-func (s *Store) reserveTopics(ctx context.Context, shares map[string]share, now string) ([]*delayq.Job, error) {
+func (s *Store) reserveTopics(ctx context.Context, shares map[string]share, now, begin string) ([]*delayq.Job, error) {
 	out := []*delayq.Job{}
 	var marks rueidis.Commands
 	var earliest int64
 	for topic, sh := range shares {
-		arr, err := s.exec(ctx, "reserve", reserveScript, topic, []string{now, strconv.Itoa(sh.n), sh.last})
+		arr, err := s.exec(ctx, "reserve", reserveScript, topic, []string{now, strconv.Itoa(sh.n), sh.last, begin})
 		if err != nil {
 			return out, err
 		}
@@ -196,6 +204,8 @@ func dueTime(v int64) time.Time { return fromMS(v) }
 //	ARGV[1]    -> "i" (by id) or "s" (by seq)
 //	ARGV[2]    -> the id or seq
 //	ARGV[3]    -> now (unix ms)
+//	ARGV[4]    -> the caller's exact now rounded up (unix ms), where the
+//	              TTR begins unless the topic's clock is later
 //	Returns:   {"OK", record} or {"STATE"} when it is reserved already
 var reserveJobScript = newScript(`
 local seq, j = find(ARGV[1], ARGV[2])
@@ -205,7 +215,7 @@ unplace(seq, j)
 j.state = 'reserved'
 incr(j, 'att')
 j.res = seq .. '-' .. j.att
-j.deadline = fmt(clock(ARGV[3]) + tonumber(j.ttr))
+j.deadline = fmt(math.max(clock(ARGV[3]), tonumber(ARGV[4])) + tonumber(j.ttr))
 place(seq, j)
 save(seq, j)
 return {'OK', reply(seq)}
@@ -213,7 +223,7 @@ return {'OK', reply(seq)}
 
 // ReserveJob implements store.Store.
 func (s *Store) ReserveJob(ctx context.Context, p store.ReserveJobParams) (*delayq.Job, error) {
-	r, err := s.runJob(ctx, "reserve job", reserveJobScript, p.Ref, msString(p.Now))
+	r, err := s.runJob(ctx, "reserve job", reserveJobScript, p.Ref, msString(p.Now), ceilMSString(p.Now))
 	if err != nil {
 		return nil, err
 	}

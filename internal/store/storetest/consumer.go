@@ -246,6 +246,10 @@ func testStaleReservation(t *testing.T, f Factory) {
 			_, err := h.s.Bury(h.ctx, store.BuryParams{Ref: ref, Now: at(20_000)})
 			return err
 		}},
+		{"GiveBack", func(h *harness, ref delayq.Ref) error {
+			_, err := h.s.GiveBack(h.ctx, store.GiveBackParams{Ref: ref})
+			return err
+		}},
 	}
 	for _, c := range calls {
 		t.Run(c.name, func(t *testing.T) {

@@ -95,6 +95,7 @@ var ops = []op{
 	{"List", 2, (*randomRun).list},
 	{"Pause", 1, (*randomRun).pause},
 	{"ReserveJob", 2, (*randomRun).reserveJob},
+	{"GiveBack", 2, (*randomRun).giveBack},
 }
 
 func (rr *randomRun) run(n int) {
@@ -215,6 +216,15 @@ var randomTopics = []string{"a", "b", "c"}
 func (rr *randomRun) id() string             { return fmt.Sprintf("id%d", rr.r.IntN(32)) }
 func (rr *randomRun) topic() string          { return randomTopics[rr.r.IntN(len(randomTopics))] }
 func (rr *randomRun) ms(n int) time.Duration { return time.Duration(rr.r.IntN(n)) * time.Millisecond }
+
+// exact is rr.now, half the time with a fraction of a millisecond added:
+// a caller's exact instant, from which a TTR's deadline rounds up.
+func (rr *randomRun) exact() time.Time {
+	if rr.r.IntN(2) == 0 {
+		return rr.now
+	}
+	return rr.now.Add(time.Duration(1 + rr.r.IntN(999_999)))
+}
 
 func (rr *randomRun) priority() uint32 {
 	return []uint32{0, 1, 1023, 1024, 1024, 1024, 70000}[rr.r.IntN(7)]
@@ -350,7 +360,7 @@ func (rr *randomRun) reserve() (string, any, any, error, error) {
 			topics = append(topics, t)
 		}
 	}
-	p := store.ReserveParams{Topics: topics, Max: 1 + rr.r.IntN(3), Now: rr.now}
+	p := store.ReserveParams{Topics: topics, Max: 1 + rr.r.IntN(3), Now: rr.exact()}
 	sut, sutErr := rr.h.s.Reserve(rr.h.ctx, p)
 	model, modelErr := rr.model.Reserve(rr.h.ctx, p)
 	return fmt.Sprintf("(%v, max %d)", topics, p.Max), sut, model, sutErr, modelErr
@@ -370,7 +380,7 @@ func (rr *randomRun) release() (string, any, any, error, error) {
 }
 
 func (rr *randomRun) touch() (string, any, any, error, error) {
-	p := store.TouchParams{Ref: rr.ref(true), Now: rr.now}
+	p := store.TouchParams{Ref: rr.ref(true), Now: rr.exact()}
 	sp := p
 	sp.Ref = rr.sutRef(p.Ref)
 	sut, sutErr := rr.h.s.Touch(rr.h.ctx, sp)
@@ -504,10 +514,21 @@ func (rr *randomRun) pause() (string, any, any, error, error) {
 
 // reserveJob runs Store.ReserveJob.
 func (rr *randomRun) reserveJob() (string, any, any, error, error) {
-	p := store.ReserveJobParams{Ref: rr.ref(false), Now: rr.now}
+	p := store.ReserveJobParams{Ref: rr.ref(false), Now: rr.exact()}
 	sp := p
 	sp.Ref = rr.sutRef(p.Ref)
 	sut, sutErr := rr.h.s.ReserveJob(rr.h.ctx, sp)
 	model, modelErr := rr.model.ReserveJob(rr.h.ctx, p)
+	return fmt.Sprintf("(%+v)", p.Ref), sut, model, sutErr, modelErr
+}
+
+// giveBack undoes a reservation as the engine does for a consumer that
+// went away before it got the job.
+func (rr *randomRun) giveBack() (string, any, any, error, error) {
+	p := store.GiveBackParams{Ref: rr.ref(true)}
+	sp := p
+	sp.Ref = rr.sutRef(p.Ref)
+	sut, sutErr := rr.h.s.GiveBack(rr.h.ctx, sp)
+	model, modelErr := rr.model.GiveBack(rr.h.ctx, p)
 	return fmt.Sprintf("(%+v)", p.Ref), sut, model, sutErr, modelErr
 }

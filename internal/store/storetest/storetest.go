@@ -59,6 +59,8 @@ func Run(t *testing.T, f Factory) {
 		{"Delete", testDelete},
 		{"DeleteBatch", testDeleteBatch},
 		{"StaleReservation", testStaleReservation},
+		{"GiveBack", testGiveBack},
+		{"DeadlineRoundsUp", testDeadlineRoundsUp},
 		{"Update", testUpdate},
 		{"List", testList},
 		{"Topics", testTopics},

@@ -89,6 +89,13 @@ func (d *durable) Release(ctx context.Context, p store.ReleaseParams) (*delayq.J
 	return d.mem.Release(ctx, p)
 }
 
+func (d *durable) GiveBack(ctx context.Context, p store.GiveBackParams) (*delayq.Job, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	return d.mem.GiveBack(ctx, p)
+}
+
 func (d *durable) Touch(ctx context.Context, p store.TouchParams) (*delayq.Job, error) {
 	if err := d.check(); err != nil {
 		return nil, err
