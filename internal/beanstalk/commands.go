@@ -238,7 +238,9 @@ func (c *conn) cmdTouch(cmd *command) error {
 		delete(c.held, cmd.id)
 		return err
 	}
-	c.held[cmd.id] = held{token: ref.Reservation, deadline: j.Deadline}
+	h := c.held[cmd.id]
+	h.deadline = j.Deadline
+	c.held[cmd.id] = h
 	c.writeLine("TOUCHED")
 	return nil
 }

@@ -41,6 +41,7 @@ type conn struct {
 	use      string
 	watch    []string        // in beanstalkd's order (an ignore moves the last in its place)
 	held     map[uint64]held // jobs this connection has reserved, by seq
+	unsent   []uint64        // seqs of held jobs whose RESERVED reply is not out yet
 	producer bool
 	worker   bool
 	quit     bool
@@ -57,6 +58,11 @@ type conn struct {
 type held struct {
 	token    string
 	deadline time.Time
+	// sent: the RESERVED reply was written whole while the client still
+	// read. Until then the client has not received the job, and a close
+	// gives it back at no cost of an attempt (Engine.GiveBack) instead of
+	// releasing it.
+	sent bool
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -101,17 +107,27 @@ func (c *conn) serve() {
 
 // close ends the connection and gives back what it held: its reserved
 // jobs go back to ready (beanstalkd's enqueue_reserved_jobs) and its tube
-// references go.
+// references go. A job the client received is released, which counts
+// the attempt; one whose RESERVED reply never reached it is given back,
+// which does not.
 func (c *conn) close() {
 	c.nc.Close()
 	c.cancel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	var unsent []delayq.Ref
 	for seq, h := range c.held {
 		ref := delayq.Ref{Seq: seq, Reservation: h.token}
+		if !h.sent {
+			unsent = append(unsent, ref)
+			continue
+		}
 		if _, err := c.srv.Engine.Release(ctx, engine.ReleaseRequest{Ref: ref}); err != nil && h.deadline.After(time.Now()) {
 			c.srv.logger().Debug("beanstalk: job held by a closed connection not released; it returns at its TTR", "seq", seq, "err", err)
 		}
+	}
+	if len(unsent) > 0 {
+		c.srv.Engine.GiveBack(unsent...)
 	}
 	c.srv.tubes.mu.Lock()
 	c.srv.tubes.get(c.use).using--
@@ -305,5 +321,23 @@ func (c *conn) flush() error {
 	if c.out.Cap() > 64<<10 {
 		c.out = bytes.Buffer{} // do not keep a big body's buffer for an idle connection
 	}
+	if err == nil && c.readErr == nil {
+		c.delivered()
+	}
 	return err
+}
+
+// delivered marks the held jobs whose RESERVED replies just went out as
+// sent. A reply written after the client's end of stream was seen does
+// not count: a client that hung up while its reserve completed never
+// reads it, and one that only half-closed loses the job with the
+// connection at once anyway.
+func (c *conn) delivered() {
+	for _, seq := range c.unsent {
+		if h, ok := c.held[seq]; ok {
+			h.sent = true
+			c.held[seq] = h
+		}
+	}
+	c.unsent = c.unsent[:0]
 }

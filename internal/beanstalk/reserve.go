@@ -96,6 +96,7 @@ func (c *conn) reserveNow(orElse error) error {
 // sendReserved records the reservation as this connection's and sends it.
 func (c *conn) sendReserved(j *delayq.Job) {
 	c.held[j.Seq] = held{token: j.Reservation, deadline: j.Deadline}
+	c.unsent = append(c.unsent, j.Seq)
 	c.writeJob("RESERVED", j)
 }
 

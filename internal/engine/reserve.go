@@ -97,37 +97,6 @@ func (e *Engine) reserveNow(ctx context.Context, r ReserveRequest) ([]*delayq.Jo
 	return jobs, nil
 }
 
-// GiveBack undoes reservations their consumer never received, for a
-// front end whose client went away before the reserve's answer reached
-// it (a beanstalkd connection that closed before its RESERVED reply was
-// written). Each job goes back to ready with the attempt its reserve
-// counted taken back (store.Store.GiveBack): a give-back costs no attempt,
-// unlike a Release, and so never buries a job whose attempts would be
-// spent. A job whose reservation has moved on (its TTR ran out) is left
-// as it is. It uses a context of its own: the caller's is usually done.
-func (e *Engine) GiveBack(refs ...delayq.Ref) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for _, ref := range refs {
-		got, err := e.st.GiveBack(ctx, store.GiveBackParams{Ref: ref})
-		e.record("give_back", err)
-		if err != nil {
-			e.log.Warn("could not give back a job reserved for a caller that left; it returns at its TTR", "job", ref.String(), "err", err)
-			continue
-		}
-		e.announce(got)
-	}
-}
-
-// giveBack gives back jobs reserved for a caller that has gone.
-func (e *Engine) giveBack(jobs ...*delayq.Job) {
-	refs := make([]delayq.Ref, len(jobs))
-	for i, j := range jobs {
-		refs[i] = delayq.Ref{ID: j.ID, Reservation: j.Reservation}
-	}
-	e.GiveBack(refs...)
-}
-
 func (e *Engine) checkReserve(r *ReserveRequest) error {
 	if len(r.Topics) == 0 {
 		return delayq.Invalid(delayq.CodeBadTopics, "topics", "name at least one topic")

@@ -11,7 +11,8 @@ import (
 
 // reserve: POST /v1/reserve {"topics","n"?,"wait"?} → 200 {"jobs":[...]}.
 // The wait ends with the request's context, so a client that hangs up
-// stops waiting; the engine hands back any job reserved for it meanwhile.
+// stops waiting; the engine gives back any job reserved for it meanwhile,
+// at no cost of an attempt.
 func (h *handler) reserve(w http.ResponseWriter, r *http.Request) {
 	var req api.ReserveRequest
 	if err := decode(w, r, smallRequest, &req); err != nil {
