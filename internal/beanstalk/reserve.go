@@ -115,7 +115,13 @@ func (c *conn) soonestDeadline() (time.Time, bool) {
 			soon = h.deadline
 		}
 	}
-	return soon, !soon.IsZero()
+	if soon.IsZero() {
+		return soon, false
+	}
+	// The engine rounds a deadline up to the millisecond (roundUp), so
+	// the TTR ends up to that much before it: count the last second from
+	// there, as beanstalkd counts it from its exact deadline.
+	return soon.Add(-roundUp), true
 }
 
 func (c *conn) setWorker() {

@@ -44,10 +44,10 @@ func (d *yamlDoc) add(key string, value any) *yamlDoc {
 
 func (d *yamlDoc) bytes() []byte { return []byte(d.b.String()) }
 
-// roundUp is the most by which the engine rounds a due time or a pause's
-// end up to the store's millisecond. It is taken off the time left that
-// stats report, so a delay of d seconds shows d-1 at once, as in
-// beanstalkd, and not d.
+// roundUp is the most by which the engine rounds a due time, a
+// reservation's deadline or a pause's end up to the store's millisecond.
+// It is taken off the time left that stats report, so a delay or TTR of d
+// seconds shows d-1 at once, as in beanstalkd, and not d.
 const roundUp = time.Millisecond
 
 // tubeNames lists every existing tube (see tubes.list).
@@ -91,7 +91,7 @@ func (c *conn) cmdStatsJob(cmd *command) error {
 	var left time.Duration
 	switch j.State {
 	case delayq.StateReserved:
-		left = j.Deadline.Sub(now)
+		left = j.Deadline.Sub(now) - roundUp
 	case delayq.StateDelayed:
 		left = j.Due.Sub(now) - roundUp
 	}
