@@ -27,6 +27,14 @@ func (c *repairCmd) Run(e *env) error {
 	if rep.WALRecords > 0 {
 		fmt.Fprintf(e.stdout, "recovered %s after the damage in the newest WAL\n", plural(rep.WALRecords, "WAL record", "WAL records"))
 	}
+	if rep.LostCommits > 0 {
+		puts := "no job was put in them"
+		if rep.LostSeqs > 0 {
+			puts = fmt.Sprintf("up to %s put in them (seqs %d-%d) are lost", plural(int(rep.LostSeqs), "job", "jobs"), rep.LostFromSeq, rep.LostToSeq)
+		}
+		fmt.Fprintf(e.stdout, "dropped: %s the store had acknowledged are missing from its log (it was cut short); %s, and reserves, finishes and deletes in them are undone\n",
+			plural(int(rep.LostCommits), "commit", "commits"), puts)
+	}
 	fmt.Fprintf(e.stdout, "the original is kept unchanged as %s\n", rep.DamagedDir)
 	if rep.Clean() {
 		fmt.Fprintln(e.stdout, "nothing was unreadable")

@@ -43,6 +43,8 @@ type group struct {
 	done   chan struct{}   // closed once the group is durable or failed
 	err    error           // set before done closes
 	start  time.Time       // when its commit began; zero unless observed
+	commit uint64          // its commit number; seq: the last job seq then (acked.go)
+	seq    uint64
 }
 
 func (s *Store) newGroup() *group {
@@ -147,6 +149,7 @@ func (s *Store) flushLocked() {
 		g.b.Set(metaSeqKey, binary.BigEndian.AppendUint64(nil, s.seq), nil)
 		s.seqOnDisk = s.seq
 	}
+	s.markGroup(g)
 	if s.failed != nil {
 		g.err = s.failed
 		close(g.done)
@@ -213,6 +216,7 @@ func (s *Store) syncer() {
 			g.err = s.fail("sync", err)
 			s.mu.Unlock()
 		} else {
+			s.markSynced(g) // before anyone is answered
 			s.recycle(g)
 			if !g.start.IsZero() {
 				s.Committed(g.start)

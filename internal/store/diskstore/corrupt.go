@@ -65,13 +65,21 @@ func lockDir(fs vfs.FS, dir string) (*pebble.Lock, error) {
 
 // openPebble checks the newest WAL and opens Pebble under lock. Damage
 // Pebble finds itself (an older WAL, the MANIFEST, an sstable read during
-// replay) becomes a *CorruptionError too.
-func openPebble(dir string, opts Options, lock *pebble.Lock, readOnly bool) (db *pebble.DB, err error) {
-	if err := checkWAL(opts.fsOrDefault(), dir); err != nil {
+// replay) becomes a *CorruptionError too, and so does a log that ends
+// before the acknowledged high-water mark (acked.go): checked from the
+// newest WAL's own records before Pebble touches it, else from what
+// Pebble recovered. It returns the last commit number recovered.
+func openPebble(dir string, opts Options, lock *pebble.Lock, readOnly bool) (db *pebble.DB, commit uint64, err error) {
+	mark := loadAckMark(opts.fsOrDefault(), dir, opts.Logger)
+	tail, err := checkWAL(opts.fsOrDefault(), dir)
+	if err == nil && mark != nil && tail.found && tail.commit < mark.commit {
+		err = shortLog(dir, tail.path, tail.end, tail.commit, mark)
+	}
+	if err != nil {
 		if ce, ok := errors.AsType[*CorruptionError](err); ok {
 			ce.Dir = dir
 		}
-		return nil, fmt.Errorf("diskstore: open %s: %w", dir, err)
+		return nil, 0, fmt.Errorf("diskstore: open %s: %w", dir, err)
 	}
 	cache := pebble.NewCache(opts.CacheSize)
 	defer cache.Unref()
@@ -98,9 +106,13 @@ func openPebble(dir string, opts Options, lock *pebble.Lock, readOnly bool) (db 
 		if pebble.IsCorruptionError(err) {
 			err = pebbleCorruption(opts.fsOrDefault(), dir, err)
 		}
-		return nil, fmt.Errorf("diskstore: open %s: %w", dir, err)
+		return nil, 0, fmt.Errorf("diskstore: open %s: %w", dir, err)
 	}
-	return db, nil
+	if commit, err = checkAcked(db, dir, tail.path, mark); err != nil {
+		_ = db.Close()
+		return nil, 0, fmt.Errorf("diskstore: open %s: %w", dir, err)
+	}
+	return db, commit, nil
 }
 
 // pebbleCorruption wraps a corruption error of Pebble's as a

@@ -146,6 +146,8 @@ type Store struct {
 	tail      *group                    // the newest group that has a transition; guarded by mu
 	seq       uint64                    // last seq assigned; guarded by mu
 	seqOnDisk uint64                    // last seq written under metaSeqKey; guarded by mu
+	commit    uint64                    // number of the last group committed (acked.go); guarded by mu
+	marks     markFile                  // the acknowledged high-water mark (acked.go)
 	stats     struct{ groups, ops int } // groups committed and their transitions (benchmarks); guarded by mu
 	clock     store.Clock               // guarded by mu
 	topics    map[string]*topic         // guarded by mu
@@ -207,6 +209,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		tail:  closedGroup,
 		lazy:  lazy,
 	}
+	if lazy != nil {
+		lazy.round = s.lazyRound
+	}
 	readOnly, why := s.startReadOnly(fs)
 	if err := s.openDB(readOnly); err != nil {
 		_ = lock.Close()
@@ -230,11 +235,11 @@ func Open(dir string, opts Options) (*Store, error) {
 // state a new store starts from, and a read-only store's reopen. Requires
 // mu or a store nobody else sees yet.
 func (s *Store) openDB(readOnly bool) error {
-	db, err := openPebble(s.dir, s.opts, s.lock, readOnly)
+	db, commit, err := openPebble(s.dir, s.opts, s.lock, readOnly)
 	if err != nil {
 		return err
 	}
-	s.db = db
+	s.db, s.commit = db, commit
 	s.topics = make(map[string]*topic)
 	s.entries = make(map[uint64]*entry)
 	s.byID = make(map[string]*entry)
@@ -270,6 +275,7 @@ func (s *Store) Close() error {
 	s.bg.Wait()
 	err := s.db.Close()
 	s.lazy.closeIfAny() // after Pebble closed its WAL, which synced it
+	err = errors.Join(err, s.marks.close())
 	if lerr := s.lock.Close(); err == nil {
 		err = lerr
 	}

@@ -41,6 +41,10 @@ type lazyWALFS struct {
 	err   error                 // the first failed background sync, returned by every later Sync
 	stop  chan struct{}
 	done  chan struct{}
+	// round, when set, is called before each sync round; the func it
+	// returns is called once the round has synced every file it took
+	// (the high-water mark, acked.go). Set before the first commit.
+	round func() func()
 }
 
 // newLazyWALFS wraps fs and starts its sync loop; close stops it after a
@@ -94,6 +98,11 @@ func (l *lazyWALFS) loop() {
 // off the dirty set before its sync, so a write during the sync marks it
 // again and the next round covers it.
 func (l *lazyWALFS) syncAll() {
+	var synced func()
+	if l.round != nil {
+		synced = l.round()
+	}
+	ok := true
 	l.mu.Lock()
 	files := make([]*lazyWALFile, 0, len(l.dirty))
 	for f := range l.dirty {
@@ -103,6 +112,7 @@ func (l *lazyWALFS) syncAll() {
 	l.mu.Unlock()
 	for _, f := range files {
 		if err := f.realSync(); err != nil {
+			ok = false
 			l.mu.Lock()
 			if l.err == nil {
 				l.err = err
@@ -110,6 +120,9 @@ func (l *lazyWALFS) syncAll() {
 			}
 			l.mu.Unlock()
 		}
+	}
+	if ok && synced != nil {
+		synced()
 	}
 }
 

@@ -71,6 +71,16 @@ type RepairReport struct {
 	BadRecords int
 	// KeysUnread is true when a damaged sstable block hid a range of keys.
 	KeysUnread bool
+	// LostCommits counts the group commits the store's high-water mark
+	// (ACKED, see acked.go) says were synced and acknowledged but its log
+	// no longer holds: their puts are gone, and their reserves, finishes
+	// and deletes are undone (those jobs come back as they were before).
+	LostCommits uint64
+	// LostSeqs counts the job seqs assigned in those commits: at most
+	// that many acknowledged jobs were lost (LostFromSeq to LostToSeq).
+	// The repaired store never hands those seqs out again.
+	LostSeqs               uint64
+	LostFromSeq, LostToSeq uint64
 }
 
 // Clean reports whether Repair found nothing it could not read.
@@ -112,6 +122,10 @@ func Repair(ctx context.Context, dir string, opts RepairOptions) (*RepairReport,
 		}
 	}
 	defer os.RemoveAll(work) // a copy of ours; the original is kept whole
+	mark, err := readAckMark(vfs.Default, dir)
+	if err != nil {
+		log.Warn("repair: cannot read the acknowledged high-water mark; what the log lost beyond its damage cannot be told", "err", err)
+	}
 	log.Info("repair: copying the store to work on", "from", dir, "to", work)
 	if err := copyStore(dir, work); err != nil {
 		return nil, fmt.Errorf("repair: copy %s: %w", dir, err)
@@ -129,6 +143,7 @@ func Repair(ctx context.Context, dir string, opts RepairOptions) (*RepairReport,
 		_ = os.RemoveAll(fresh)
 		return nil, fmt.Errorf("repair: %w", err)
 	}
+	out.shortOf(mark)
 	if err := out.finish(); err != nil {
 		_ = os.RemoveAll(fresh)
 		return nil, fmt.Errorf("repair: write the repaired store: %w", err)
@@ -307,6 +322,9 @@ func readStore(ctx context.Context, work string, tail []walRecord, out *sink) er
 		}
 	}
 	out.version = storeVersion(db)
+	if out.commit, err = dbCommit(db); err != nil {
+		rep.Damage = append(rep.Damage, fmt.Sprintf("the last commit number cannot be read: %v", err))
+	}
 
 	progress := newProgress(log, "repair: reading keys")
 	n := 0
@@ -520,6 +538,26 @@ type sink struct {
 	docs    [][2][]byte   // key, value: few, kept for the end
 	pauses  map[string]time.Time
 	lastSeq uint64
+	commit  uint64 // the last group commit the damaged store's log holds
+}
+
+// shortOf reports what the log lost against the high-water mark m (nil:
+// none was read), and raises the last seq to the mark's so the repaired
+// store never reuses a seq an acknowledged job had.
+func (k *sink) shortOf(m *ackMark) {
+	if m == nil || k.commit >= m.commit {
+		return
+	}
+	r := k.rep
+	r.LostCommits = m.commit - k.commit
+	if m.seq > k.lastSeq {
+		r.LostSeqs, r.LostFromSeq, r.LostToSeq = m.seq-k.lastSeq, k.lastSeq+1, m.seq
+	}
+	r.Damage = append(r.Damage, fmt.Sprintf("the log ends %d acknowledged commits short of its high-water mark (%s: commit %d, job seq %d; the log holds commit %d, seq %d): "+
+		"they cannot be read back from anywhere; up to %d jobs put in them are lost, and reserves, finishes and deletes made in them are undone",
+		r.LostCommits, ackMarkName, m.commit, m.seq, k.commit, k.lastSeq, r.LostSeqs))
+	k.log.Warn("repair: the log falls short of its acknowledged high-water mark", "lost_commits", r.LostCommits, "lost_seqs", r.LostSeqs)
+	k.lastSeq = max(k.lastSeq, m.seq)
 }
 
 // newSink creates the fresh store at dir.
@@ -588,7 +626,9 @@ func (k *sink) finish() error {
 	k.log.Info("repair: writing jobs", "done", k.rep.Jobs)
 	// An empty txn is not committed: make sure the last seq is on disk
 	// even when nothing else was kept.
-	return errors.Join(k.s.db.Set(metaSeqKey, binary.BigEndian.AppendUint64(nil, k.s.seqNow()), pebble.Sync), k.s.Close())
+	// (An empty txn is not applied either, so its t.seq is not: take the
+	// larger of the two here.)
+	return errors.Join(k.s.db.Set(metaSeqKey, binary.BigEndian.AppendUint64(nil, max(k.s.seqNow(), k.lastSeq)), pebble.Sync), k.s.Close())
 }
 
 // seqNow is the last seq assigned.

@@ -1,6 +1,7 @@
 package diskstore
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -156,45 +157,58 @@ func allZero(b []byte) bool {
 	return true
 }
 
+// walTail is what checkWAL learnt of the newest WAL: its path ("" when
+// there is none), where its readable records end, and the last commit
+// number they carry (found false when none carries one: an empty log, or
+// one cut before its first group).
+type walTail struct {
+	path   string
+	end    int64
+	commit uint64
+	found  bool
+}
+
 // checkWAL checks the newest WAL in dir (see the comment at the top). A
 // directory without a WAL passes.
-func checkWAL(fs vfs.FS, dir string) error {
+func checkWAL(fs vfs.FS, dir string) (walTail, error) {
+	var tail walTail
 	logs, err := wal.Scan(wal.Dir{FS: fs, Dirname: dir})
 	if err != nil {
-		return fmt.Errorf("list WAL files: %w", err)
+		return tail, fmt.Errorf("list WAL files: %w", err)
 	}
 	if len(logs) == 0 {
-		return nil
+		return tail, nil
 	}
 	ll := logs[len(logs)-1]
 	if ll.NumSegments() != 1 {
-		return nil // WAL failover is not used by this package; Pebble checks it
+		return tail, nil // WAL failover is not used by this package; Pebble checks it
 	}
 	_, path := ll.SegmentLocation(0)
-	recStart, readErr := readWAL(ll)
+	tail.path = path
+	recStart, readErr := readWAL(ll, &tail)
 	switch {
 	case readErr == nil:
-		return nil
+		return tail, nil
 	case pebble.IsCorruptionError(readErr):
 		// An intact chunk that holds no batch: written wrong, or damaged
 		// in a way the chunk checksum missed.
-		return &CorruptionError{File: path, Offset: recStart, Detail: readErr.Error()}
+		return tail, &CorruptionError{File: path, Offset: recStart, Detail: readErr.Error()}
 	case !isInvalidRecord(readErr):
-		return fmt.Errorf("read WAL %s: %w", path, readErr)
+		return tail, fmt.Errorf("read WAL %s: %w", path, readErr)
 	}
 	f, err := fs.Open(path)
 	if err != nil {
-		return fmt.Errorf("read WAL %s: %w", path, err)
+		return tail, fmt.Errorf("read WAL %s: %w", path, err)
 	}
 	b, err := io.ReadAll(f)
 	_ = f.Close()
 	if err != nil {
-		return fmt.Errorf("read WAL %s: %w", path, err)
+		return tail, fmt.Errorf("read WAL %s: %w", path, err)
 	}
 	if d := checkWALBytes(b, uint32(ll.Num), readErr, recStart); d != nil {
-		return &CorruptionError{File: path, Offset: d.offset, Detail: d.reason}
+		return tail, &CorruptionError{File: path, Offset: d.offset, Detail: d.reason}
 	}
-	return nil
+	return tail, nil
 }
 
 // isInvalidRecord reports whether err is one of the record reader's
@@ -203,22 +217,29 @@ func isInvalidRecord(err error) bool {
 	return errors.Is(err, record.ErrInvalidChunk) || errors.Is(err, record.ErrZeroedChunk) || errors.Is(err, record.ErrUnexpectedEOF)
 }
 
-// readWAL reads every record of ll with Pebble's reader. It returns the
-// first error other than the end of the log, and the offset of the
-// record that failed.
-func readWAL(ll wal.LogicalLog) (int64, error) {
+// readWAL reads every record of ll with Pebble's reader, noting in tail
+// where its readable records end and the last commit number they carry.
+// It returns the first error other than the end of the log, and the
+// offset of the record that failed.
+func readWAL(ll wal.LogicalLog, tail *walTail) (int64, error) {
 	r := ll.OpenForRead()
 	defer func() { _ = r.Close() }()
+	var buf bytes.Buffer
 	for {
 		rec, off, err := r.NextRecord()
 		if err == nil {
-			_, err = io.Copy(io.Discard, rec)
-		}
-		if errors.Is(err, io.EOF) {
-			return 0, nil
+			buf.Reset()
+			_, err = io.Copy(&buf, rec)
 		}
 		if err != nil {
+			tail.end = off.Physical // where the next record would start
+			if errors.Is(err, io.EOF) {
+				return 0, nil
+			}
 			return off.Physical, err
+		}
+		if c, ok := commitIn(buf.Bytes()); ok {
+			tail.commit, tail.found = c, true
 		}
 	}
 }

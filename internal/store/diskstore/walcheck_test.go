@@ -52,7 +52,8 @@ func checkWALOf(t testing.TB, b []byte) error {
 		t.Fatal(err)
 	}
 	_ = f.Close()
-	return checkWAL(fs, "")
+	_, err = checkWAL(fs, "")
+	return err
 }
 
 // FuzzCheckWAL: the WAL check and the repair's WAL reader never panic on
@@ -104,7 +105,7 @@ func TestIntactWALSalvagesWhole(t *testing.T) {
 	if len(recs) != 301 || len(bad) != 0 || first != -1 {
 		t.Fatalf("salvageWAL(intact) = %d records, damage %v, first %d; want 301, none, -1", len(recs), bad, first)
 	}
-	if err := checkWAL(vfs.Default, dir); err != nil {
+	if _, err := checkWAL(vfs.Default, dir); err != nil {
 		t.Fatalf("checkWAL(intact) = %v", err)
 	}
 }
