@@ -137,6 +137,7 @@ func defaultVars() kong.Vars {
 		"cache_mib":          strconv.Itoa(d.CacheMiB),
 		"hot_mib":            strconv.Itoa(d.HotMiB),
 		"min_free_mib":       strconv.Itoa(d.MinFreeMiB),
+		"ballast_mib":        strconv.Itoa(d.BallastMiB),
 		"max_wait":           d.MaxWait.String(),
 		"max_reserve_topics": strconv.Itoa(d.MaxReserveTopics),
 		"shutdown_timeout":   d.ShutdownTimeout.String(),

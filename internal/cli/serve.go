@@ -20,6 +20,7 @@ type serveCmd struct {
 	HotMiB           int           `name:"hot-mib" env:"DELAYQ_HOT_MIB" default:"${hot_mib}" help:"Job records the embedded store keeps in memory beside its ready, reserved and near-future jobs, in MiB (0 keeps none)."`
 	MinFreeMiB       int           `name:"min-free-mib" env:"DELAYQ_MIN_FREE_MIB" default:"${min_free_mib}" help:"Free disk space below which new jobs are refused (disk_full) while existing ones are still served, in MiB (0 turns the check off)."`
 	Fsync            fsyncFlag     `name:"fsync" env:"DELAYQ_FSYNC" default:"always" help:"always: answer each write once it is fsynced (the default). A duration such as 50ms: answer once the write reaches the operating system (a kill -9 loses nothing) and fsync at least that often (a power loss loses at most that window), like beanstalkd -f and Redis appendfsync everysec. Not with --redis (Redis's appendfsync governs)."`
+	BallastMiB       int           `name:"ballast-mib" env:"DELAYQ_BALLAST_MIB" default:"${ballast_mib}" help:"Disk space the embedded store holds in reserve (a file in the data directory) and releases when the disk is full, so reserves, finishes and deletes keep working, in MiB (0 keeps none)."`
 	MaxBody          int           `name:"max-body" env:"DELAYQ_MAX_BODY" default:"${max_body}" help:"Largest job body, in bytes."`
 	MaxWait          time.Duration `name:"max-wait" env:"DELAYQ_MAX_WAIT" default:"${max_wait}" help:"Longest a reserve may long-poll."`
 	MaxReserveTopics int           `name:"max-reserve-topics" env:"DELAYQ_MAX_RESERVE_TOPICS" default:"${max_reserve_topics}" help:"Most topics one reserve may list."`
@@ -50,6 +51,7 @@ func (c *serveCmd) config() config.Config {
 		HotMiB:           c.HotMiB,
 		MinFreeMiB:       c.MinFreeMiB,
 		Fsync:            time.Duration(c.Fsync),
+		BallastMiB:       c.BallastMiB,
 		MaxBody:          c.MaxBody,
 		MaxWait:          c.MaxWait,
 		MaxReserveTopics: c.MaxReserveTopics,

@@ -78,6 +78,11 @@ type Config struct {
 	// MinFsyncWindow and MaxFsyncWindow. Not valid with Redis, whose own
 	// appendfsync setting governs.
 	Fsync time.Duration
+	// BallastMiB is the file the embedded store keeps in its data
+	// directory and releases when the disk is full, so that it can still
+	// reopen and take reserves, finishes and deletes. Default 64; 0 keeps
+	// none. Ignored with Redis.
+	BallastMiB int
 	// MaxBody is the largest job body, in bytes. Default 65,535
 	// (beanstalkd's max-job-size); at most MaxBodyLimit.
 	MaxBody int
@@ -138,6 +143,7 @@ func Default() Config {
 		CacheMiB:         128,
 		HotMiB:           128,
 		MinFreeMiB:       256,
+		BallastMiB:       64,
 		MaxBody:          delayq.MaxBodyDefault,
 		MaxWait:          delayq.MaxWaitDefault,
 		MaxReserveTopics: 1000,
@@ -194,6 +200,9 @@ func (c Config) Validate() error {
 	}
 	if c.Redis == "" && (c.MinFreeMiB < 0 || c.MinFreeMiB > MaxCacheMiB*1024) {
 		add("min-free-mib", "%d is out of range (0 to %d MiB)", c.MinFreeMiB, MaxCacheMiB*1024)
+	}
+	if c.Redis == "" && (c.BallastMiB < 0 || c.BallastMiB > MaxCacheMiB) {
+		add("ballast-mib", "%d is out of range (0 to %d MiB)", c.BallastMiB, MaxCacheMiB)
 	}
 	if c.MaxBody < 1 || c.MaxBody > MaxBodyLimit {
 		add("max-body", "%d is out of range (1 to %d bytes)", c.MaxBody, MaxBodyLimit)

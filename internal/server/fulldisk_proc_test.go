@@ -65,7 +65,7 @@ func TestRestartOnFullDisk(t *testing.T) {
 	mnt := mountTmpfs(t, 48)
 	d := buildDaemon(t)
 	d.dir = filepath.Join(mnt, "data")
-	d.extra = []string{"--min-free-mib", "0"} // the floor off: the disk really fills
+	d.extra = []string{"--min-free-mib", "0", "--ballast-mib", "0"} // the floor and ballast off: the disk really fills
 	hc := &http.Client{Timeout: 10 * time.Second}
 	ctx := t.Context()
 	d.start(hc)

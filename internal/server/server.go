@@ -199,6 +199,7 @@ func (s *Server) openStore(ctx context.Context) (store.Store, error) {
 			HotSize:   hotBytes(s.cfg.HotMiB),
 			MinFree:   minFreeBytes(s.cfg.MinFreeMiB),
 			SyncEvery: s.cfg.Fsync,
+			Ballast:   int64(s.cfg.BallastMiB) << 20,
 		})
 	})
 	if err != nil {

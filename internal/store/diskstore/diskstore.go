@@ -68,12 +68,19 @@ type Options struct {
 	// power loss at most this window. Zero (the default) syncs before
 	// every answer.
 	SyncEvery time.Duration
+	// Ballast is the size, in bytes, of the file the store keeps in its
+	// data directory and releases when the disk is full (ballast.go).
+	// 0 keeps none.
+	Ballast int64
 
 	// nearChunk is how many due-index entries one load brings into memory;
 	// tests lower it. Defaults to defaultNearChunk.
 	nearChunk int
 	// fs replaces the real filesystem in tests that inject I/O errors.
 	fs vfs.FS
+	// pebbleFS is the filesystem Pebble writes through: fs wrapped so
+	// that an ENOSPC releases the ballast (set by Open).
+	pebbleFS vfs.FS
 	// freeBytes replaces statfs in tests. Defaults to statfsFree.
 	freeBytes func(dir string) (uint64, error)
 }
@@ -158,6 +165,7 @@ type Store struct {
 	reserved  queue                     // reserved jobs by deadline; guarded by mu
 	near      nearFuture                // guarded by mu
 	space     space                     // guarded by mu
+	ballast   *ballast                  // headroom released when the disk is full (ballast.go)
 	recBuf    []byte                    // scratch for encoding records (txn.stage); guarded by mu
 	txnBatch  *pebble.Batch             // an empty batch for the next txn, or nil; guarded by mu
 	spare     chan spareBatch           // empty group batches for reuse (recycle)
@@ -212,6 +220,8 @@ func Open(dir string, opts Options) (*Store, error) {
 	if lazy != nil {
 		lazy.round = s.lazyRound
 	}
+	s.ballast = newBallast(fs, dir, opts.Ballast)
+	s.opts.pebbleFS = s.ballastFS(fs)
 	readOnly, why := s.startReadOnly(fs)
 	if err := s.openDB(readOnly); err != nil {
 		_ = lock.Close()
@@ -224,6 +234,8 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.watching = true
 		s.bg.Add(1)
 		go s.watchSpace()
+	} else {
+		s.placeBallast()
 	}
 	s.bg.Add(2)
 	go s.committer()

@@ -35,6 +35,9 @@ func pebbleOptions(o Options, cache *pebble.Cache) *pebble.Options {
 		Logger: pebbleLogger{l: o.Logger, errs: &errorRate{}},
 		FS:     o.fs, // nil: the real filesystem
 	}
+	if o.pebbleFS != nil {
+		po.FS = o.pebbleFS
+	}
 	// Bloom filters on every level: Put looks up J<id> for each new id to
 	// refuse duplicates, and those lookups almost always miss. A 10
 	// bits/key filter answers a miss without reading data blocks (~1%

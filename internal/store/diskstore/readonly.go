@@ -21,9 +21,12 @@ import (
 // every transition with ErrDiskFull, Health says why, and watchSpace
 // reopens it for writing once the space is there, without a restart.
 
-// openMargin is free space asked for beyond the WAL's size before a
-// writable open: a new WAL, the manifest and the options file.
-const openMargin = 16 << 20
+// openMargin is free space asked for beyond the WAL's size and an eighth
+// (the table the flush writes holds the log's keys with a little more
+// per key) before a writable open: a new WAL, the manifest and the
+// options file, each a few KiB. It was 16 MiB, so freeing 8 MiB never
+// let a store that had failed for want of space reopen.
+const openMargin = 4 << 20
 
 // reopenCheckEvery is how often a read-only store looks at the free space.
 const reopenCheckEvery = time.Second
@@ -35,7 +38,7 @@ func openNeeds(fs vfs.FS, dir string) (need uint64, exists bool, err error) {
 	if err != nil {
 		return 0, false, err
 	}
-	need = openMargin
+	var logs uint64
 	for _, n := range names {
 		switch {
 		case strings.HasPrefix(n, "MANIFEST-"):
@@ -45,10 +48,10 @@ func openNeeds(fs vfs.FS, dir string) (need uint64, exists bool, err error) {
 			if err != nil {
 				return 0, false, err
 			}
-			need += uint64(st.Size())
+			logs += uint64(st.Size())
 		}
 	}
-	return need, exists, nil
+	return logs + logs/8 + openMargin, exists, nil
 }
 
 // startReadOnly decides how Open opens an existing store: read-only, and
@@ -62,6 +65,12 @@ func (s *Store) startReadOnly(fs vfs.FS) (bool, error) {
 	free, err := s.space.free(s.dir)
 	if err != nil || free >= need {
 		return false, nil
+	}
+	if s.ballast.release() {
+		s.log.Warn("diskstore: the disk is too full to open the store for writes; released the ballast", "ballast_mib", s.ballast.size>>20, "free_mib", free>>20, "need_mib", need>>20)
+		if free, err = s.space.free(s.dir); err != nil || free >= need {
+			return false, nil
+		}
 	}
 	return true, fmt.Errorf("%w: the data directory's filesystem has %d MiB free and opening the store for writes needs %d MiB (to flush its log); "+
 		"serving reads only until space is freed, then writes resume by themselves", delayq.ErrDiskFull, free>>20, (need+1<<20-1)>>20)
@@ -85,19 +94,62 @@ func (s *Store) watchSpace() {
 		if err != nil {
 			continue
 		}
-		if free, err := s.space.free(s.dir); err != nil || free < need {
-			continue
-		}
 		// A failed store commits nothing more, so the groups it had
 		// handed to the syncer end (with the failure) soon; the db
 		// must not close under them.
 		if s.syncq.pending.Load() != 0 {
 			continue
 		}
+		if free, err := s.space.free(s.dir); err != nil || free < need {
+			// Not yet the room to write: a store that failed still
+			// serves reads, from what is on disk.
+			if s.reopenReadOnly() {
+				return
+			}
+			continue
+		}
 		if s.reopenWritable() {
 			return
 		}
 	}
+}
+
+// reopenReadOnly turns a store that failed for want of space into a
+// read-only one: what is on disk is every acknowledged transition, and
+// reading it back needs no space (Pebble replays the log in memory), so
+// gets, lists and backups answer again while the disk is full, and
+// transitions are refused with ErrDiskFull (507) rather than every call
+// with ErrUnavailable (503). A store already read-only is left as it is.
+// It reports whether there is nothing more to watch for.
+func (s *Store) reopenReadOnly() bool {
+	s.dbMu.Lock()
+	defer s.dbMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		s.watching = false
+		return true
+	}
+	if s.failed == nil {
+		return false
+	}
+	if g := s.open; g.ops > 0 {
+		g.err = s.failed
+		close(g.done)
+	}
+	if err := s.db.Close(); err != nil {
+		s.log.Warn("diskstore: closing the failed store to reopen it read-only", "err", err)
+	}
+	if err := s.openDB(true); err != nil {
+		s.failed = fmt.Errorf("diskstore: reopen read-only after running out of space: %w: %w", delayq.ErrUnavailable, err)
+		s.log.Error("diskstore: store unusable until restart", "err", err)
+		s.watching = false
+		return true
+	}
+	s.failed = nil
+	s.readOnly = fmt.Errorf("%w: the disk filled while writing; serving reads only until space is freed, then writes resume by themselves", delayq.ErrDiskFull)
+	s.log.Error("diskstore: out of disk space; serving reads only until space is freed")
+	return false
 }
 
 // reopenWritable swaps the db for a writable one and reloads memory from

@@ -118,9 +118,12 @@ func TestPebbleErrorsRateLimited(t *testing.T) {
 
 // TestOutOfSpaceRecovers injects ENOSPC into Pebble's writes (the floor
 // off, as if another process filled the disk faster than it could act):
-// the put fails, the store takes no calls and says why, naming no path in
-// what clients see; once writes succeed again it reopens itself from disk
-// with every acknowledged job and none of the failed one.
+// the put fails, the store says why, naming no path in what clients and
+// /healthz see; within a second it serves reads again from disk (a
+// failed store used to answer every call, gets too, as unavailable) and
+// refuses transitions as disk full; once writes succeed again it reopens
+// itself for writes with every acknowledged job and none of the failed
+// one.
 func TestOutOfSpaceRecovers(t *testing.T) {
 	var full atomic.Bool
 	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
@@ -147,11 +150,24 @@ func TestOutOfSpaceRecovers(t *testing.T) {
 	if msg := delayq.Message(err); strings.Contains(msg, dir) {
 		t.Errorf("the client's message %q names the data directory", msg)
 	}
-	if _, err := s.Get(ctx, delayq.Ref{ID: "before"}); !errors.Is(err, delayq.ErrUnavailable) {
-		t.Errorf("Get while failed = %v, want ErrUnavailable", err)
+	if h := s.Health(); h == "" || strings.Contains(h, dir) {
+		t.Errorf("Health() while failed = %q, want the reason, naming no path", h)
 	}
-	if h := s.Health(); !strings.Contains(h, "no space left") {
-		t.Errorf("Health() while failed = %q, want the reason", h)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		_, err := s.Get(ctx, delayq.Ref{ID: "before"})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Get(before) = %v 10 s after running out of space, want it served read-only", err)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the observable state the watcher changes
+	}
+	if h := s.Health(); !strings.Contains(h, "reads only") || strings.Contains(h, dir) {
+		t.Errorf("Health() read-only after ENOSPC = %q, want reads only, naming no path", h)
+	}
+	if _, err := s.Reserve(ctx, store.ReserveParams{Topics: []string{"crash"}, Max: 1, Now: t0}); !errors.Is(err, delayq.ErrDiskFull) {
+		t.Errorf("Reserve read-only after ENOSPC = %v, want ErrDiskFull", err)
 	}
 
 	full.Store(false)

@@ -1,7 +1,11 @@
 package diskstore
 
 import (
+	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -36,12 +40,14 @@ type space struct {
 	free    func(dir string) (uint64, error)
 	checked time.Time
 	bytes   uint64 // free bytes at checked
-	err     error  // statfs error at checked
+	// releases is the ballast's release count at checked.
+	releases int64
+	err      error // statfs error at checked
 }
 
 // checkPut refuses a put while free space is below the floor. Requires mu.
 func (s *Store) checkPut() error {
-	if s.space.floor == 0 {
+	if s.space.floor == 0 && s.ballast.size == 0 {
 		return nil
 	}
 	s.refreshSpace(time.Now())
@@ -49,16 +55,20 @@ func (s *Store) checkPut() error {
 		return fmt.Errorf("%w: %d MiB free on the data directory's filesystem, below the floor of %d MiB (--min-free-mib); reserves, finishes and deletes still work",
 			delayq.ErrDiskFull, s.space.bytes>>20, s.space.floor>>20)
 	}
-	return nil
+	return s.checkBallast()
 }
 
 // refreshSpace reads statfs again if the last figure is older than
 // spaceCheckEvery. A statfs error is logged by Health, not fatal: the
 // floor is a safety margin, not the store's correctness. Requires mu.
 func (s *Store) refreshSpace(now time.Time) {
-	if now.Sub(s.space.checked) < spaceCheckEvery {
+	// A ballast released since the last look (by a write that met
+	// ENOSPC) makes the figure stale at once: the next put must see it.
+	released := s.ballast.released.Load()
+	if now.Sub(s.space.checked) < spaceCheckEvery && released == s.space.releases {
 		return
 	}
+	s.space.releases = released
 	s.space.checked = now
 	s.space.bytes, s.space.err = s.space.free(s.dir)
 }
@@ -69,7 +79,7 @@ func (s *Store) Health() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failed != nil {
-		return s.failed.Error()
+		return s.publicReason(s.failed)
 	}
 	if s.closed {
 		return errClosed.Error()
@@ -84,4 +94,22 @@ func (s *Store) Health() string {
 		return "cannot read the free space of the data directory: " + s.space.err.Error()
 	}
 	return ""
+}
+
+// publicReason is a failure as Health tells it: /healthz is public, so it
+// names no file. Pebble's errors name the file they failed on, under the
+// data directory, so the directory is cut out of the message; running
+// out of space gets a sentence of its own. The server log has the
+// original.
+func (s *Store) publicReason(err error) string {
+	if errors.Is(err, syscall.ENOSPC) {
+		return "out of disk space while writing: the store takes no calls until it has reopened from disk, read-only within a second and for writes once space is freed"
+	}
+	msg := err.Error()
+	for _, d := range []string{s.dir, filepath.Clean(s.dir)} {
+		if d != "" && d != "." {
+			msg = strings.ReplaceAll(msg, d, "<data dir>")
+		}
+	}
+	return msg
 }
