@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/wal"
 
 	"github.com/delayq/delayq"
@@ -160,6 +161,10 @@ func TestWALTornTailAccepted(t *testing.T) {
 			if err := os.WriteFile(path, tc.edit(b), 0o644); err != nil {
 				t.Fatal(err)
 			}
+			// A torn tail is a write the crash cut short, so it was
+			// never acknowledged: the high-water mark (acked.go) stops
+			// at the commit before it.
+			unackLast(t, dir)
 			s := openAt(t, dir, Options{MinFree: -1})
 			defer func() { _ = s.Close() }()
 			for _, id := range ids[:n-1] {
@@ -344,6 +349,21 @@ func damageRecord(t *testing.T, dir, id string) {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// unackLast sets dir's acknowledged high-water mark back by one commit
+// and one seq, as if the last put's fsync had never returned.
+func unackLast(t *testing.T, dir string) {
+	t.Helper()
+	m, err := readAckMark(vfs.Default, dir)
+	if err != nil || m == nil {
+		t.Fatalf("ACKED = %v, %v", m, err)
+	}
+	m.commit--
+	m.seq--
+	if err := os.WriteFile(filepath.Join(dir, ackMarkName), m.encode(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

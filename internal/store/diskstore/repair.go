@@ -174,8 +174,8 @@ func isStoreDir(dir string) error {
 	return fmt.Errorf("repair: %s holds no delayq store (no MANIFEST file)", dir)
 }
 
-// copyStore copies the files of a store (not its LOCK, nor subdirectories
-// such as backup checkpoints) into a new directory. Sstables are
+// copyStore copies the files of a store (not its LOCK, its ballast, nor
+// subdirectories such as backup checkpoints) into a new directory. Sstables are
 // immutable, so they are hard-linked when the filesystem allows.
 func copyStore(from, to string) error {
 	if err := os.Mkdir(to, 0o755); err != nil {
@@ -186,7 +186,7 @@ func copyStore(from, to string) error {
 		return err
 	}
 	for _, e := range ents {
-		if !e.Type().IsRegular() || e.Name() == "LOCK" {
+		if !e.Type().IsRegular() || e.Name() == "LOCK" || e.Name() == ballastName || e.Name() == ballastName+".tmp" {
 			continue
 		}
 		src, dst := filepath.Join(from, e.Name()), filepath.Join(to, e.Name())
