@@ -24,6 +24,7 @@ const (
 	CodeUnauthorized   = "unauthorized"              // no valid token (401)
 	CodeForbidden      = "forbidden"                 // the token lacks the scope (403)
 	CodeHostNotAllowed = "host_not_allowed"          // Host is not one of the server's names (403)
+	CodeCrossSite      = "cross_site"                // a backup asked for by another site's page (403)
 	CodeRateLimited    = "rate_limited"              // the token's request rate (429)
 	CodeTooManyBytes   = "too_many_bytes_in_flight"  // request bodies in flight (503)
 	CodeTooManyConns   = "too_many_connections"      // the listener's connections (503)
@@ -33,7 +34,8 @@ const (
 
 	// Validation codes (a *ValidationError's Code).
 	CodeBadJSON         = "bad_json"
-	CodeUnknownField    = "unknown_field"
+	CodeUnknownField    = "unknown_field" // also a key in the wrong case: names are case-sensitive
+	CodeDuplicateField  = "duplicate_field"
 	CodeBadTopic        = "bad_topic"
 	CodeBadTopics       = "bad_topics"
 	CodeTooManyTopics   = "too_many_topics"
@@ -56,6 +58,7 @@ const (
 	CodeBadTimeout      = "bad_timeout"
 	CodeBadUTF8         = "bad_utf8"
 	CodeRequestTooLarge = "request_too_large"
+	CodeMalformedBody   = "malformed_body"   // the body could not be read: a bad chunk, cut short
 	CodeBadPolicy       = "bad_policy"       // a topic policy that sets nothing
 	CodeBadBackoff      = "bad_backoff"      // a policy's backoff: initial, max, factor or jitter
 	CodeBadMaxJobs      = "bad_max_jobs"     // a policy's max_jobs

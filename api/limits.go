@@ -12,6 +12,7 @@ const (
 	CodeUnauthorized   = delayq.CodeUnauthorized
 	CodeForbidden      = delayq.CodeForbidden
 	CodeHostNotAllowed = delayq.CodeHostNotAllowed
+	CodeCrossSite      = delayq.CodeCrossSite
 	CodeRateLimited    = delayq.CodeRateLimited
 	CodeTooManyBytes   = delayq.CodeTooManyBytes
 	CodeTooManyConns   = delayq.CodeTooManyConns

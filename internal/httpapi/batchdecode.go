@@ -18,7 +18,7 @@ import (
 // before parsing began), and a batch over delayq.MaxBatch is refused as
 // soon as its job MaxBatch+1 starts, without reading the rest.
 func decodeBatch(w http.ResponseWriter, r *http.Request, limit int64, req *api.BatchRequest) error {
-	return decodeBatchFrom(http.MaxBytesReader(w, r.Body, limit), req)
+	return decodeBatchFrom(readErrors{r, http.MaxBytesReader(w, r.Body, limit)}, req)
 }
 
 // decodeBatchFrom is decodeBatch's parser, apart so fuzz tests can reach it.
@@ -33,18 +33,26 @@ func decodeBatchFrom(body io.Reader, req *api.BatchRequest) error {
 		return streamError(err)
 	}
 	switch tok {
-	case nil: // null decodes to no jobs, as the whole-body decoder has it
-		return expectEOF(dec)
+	case nil:
+		return delayq.Invalid(delayq.CodeBadJSON, "", "the body is null; send a JSON object")
 	case json.Delim('{'):
 	default:
 		return delayq.Invalid("bad_json", "", "the body must be a JSON object")
 	}
+	seen := false
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
 			return streamError(err)
 		}
-		if key, _ := tok.(string); !strings.EqualFold(key, "jobs") { // as encoding/json matches fields
+		switch key, _ := tok.(string); {
+		case key == "jobs" && seen:
+			return delayq.Invalid(delayq.CodeDuplicateField, "jobs", "given twice; give each field once")
+		case key == "jobs":
+			seen = true
+		case strings.EqualFold(key, "jobs"):
+			return delayq.Invalid(delayq.CodeUnknownField, key, "unknown field; field names are case-sensitive: did you mean \"jobs\"?")
+		default:
 			return delayq.Invalid("unknown_field", "", "unknown field %q", key)
 		}
 		if err := decodeBatchJobs(dec, req); err != nil {
@@ -82,13 +90,27 @@ func decodeBatchJobs(dec *json.Decoder, req *api.BatchRequest) error {
 	if tok != json.Delim('[') {
 		return delayq.Invalid("bad_json", "jobs", "jobs must be an array of jobs")
 	}
+	var raw json.RawMessage // reused: Decode appends into it
 	for dec.More() {
 		if len(req.Jobs) == delayq.MaxBatch {
 			return delayq.Invalid("batch_too_big", "jobs", "%d jobs or more in one batch, at most %d", delayq.MaxBatch+1, delayq.MaxBatch)
 		}
+		// Each job is read whole, checked strictly (checkStrict: exact
+		// field names, none twice) and then decoded.
+		i := len(req.Jobs)
 		req.Jobs = append(req.Jobs, api.PutRequest{})
-		if err := dec.Decode(&req.Jobs[len(req.Jobs)-1]); err != nil {
-			return inJob(streamError(err), len(req.Jobs)-1)
+		raw = raw[:0]
+		if err := dec.Decode(&raw); err != nil {
+			return inJob(streamError(err), i)
+		}
+		if string(raw) == "null" {
+			return delayq.Invalid(delayq.CodeBadJSON, "jobs["+itoa(i)+"]", "is null; send a job object")
+		}
+		if err := checkStrict(raw, &req.Jobs[i]); err != nil {
+			return inJob(err, i)
+		}
+		if err := json.Unmarshal(raw, &req.Jobs[i]); err != nil {
+			return inJob(jsonError(err), i)
 		}
 	}
 	if _, err := dec.Token(); err != nil { // the closing ']'

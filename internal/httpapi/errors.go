@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -111,7 +110,7 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 		if errors.As(err, &mbe) || errors.As(err, &le) {
 			return nil, err // answered 413, or 503 when the bytes in flight are at their bound
 		}
-		return nil, fmt.Errorf("reading the request body: %w", errors.Join(err, context.Cause(r.Context())))
+		return nil, bodyError(r, err)
 	}
 	return body, nil
 }
@@ -132,7 +131,7 @@ func decodeBytes(body []byte, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return delayq.Invalid(delayq.CodeBadJSON, "", "the request body holds more than one JSON value")
 	}
-	return nil
+	return checkStrict(body, v)
 }
 
 // jsonError names what was wrong with a JSON body.

@@ -85,6 +85,9 @@ func inJob(err error, i int) error {
 	}
 	c := *ve
 	c.Field = "jobs[" + itoa(i) + "]." + c.Field
+	if ve.Field == "" {
+		c.Field = "jobs[" + itoa(i) + "]"
+	}
 	return &c
 }
 

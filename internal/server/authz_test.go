@@ -150,3 +150,63 @@ func TestReservationAttackOverHTTP(t *testing.T) {
 		t.Errorf("the victim's finish: %d %s", st, b)
 	}
 }
+
+// GET /v1/backup streams every job. A page of another site must not be
+// able to start it (the cross-site GET, with no token configured,
+// streamed a whole checkpoint), and with tokens it needs admin.
+func TestBackupProtections(t *testing.T) {
+	t.Parallel()
+	open := startServer(t, testConfig(t), &syncBuffer{})
+	hc := plainClient(t)
+	get := func(u string, hdr map[string]string, token string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", u+"/v1/backup", nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode == 200 {
+			return 200, resp.Header.Get("Content-Type")
+		}
+		return resp.StatusCode, codeOf(b)
+	}
+	u := open.URL()
+	host := strings.TrimPrefix(u, "http://")
+	for _, c := range []struct {
+		name   string
+		hdr    map[string]string
+		status int
+		code   string
+	}{
+		{"cross-site fetch", map[string]string{"Sec-Fetch-Site": "cross-site"}, 403, api.CodeCrossSite},
+		{"same-site fetch", map[string]string{"Sec-Fetch-Site": "same-site"}, 403, api.CodeCrossSite},
+		{"foreign Origin", map[string]string{"Origin": "http://evil.example"}, 403, api.CodeCrossSite},
+		{"same origin", map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": "http://" + host}, 200, "application/x-tar"},
+		{"typed URL", map[string]string{"Sec-Fetch-Site": "none"}, 200, "application/x-tar"},
+		{"not a browser", nil, 200, "application/x-tar"},
+	} {
+		if status, code := get(u, c.hdr, ""); status != c.status || code != c.code {
+			t.Errorf("%s: %d %q, want %d %q", c.name, status, code, c.status, c.code)
+		}
+	}
+
+	cfg := testConfig(t)
+	cfg.AuthFile = authFile(t, "shop-token")
+	guarded := startServer(t, cfg, &syncBuffer{})
+	for token, want := range map[string]int{"": 401, "shop-token": 403, "worker-token": 403, "ops-token": 200} {
+		if status, code := get(guarded.URL(), nil, token); status != want {
+			t.Errorf("backup with token %q: %d %s, want %d", token, status, code, want)
+		}
+	}
+	if status, code := get(guarded.URL(), map[string]string{"Sec-Fetch-Site": "cross-site"}, "ops-token"); status != 403 || code != api.CodeCrossSite {
+		t.Errorf("an admin's cross-site backup: %d %s", status, code)
+	}
+}
