@@ -23,7 +23,8 @@ func decodeBatch(w http.ResponseWriter, r *http.Request, limit int64, req *api.B
 
 // decodeBatchFrom is decodeBatch's parser, apart so fuzz tests can reach it.
 func decodeBatchFrom(body io.Reader, req *api.BatchRequest) error {
-	dec := json.NewDecoder(body)
+	tee := &teeReader{r: body}
+	dec := json.NewDecoder(tee)
 	dec.DisallowUnknownFields()
 	tok, err := dec.Token()
 	if err == io.EOF {
@@ -55,7 +56,7 @@ func decodeBatchFrom(body io.Reader, req *api.BatchRequest) error {
 		default:
 			return delayq.Invalid("unknown_field", "", "unknown field %q", key)
 		}
-		if err := decodeBatchJobs(dec, req); err != nil {
+		if err := decodeBatchJobs(dec, tee, req); err != nil {
 			return err
 		}
 	}
@@ -78,7 +79,7 @@ func expectEOF(dec *json.Decoder) error {
 }
 
 // decodeBatchJobs reads the value of "jobs": null or an array of jobs.
-func decodeBatchJobs(dec *json.Decoder, req *api.BatchRequest) error {
+func decodeBatchJobs(dec *json.Decoder, tee *teeReader, req *api.BatchRequest) error {
 	req.Jobs = req.Jobs[:0]
 	tok, err := dec.Token()
 	if err != nil {
@@ -90,28 +91,28 @@ func decodeBatchJobs(dec *json.Decoder, req *api.BatchRequest) error {
 	if tok != json.Delim('[') {
 		return delayq.Invalid("bad_json", "jobs", "jobs must be an array of jobs")
 	}
-	var raw json.RawMessage // reused: Decode appends into it
 	for dec.More() {
 		if len(req.Jobs) == delayq.MaxBatch {
 			return delayq.Invalid("batch_too_big", "jobs", "%d jobs or more in one batch, at most %d", delayq.MaxBatch+1, delayq.MaxBatch)
 		}
-		// Each job is read whole, checked strictly (checkStrict: exact
-		// field names, none twice) and then decoded.
+		// Each job is decoded, then its bytes, which the tee kept, are
+		// checked strictly (checkStrict: exact field names, none twice).
+		// Decoding from the bytes instead would scan every job twice.
 		i := len(req.Jobs)
 		req.Jobs = append(req.Jobs, api.PutRequest{})
-		raw = raw[:0]
-		if err := dec.Decode(&raw); err != nil {
+		start := dec.InputOffset()
+		if err := dec.Decode(&req.Jobs[i]); err != nil {
 			return inJob(streamError(err), i)
 		}
+		end := dec.InputOffset()
+		raw := tee.span(start, end)
 		if string(raw) == "null" {
 			return delayq.Invalid(delayq.CodeBadJSON, "jobs["+itoa(i)+"]", "is null; send a job object")
 		}
 		if err := checkStrict(raw, &req.Jobs[i]); err != nil {
 			return inJob(err, i)
 		}
-		if err := json.Unmarshal(raw, &req.Jobs[i]); err != nil {
-			return inJob(jsonError(err), i)
-		}
+		tee.forget(end)
 	}
 	if _, err := dec.Token(); err != nil { // the closing ']'
 		return streamError(err)
@@ -134,4 +135,37 @@ func streamError(err error) error {
 		return err
 	}
 	return jsonError(fmt.Errorf("%w", err))
+}
+
+// teeReader keeps the bytes read through it from the oldest one still
+// wanted, so the batch decoder can look at a job's own bytes after
+// json.Decoder decoded them. It keeps about one job, not the body.
+type teeReader struct {
+	r    io.Reader
+	buf  []byte
+	base int64 // the input offset of buf[0]
+}
+
+func (t *teeReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	t.buf = append(t.buf, p[:n]...)
+	return n, err
+}
+
+// span returns the input from offset start to end, without the
+// separators json.Decoder had not consumed at start (spaces, a comma).
+// It is valid until the next forget.
+func (t *teeReader) span(start, end int64) []byte {
+	raw := t.buf[start-t.base : end-t.base]
+	for len(raw) > 0 && (raw[0] == ',' || raw[0] == ' ' || raw[0] == '\t' || raw[0] == '\r' || raw[0] == '\n') {
+		raw = raw[1:]
+	}
+	return raw
+}
+
+// forget drops the input before offset end.
+func (t *teeReader) forget(end int64) {
+	n := copy(t.buf, t.buf[end-t.base:])
+	t.buf = t.buf[:n]
+	t.base = end
 }

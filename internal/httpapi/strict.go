@@ -116,11 +116,12 @@ func addFields(s *shape, t reflect.Type, seen map[reflect.Type]*shape) {
 // the shape of v's type.
 func checkStrict(data []byte, v any) error {
 	c := strictWalker{data: data}
+	c.path = c.pathArr[:0]
 	c.ws()
 	if bytes.HasPrefix(c.data[c.i:], []byte("null")) {
 		return delayq.Invalid(delayq.CodeBadJSON, "", "the body is null; send a JSON object")
 	}
-	return c.value(shapeOf(reflect.TypeOf(v)), "")
+	return c.value(shapeOf(reflect.TypeOf(v)))
 }
 
 // strictWalker walks valid JSON. It relies on the input being valid (it is
@@ -129,6 +130,34 @@ func checkStrict(data []byte, v any) error {
 type strictWalker struct {
 	data []byte
 	i    int
+	// path is where the walk is, for messages: built into a string only
+	// when there is something to say, so a good body allocates nothing
+	// for it.
+	path    []pathSeg
+	pathArr [8]pathSeg
+}
+
+// pathSeg is one step of a path: a key, or an index when key is nil.
+type pathSeg struct {
+	key []byte
+	idx int
+}
+
+// where is the path as a field name: "jobs[2].body".
+func (c *strictWalker) where() string {
+	var b strings.Builder
+	for _, s := range c.path {
+		switch {
+		case s.key == nil:
+			b.WriteString("[" + itoa(s.idx) + "]")
+		case b.Len() > 0:
+			b.WriteByte('.')
+			fallthrough
+		default:
+			b.Write(s.key)
+		}
+	}
+	return b.String()
 }
 
 func (c *strictWalker) ws() {
@@ -149,12 +178,12 @@ func (c *strictWalker) peek() byte {
 	return 0
 }
 
-// value checks the value at c.i, of shape s, at path (for messages).
-func (c *strictWalker) value(s *shape, path string) error {
+// value checks the value at c.i, of shape s.
+func (c *strictWalker) value(s *shape) error {
 	c.ws()
 	switch c.peek() {
 	case '{':
-		return c.object(s, path)
+		return c.object(s)
 	case '[':
 		c.i++
 		var elem *shape
@@ -173,12 +202,15 @@ func (c *strictWalker) value(s *shape, path string) error {
 			if elem != nil && elem.object && bytes.HasPrefix(c.data[c.i:], []byte("null")) {
 				// It would decode to an element of all defaults (a job
 				// with an empty body, in a batch).
-				return delayq.Invalid(delayq.CodeBadJSON, path+"["+itoa(n)+"]", "is null; send an object")
+				c.path = append(c.path, pathSeg{idx: n})
+				return delayq.Invalid(delayq.CodeBadJSON, c.where(), "is null; send an object")
 			}
 			at := c.i
-			if err := c.value(elem, path+"["+itoa(n)+"]"); err != nil {
+			c.path = append(c.path, pathSeg{idx: n})
+			if err := c.value(elem); err != nil {
 				return err
 			}
+			c.path = c.path[:len(c.path)-1]
 			if c.i == at {
 				return nil // not reached on valid JSON; stop rather than spin
 			}
@@ -204,9 +236,10 @@ func (c *strictWalker) value(s *shape, path string) error {
 
 // object checks the object at c.i: no key twice, and, for a struct's
 // shape, every key a field's exact name.
-func (c *strictWalker) object(s *shape, path string) error {
-	c.i++             // '{'
-	var seen [][]byte // few keys per object: a linear search beats a map
+func (c *strictWalker) object(s *shape) error {
+	c.i++                  // '{'
+	var seenArr [16][]byte // few keys per object: a linear search beats a map
+	seen := seenArr[:0]
 	var many map[string]bool
 	for {
 		c.ws()
@@ -231,10 +264,10 @@ func (c *strictWalker) object(s *shape, path string) error {
 				key = []byte(k)
 			}
 		}
-		if many == nil && len(seen) < 16 {
+		if many == nil && len(seen) < len(seenArr) {
 			for _, k := range seen {
 				if bytes.Equal(k, key) {
-					return dupField(path, key)
+					return c.dupField(key)
 				}
 			}
 			seen = append(seen, key)
@@ -246,7 +279,7 @@ func (c *strictWalker) object(s *shape, path string) error {
 				}
 			}
 			if many[string(key)] {
-				return dupField(path, key)
+				return c.dupField(key)
 			}
 			many[string(key)] = true
 		}
@@ -254,7 +287,7 @@ func (c *strictWalker) object(s *shape, path string) error {
 		if s != nil && s.object {
 			f, ok := s.fields[string(key)]
 			if !ok {
-				return unknownField(s, path, key)
+				return c.unknownField(s, key)
 			}
 			child = f
 		}
@@ -263,9 +296,11 @@ func (c *strictWalker) object(s *shape, path string) error {
 			c.i++
 		}
 		at := c.i
-		if err := c.value(child, join(path, string(key))); err != nil {
+		c.path = append(c.path, pathSeg{key: key})
+		if err := c.value(child); err != nil {
 			return err
 		}
+		c.path = c.path[:len(c.path)-1]
 		if c.i == at {
 			return nil // not reached on valid JSON; stop rather than spin
 		}
@@ -295,20 +330,16 @@ func (c *strictWalker) str() []byte {
 	}
 }
 
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
+func (c *strictWalker) dupField(key []byte) error {
+	c.path = append(c.path, pathSeg{key: key})
+	return delayq.Invalid(delayq.CodeDuplicateField, c.where(), "given twice; give each field once")
 }
 
-func dupField(path string, key []byte) error {
-	return delayq.Invalid(delayq.CodeDuplicateField, join(path, string(key)), "given twice; give each field once")
-}
-
-func unknownField(s *shape, path string, key []byte) error {
+func (c *strictWalker) unknownField(s *shape, key []byte) error {
+	parent := c.where()
+	c.path = append(c.path, pathSeg{key: key})
 	if name, ok := s.folded[strings.ToLower(string(key))]; ok {
-		return delayq.Invalid(delayq.CodeUnknownField, join(path, string(key)), "unknown field; field names are case-sensitive: did you mean %q?", name)
+		return delayq.Invalid(delayq.CodeUnknownField, c.where(), "unknown field; field names are case-sensitive: did you mean %q?", name)
 	}
-	return delayq.Invalid(delayq.CodeUnknownField, path, "unknown field %q", string(key))
+	return delayq.Invalid(delayq.CodeUnknownField, parent, "unknown field %q", string(key))
 }
