@@ -32,7 +32,8 @@ import (
 // holds bytes is waiting for more) and refuses the youngest waiter that
 // holds some (wound-wait): its bytes go back and the older requests go
 // on. A request larger than the whole budget still runs, once it is the
-// only one holding bytes.
+// only one holding bytes; while it waits for that, small requests pass it
+// and larger ones wait behind it.
 type Bytes struct {
 	max  int64
 	wait time.Duration
@@ -116,8 +117,9 @@ func (c *Charge) Take(ctx context.Context, n int64) error {
 		return nil
 	}
 	// The only holder runs alone, whatever the queue: it waits for nobody
-	// and, were it to wait, nobody could give it anything.
-	if len(b.queue) == 0 && b.used+n <= b.max || b.used == c.held {
+	// and, were it to wait, nobody could give it anything. Anyone else
+	// goes first if it fits and no earlier take waits in line before it.
+	if b.used == c.held || b.used+n <= b.max && !b.lineAhead(c.held+n) {
 		b.grant(c, n)
 		b.mu.Unlock()
 		return nil
@@ -236,18 +238,31 @@ func (b *Bytes) unqueue(w *waiter) {
 	}
 }
 
-// settle grants the queue's head for as long as it fits, then breaks a
-// standoff if one is left: bytes are held, every holder waits, and the
+// settle grants the waiting takes in line for as long as they fit (first
+// come first served, but an oversized take waits to be alone and lets
+// small takes pass; see oversized), then breaks a standoff if one is left: bytes are held, every holder waits, and the
 // head cannot be granted, so no byte will ever come back by itself. The
 // youngest waiter that holds bytes is refused; giving them back (when its
 // request answers) lets the rest go on. b.mu is held.
 func (b *Bytes) settle() {
-	for len(b.queue) > 0 {
-		w := b.queue[0]
-		if b.used+w.n > b.max && b.used != w.c.held {
-			break
+	bulkWaits := false // an oversized take is in line: only small ones pass it
+	for i := 0; i < len(b.queue); {
+		w := b.queue[i]
+		if b.used != w.c.held { // the only holder is granted whatever it asks
+			if bulkWaits && w.c.held+w.n > passLimit {
+				i++ // parked behind the oversized take
+				continue
+			}
+			if b.used+w.n > b.max {
+				if oversized(w) {
+					bulkWaits = true
+					i++
+					continue
+				}
+				break // first come first served
+			}
 		}
-		b.queue = b.queue[1:]
+		b.queue = slices.Delete(b.queue, i, i+1)
 		w.c.waiting = nil
 		if w.c.held > 0 {
 			b.active++ // it holds and no longer waits; grant counts only a first byte
@@ -270,6 +285,36 @@ func (b *Bytes) settle() {
 	b.unqueue(victim)
 	victim.err = b.refusal()
 	close(victim.done)
+}
+
+// oversized reports whether w would take its request past the whole
+// budget: it can run only alone. Small requests (up to passLimit) pass it
+// in line: were they to wait behind it, one large batch would stall every
+// other writer until all before it had finished. Larger ones wait behind
+// it, so they do not read more bodies in the meantime (bytes the
+// collector must then reclaim when they are refused).
+func oversized(w *waiter) bool { return w.c.held+w.n > w.c.b.max }
+
+// passLimit is the most a request may hold and still pass an oversized
+// take in line: a single-job put (its body at the default --max-body,
+// and the copies it decodes into) or a reserve or finish.
+const passLimit = 1 << 20
+
+// lineAhead reports whether a take waits in line that a newcomer, which
+// would then hold total, must not pass: as settle goes through the line.
+// b.mu is held.
+func (b *Bytes) lineAhead(total int64) bool {
+	bulkWaits := false
+	for _, w := range b.queue {
+		switch {
+		case bulkWaits && w.c.held+w.n > passLimit: // parked behind an oversized take
+		case oversized(w):
+			bulkWaits = true
+		default:
+			return true // it did not fit: first come first served
+		}
+	}
+	return bulkWaits && total > passLimit
 }
 
 // refusal is the answer to a take the budget cannot hold.

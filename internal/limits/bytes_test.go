@@ -206,3 +206,103 @@ func TestChargeNil(t *testing.T) {
 		t.Fatalf("held %d", real.Held())
 	}
 }
+
+// A take that would carry its request past the whole budget waits to be
+// alone, and meanwhile smaller takes pass it instead of queueing behind
+// it: one large batch does not stall every other writer.
+func TestChargeOversizedHoldsUpNobody(t *testing.T) {
+	t.Parallel()
+	b := NewBytes(100, long)
+	small := b.Open()
+	if err := small.Take(t.Context(), 10); err != nil {
+		t.Fatal(err)
+	}
+	big := b.Open()
+	bigDone := make(chan error, 1)
+	go func() { bigDone <- big.Take(t.Context(), 150) }()
+	for {
+		b.mu.Lock()
+		queued := len(b.queue)
+		b.mu.Unlock()
+		if queued == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	other := b.Open()
+	if err := other.Take(t.Context(), 20); err != nil {
+		t.Fatalf("a small take behind an oversized one: %v", err)
+	}
+	if err := small.Take(t.Context(), 5); err != nil {
+		t.Fatalf("a holder's next take: %v", err)
+	}
+	small.Close()
+	other.Close()
+	if err := <-bigDone; err != nil || big.Held() != 150 {
+		t.Fatalf("the oversized take once alone: %v, holds %d", err, big.Held())
+	}
+	big.Close()
+	if b.InFlight() != 0 {
+		t.Fatalf("InFlight %d", b.InFlight())
+	}
+}
+
+// Behind an oversized take, a large take (over passLimit) waits its turn
+// instead of reading more of its body, while small ones still pass.
+func TestChargeBulkWaitsBehindOversized(t *testing.T) {
+	t.Parallel()
+	const max = 4 * passLimit
+	b := NewBytes(max, long)
+	holder := b.Open()
+	if err := holder.Take(t.Context(), passLimit); err != nil {
+		t.Fatal(err)
+	}
+	big := b.Open()
+	bigDone := make(chan error, 1)
+	go func() { bigDone <- big.Take(t.Context(), max+1) }()
+	queued := func(n int) {
+		for {
+			b.mu.Lock()
+			q := len(b.queue)
+			b.mu.Unlock()
+			if q == n {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	queued(1)
+	bulk := b.Open()
+	bulkDone := make(chan error, 1)
+	go func() { bulkDone <- bulk.Take(t.Context(), 2*passLimit) }()
+	queued(2)
+	small := b.Open()
+	if err := small.Take(t.Context(), passLimit/2); err != nil {
+		t.Fatalf("a small take behind a parked bulk one: %v", err)
+	}
+	select {
+	case err := <-bulkDone:
+		t.Fatalf("a bulk take passed an oversized one: %v", err)
+	default:
+	}
+	// Everyone but the oversized take gives back: it runs alone, then the
+	// bulk take.
+	holder.Close()
+	small.Close()
+	if err := <-bigDone; err != nil {
+		t.Fatalf("the oversized take: %v", err)
+	}
+	select {
+	case err := <-bulkDone:
+		t.Fatalf("a bulk take ran beside the oversized one: %v", err)
+	default:
+	}
+	big.Close()
+	if err := <-bulkDone; err != nil || bulk.Held() != 2*passLimit {
+		t.Fatalf("the bulk take after: %v, holds %d", err, bulk.Held())
+	}
+	bulk.Close()
+	if b.InFlight() != 0 {
+		t.Fatalf("InFlight %d", b.InFlight())
+	}
+}
