@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,7 +12,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/api"
+	"github.com/delayq/delayq/client"
 	"github.com/delayq/delayq/internal/auth"
 )
 
@@ -208,5 +211,36 @@ func TestBackupProtections(t *testing.T) {
 	}
 	if status, code := get(guarded.URL(), map[string]string{"Sec-Fetch-Site": "cross-site"}, "ops-token"); status != 403 || code != api.CodeCrossSite {
 		t.Errorf("an admin's cross-site backup: %d %s", status, code)
+	}
+}
+
+// Over Redis every instance signs reservations with the one key the
+// store keeps: a job reserved through one instance is touched and
+// finished through another, and a reservation without its tag is
+// refused there too.
+func TestReservationKeySharedOverRedis(t *testing.T) {
+	url := redisURL(t)
+	a, b := startOverRedis(t, url), startOverRedis(t, url)
+	ca, cb := newClient(t, a), newClient(t, b)
+	ctx := t.Context()
+	topic := "authz-" + strings.ReplaceAll(t.Name(), "/", "-") + "-" + fmt.Sprint(os.Getpid())
+	res, err := ca.Put(ctx, topic, client.PutRequest{Body: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := ca.Reserve(ctx, []string{topic}, 1, 0)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("reserve through A: %v, %v", jobs, err)
+	}
+	tok := jobs[0].Reservation
+	bare := tok[:strings.LastIndexByte(tok, '-')]
+	if _, err := cb.Touch(ctx, res.ID, bare); !errors.Is(err, delayq.ErrNotReserved) {
+		t.Errorf("B took the untagged %q: %v", bare, err)
+	}
+	if _, err := cb.Touch(ctx, res.ID, tok); err != nil {
+		t.Fatalf("B refused A's reservation: %v", err)
+	}
+	if err := cb.Finish(ctx, res.ID, tok); err != nil {
+		t.Fatalf("finish through B: %v", err)
 	}
 }
