@@ -480,6 +480,8 @@ func TestOpenAPI(t *testing.T) {
 	ops.call(201, "POST", tp+"/jobs", `{"id":"r2","body":"now","at":"2001-01-01T00:00:00Z"}`, nil)
 	ops.call(409, "POST", tp+"/jobs", `{"id":"r2","body":"again"}`, nil)
 	ops.call(400, "POST", tp+"/jobs", `{"nope":1}`, nil, invalid)
+	ops.call(400, "POST", tp+"/jobs", `{"Body":"x"}`, nil, invalid)   // names are case-sensitive
+	ops.call(400, "POST", tp+"/jobs", `{"body":"x","body":"y"}`, nil) // duplicate_field
 	ops.call(400, "POST", "/v1/topics/-bad/jobs", `{"body":"x"}`, nil)
 	ops.call(201, "POST", tp+"/jobs/batch", `{"jobs":[{"id":"b1","body":"x"},{"id":"b2","body":"y","delay":0.01},{"id":"b3","body":"z"}]}`, nil)
 	ops.call(400, "POST", tp+"/jobs/batch", `{"jobs":[{"body":"x","delay":"soon"}]}`, nil)
@@ -608,6 +610,7 @@ func TestOpenAPI(t *testing.T) {
 	// Operations.
 	ops.call(200, "GET", "/v1/cluster", "", nil)
 	ops.call(200, "GET", "/v1/backup", "", nil)
+	ops.call(403, "GET", "/v1/backup", "", nil, withHeader("Sec-Fetch-Site", "cross-site")) // cross_site
 	viewer.call(403, "GET", "/v1/backup", "", nil)
 
 	// The original protocol, on both paths.
