@@ -24,7 +24,7 @@ type securityFlags struct {
 	MaxHTTPConns         int           `name:"max-http-conns" env:"DELAYQ_MAX_HTTP_CONNS" default:"${max_http_conns}" group:"Limits" help:"Most open HTTP connections (0: no bound)."`
 	MaxBeanstalkConns    int           `name:"max-beanstalk-conns" env:"DELAYQ_MAX_BEANSTALK_CONNS" default:"${max_beanstalk_conns}" group:"Limits" help:"Most open beanstalkd connections (0: no bound)."`
 	BeanstalkIdleTimeout time.Duration `name:"beanstalk-idle-timeout" env:"DELAYQ_BEANSTALK_IDLE_TIMEOUT" default:"${beanstalk_idle_timeout}" group:"Limits" help:"Close a beanstalkd connection idle this long (0: never, as beanstalkd)."`
-	MaxInflightBytes     int64         `name:"max-inflight-bytes" env:"DELAYQ_MAX_INFLIGHT_BYTES" default:"${max_inflight_bytes}" group:"Limits" help:"Most bytes of HTTP request bodies read at once (0: no bound)."`
+	MaxInflightBytes     int64         `name:"max-inflight-bytes" env:"DELAYQ_MAX_INFLIGHT_BYTES" default:"${max_inflight_bytes}" group:"Limits" help:"Most HTTP request bytes held at once: bodies charged as they arrive, puts also what they decode into (0: no bound)."`
 	InflightWait         time.Duration `name:"inflight-wait" env:"DELAYQ_INFLIGHT_WAIT" default:"${inflight_wait}" group:"Limits" help:"How long a request may wait for its share of --max-inflight-bytes."`
 	MaxWaitingReserves   int           `name:"max-waiting-reserves" env:"DELAYQ_MAX_WAITING_RESERVES" default:"${max_waiting_reserves}" group:"Limits" help:"Most reserves long-polling at once (0: no bound)."`
 	MaxTopics            int           `name:"max-topics" env:"DELAYQ_MAX_TOPICS" default:"${max_topics}" group:"Limits" help:"Most topics (0: no bound)."`
