@@ -89,20 +89,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) (code in
 		}
 	}()
 	var cli root
-	parser, err := kong.New(&cli,
-		kong.Name("delayq"),
-		kong.Description("delayq is a durable delay queue server. Run `delayq serve`, then put and reserve jobs over HTTP, beanstalkd or these commands."),
-		kong.Writers(stdout, stderr),
-		kong.Exit(func(c int) { panic(exitPanic(c)) }),
-		kong.Vars(defaultVars()),
-		kong.Vars(securityVars()),
-		kong.Vars(redisVars()),
-		kong.UsageOnError(),
-		kong.TypeMapper(reflect.TypeFor[time.Duration](), durationMapper()),
-	)
-	if err != nil {
-		panic(err) // the command tree is wrong: a programming error
-	}
+	parser := newParser(&cli, stdout, stderr)
 	kctx, err := parser.Parse(args)
 	if err != nil {
 		fmt.Fprintf(stderr, "delayq: %v\n", err)
@@ -117,6 +104,26 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) (code in
 		return exitError
 	}
 	return exitOK
+}
+
+// newParser builds the command line parser over cli. Tests use it to
+// walk the model (every serve flag is a config file key).
+func newParser(cli *root, stdout, stderr io.Writer) *kong.Kong {
+	parser, err := kong.New(cli,
+		kong.Name("delayq"),
+		kong.Description("delayq is a durable delay queue server. Run `delayq serve`, then put and reserve jobs over HTTP, beanstalkd or these commands."),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(c int) { panic(exitPanic(c)) }),
+		kong.Vars(defaultVars()),
+		kong.Vars(securityVars()),
+		kong.Vars(redisVars()),
+		kong.UsageOnError(),
+		kong.TypeMapper(reflect.TypeFor[time.Duration](), durationMapper()),
+	)
+	if err != nil {
+		panic(err) // the command tree is wrong: a programming error
+	}
+	return parser
 }
 
 // usageError is a command line that kong accepted but a command refuses

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/alecthomas/kong"
+
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/config"
 	"github.com/delayq/delayq/internal/server"
@@ -37,6 +39,11 @@ type serveCmd struct {
 
 	securityFlags `embed:""`
 	redisFlags    `embed:""`
+
+	// The config file (serve_config.go): every flag above is also a key.
+	Config string      `name:"config" env:"DELAYQ_CONFIG" type:"path" group:"Config file" help:"TOML file of serve settings, each key a flag's name (max-body = 1048576). A flag or DELAYQ_* variable wins over the file."`
+	Check  bool        `name:"check" group:"Config file" help:"Check the settings (flags, environment, --config), print the effective ones with secrets masked, and exit without starting."`
+	file   *configFile `kong:"-"` // the parsed --config, set by BeforeResolve
 }
 
 // config turns the flags into a server configuration.
@@ -68,10 +75,17 @@ func (c *serveCmd) config() config.Config {
 
 // Run serves until the context ends (SIGINT or SIGTERM), then shuts down
 // gracefully. Logs go to stderr.
-func (c *serveCmd) Run(e *env) error {
+func (c *serveCmd) Run(e *env, kctx *kong.Context) error {
 	cfg := c.config()
+	if c.Check {
+		writeSettings(e.stdout, c.settings(kctx))
+	}
 	if err := cfg.Validate(); err != nil {
-		return usageError{msg: "invalid configuration:\n" + err.Error()}
+		return usageError{msg: "invalid configuration:\n" + c.annotate(kctx, err)}
+	}
+	if c.Check {
+		fmt.Fprintln(e.stderr, "delayq serve: configuration OK")
+		return nil
 	}
 	err := server.Run(e.ctx, cfg, cfg.NewLogger(e.stderr))
 	if errors.Is(err, delayq.ErrCorrupt) {
