@@ -92,12 +92,14 @@ func Run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	if err := s.Start(ctx); err != nil {
 		return err
 	}
+	stopping := s.notifySystemd() // READY=1, watchdog pings (notify.go)
 	select {
 	case <-ctx.Done():
 		s.log.Info("shutdown requested", "cause", context.Cause(ctx))
 	case <-s.failed.Done():
 		s.log.Error("server part failed; shutting down", "err", context.Cause(s.failed))
 	}
+	stopping() // STOPPING=1
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
 	return s.Shutdown(sctx)
