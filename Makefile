@@ -8,6 +8,12 @@ help: ## list the targets
 build: ## build bin/delayq
 	$(GO) build -o bin/delayq ./cmd/delayq
 
+install: ## go install ./cmd/delayq: the delayq command into $(go env GOPATH)/bin
+	$(GO) install ./cmd/delayq
+
+release: ## static linux amd64/arm64 binaries, SHA256SUMS and the image context into dist/
+	bash scripts/release.sh
+
 run: ## run the server on the embedded default
 	$(GO) run ./cmd/delayq serve
 
@@ -27,4 +33,4 @@ fuzz: ## run every fuzz target for 30s
 bench: ## store and engine micro-benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/store/diskstore/ ./internal/engine/
 
-.PHONY: help build run test test/short lint fuzz bench
+.PHONY: help build install release run test test/short lint fuzz bench

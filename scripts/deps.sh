@@ -3,8 +3,9 @@
 # redis-server (Redis backend tests), beanstalkd (byte-for-byte protocol
 # comparison), php-cli + pheanstalk (a real beanstalkd client), chromium
 # (the dashboard's browser tests), nc (the README's beanstalkd
-# examples) and promtool (checks docs/alerts/prometheus-rules.yaml; Debian
-# ships it in the prometheus package). Debian packages only; needs root (or sudo) the first time.
+# examples), promtool (checks docs/alerts/prometheus-rules.yaml; Debian
+# ships it in the prometheus package), podman (builds the Containerfile's
+# image) and systemd-analyze (verifies packaging/delayq.service). Debian packages only; needs root (or sudo) the first time.
 set -euo pipefail
 
 need=()
@@ -15,6 +16,8 @@ command -v php >/dev/null || need+=(php-cli)
 command -v chromium >/dev/null || need+=(chromium)
 command -v nc >/dev/null || need+=(netcat-openbsd)
 command -v promtool >/dev/null || need+=(prometheus)
+command -v podman >/dev/null || need+=(podman)
+command -v systemd-analyze >/dev/null || need+=(systemd)
 [ -d /usr/share/php/Pheanstalk ] || dpkg -s php-pda-pheanstalk >/dev/null 2>&1 || need+=(php-pda-pheanstalk)
 
 if [ ${#need[@]} -eq 0 ]; then

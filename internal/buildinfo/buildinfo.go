@@ -25,13 +25,42 @@ type Info struct {
 	GoVersion string // toolchain, e.g. go1.26.8
 }
 
+// Stamped by a release build (scripts/release.sh) with
+//
+//	-ldflags "-X github.com/delayq/delayq/internal/buildinfo.version=v1.2.0 ..."
+//
+// They win over what the toolchain recorded: a release is built from a
+// tag that `go build` does not turn into the module version, and may be
+// built where VCS stamping is off (GOFLAGS=-buildvcs=false, a tarball).
+var (
+	version    string // e.g. v1.2.0, or git describe's v1.2.0-3-g0a1b2c3
+	revision   string // full commit hash
+	commitTime string // commit time, RFC 3339
+	modified   string // "true" when built from a tree with uncommitted changes
+)
+
 // Read returns the running binary's build information.
 func Read() Info {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		bi = nil
 	}
-	return from(bi)
+	return stamp(from(bi), version, revision, commitTime, modified)
+}
+
+// stamp overrides i with the release build's -X values that are set.
+func stamp(i Info, version, revision, time, modified string) Info {
+	if version != "" {
+		i.Version = version
+	}
+	if revision != "" {
+		i.Revision = revision
+		i.Modified = modified == "true"
+	}
+	if time != "" {
+		i.Time = time
+	}
+	return i
 }
 
 // from extracts Info from what debug.ReadBuildInfo returned (nil when the

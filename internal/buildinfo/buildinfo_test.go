@@ -47,3 +47,17 @@ func TestReadNeverEmpty(t *testing.T) {
 		t.Errorf("Read() = %+v, want every field set", i)
 	}
 }
+
+// A release build's -X values win over the toolchain's record, field by
+// field; the ones not given keep it.
+func TestStamp(t *testing.T) {
+	recorded := Info{Version: "(devel)", Revision: unknown, Time: unknown, Modified: true, GoVersion: "go1.26.8"}
+	got := stamp(recorded, "v1.2.0", "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567", "2026-11-24T00:00:00Z", "false")
+	want := Info{Version: "v1.2.0", Revision: "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567", Time: "2026-11-24T00:00:00Z", GoVersion: "go1.26.8"}
+	if got != want {
+		t.Errorf("stamp() = %+v, want %+v", got, want)
+	}
+	if got := stamp(recorded, "", "", "", ""); got != recorded {
+		t.Errorf("stamp() with nothing stamped = %+v, want the record %+v", got, recorded)
+	}
+}
