@@ -13,6 +13,7 @@ package cli
 // flag > environment (DELAYQ_*) > file > default.
 
 import (
+	"encoding"
 	"errors"
 	"fmt"
 	"io"
@@ -266,13 +267,25 @@ func sepName(flag *kong.Flag) string {
 	return strconv.QuoteRune(flag.Tag.Sep)
 }
 
+// textType says whether values of t read their command-line text
+// themselves (encoding.TextUnmarshaler, as kong honours): such a flag's
+// key takes that text as a TOML string, whatever the type's kind.
+func textType(t reflect.Type) bool {
+	return reflect.PointerTo(t).Implements(textUnmarshalerType)
+}
+
+var textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+
 // scalarText is flagText for one value of type t.
 func scalarText(t reflect.Type, v any) (string, error) {
-	if t == durationType {
+	if t == durationType || textType(t) {
 		if s, ok := v.(string); ok {
 			return s, nil
 		}
-		return "", fmt.Errorf("expected a duration string such as \"30s\", \"1h30m\" or \"7d\", got %s", tomlType(v))
+		if t == durationType {
+			return "", fmt.Errorf("expected a duration string such as \"30s\", \"1h30m\" or \"7d\", got %s", tomlType(v))
+		}
+		return "", fmt.Errorf("expected a string (the flag's command-line text), got %s", tomlType(v))
 	}
 	switch t.Kind() {
 	case reflect.Bool:
@@ -517,6 +530,17 @@ func tomlValue(f *kong.Flag, v reflect.Value) string {
 func tomlOf(v reflect.Value) string {
 	if v.Type() == durationType {
 		return tomlString(time.Duration(v.Int()).String())
+	}
+	if textType(v.Type()) {
+		// Written as the flag takes it: the type's own text.
+		if m, ok := v.Interface().(encoding.TextMarshaler); ok {
+			if b, err := m.MarshalText(); err == nil {
+				return tomlString(redactURL(string(b)))
+			}
+		}
+		if s, ok := v.Interface().(fmt.Stringer); ok {
+			return tomlString(redactURL(s.String()))
+		}
 	}
 	switch v.Kind() {
 	case reflect.Bool:

@@ -88,6 +88,18 @@ func sample(t *testing.T, f *kong.Flag) (cli, file string) {
 	if typ == durationType {
 		return "7s", `"7s"`
 	}
+	if textType(typ) {
+		// A type that reads its own text: the first of these it takes
+		// that is not its default.
+		def := reflect.New(typ).Elem()
+		_ = checkFlagTextInto(f, f.Default, def)
+		for _, text := range []string{"7s", "50ms", "always", "true", "7", "a.example", "127.0.0.2:7"} {
+			v := reflect.New(typ).Elem()
+			if checkFlagTextInto(f, text, v) == nil && !reflect.DeepEqual(v.Interface(), def.Interface()) {
+				return text, fmt.Sprintf("%q", text)
+			}
+		}
+	}
 	switch typ.Kind() {
 	case reflect.Bool:
 		if f.Default == "true" {
@@ -405,4 +417,10 @@ func FuzzConfigFile(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkFlagTextInto parses text with the flag's mapper into target.
+func checkFlagTextInto(f *kong.Flag, text string, target reflect.Value) error {
+	scan := kong.ScanFromTokens(kong.Token{Type: kong.FlagValueToken, Value: text})
+	return f.Mapper.Decode(&kong.DecodeContext{Value: f.Value, Scan: scan}, target)
 }
