@@ -22,7 +22,7 @@ ca_bundle="${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
 
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 version="${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}"
-commit_time=$(TZ=UTC git log -1 --date=iso-strict-local --format=%cd 2>/dev/null || echo unknown)
+commit_time=$(TZ=UTC git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd 2>/dev/null || echo unknown)
 modified=false
 if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
   modified=true
