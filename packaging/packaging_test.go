@@ -279,7 +279,8 @@ func TestContainerImage(t *testing.T) {
 			run, err := exec.Command(podman, "run", "--rm", "--platform", "linux/"+arch, tag, "--version").CombinedOutput()
 			switch {
 			case err != nil && arch != runtime.GOARCH:
-				t.Logf("podman run of the %s image cannot run here (no emulation for %s): %v", arch, arch, err)
+				t.Logf("podman run of the %s image cannot run on this %s machine (%v: %s); it was checked by inspect and by its files above",
+					arch, runtime.GOARCH, err, strings.TrimSpace(string(run)))
 			case err != nil:
 				t.Logf("podman run cannot start containers in this sandbox (%v: %s); the image was checked by inspect and by its files above instead",
 					err, strings.TrimSpace(string(run)))
