@@ -290,9 +290,7 @@ func (s *sealed) Update(ctx context.Context, p store.UpdateParams) (*delayq.Job,
 
 // Get checks the topic of the job it read itself, so it reads once.
 func (s *sealed) Get(ctx context.Context, ref delayq.Ref) (*delayq.Job, error) {
-	if _, err := s.keys.get(ctx); err != nil {
-		return nil, err
-	}
+	signed := s.readKey(ctx)
 	j, err := s.Store.Get(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -302,7 +300,27 @@ func (s *sealed) Get(ctx context.Context, ref delayq.Ref) (*delayq.Job, error) {
 			return nil, err
 		}
 	}
-	return s.sealJob(j), nil
+	return s.showJob(j, signed), nil
+}
+
+// readKey loads the key for a read and reports whether it has one. A
+// read must not fail for want of a key: a store opened read-only (a full
+// disk) cannot save its first key, and a key that was never saved signed
+// no reservation a client could hold, so the read shows jobs without
+// their reservations instead (showJob).
+func (s *sealed) readKey(ctx context.Context) bool {
+	_, err := s.keys.get(ctx)
+	return err == nil
+}
+
+// showJob signs j's reservation when the key is loaded, and drops it
+// otherwise: an unsigned store token must never reach a client.
+func (s *sealed) showJob(j *delayq.Job, signed bool) *delayq.Job {
+	if j != nil && !signed {
+		j.Reservation = ""
+		return j
+	}
+	return s.sealJob(j)
 }
 
 // DeleteBatch checks each entry alone: an entry refused by the
@@ -345,13 +363,11 @@ func isJobRefusal(err error) bool {
 }
 
 func (s *sealed) List(ctx context.Context, p store.ListParams) (*store.ListResult, error) {
-	if _, err := s.keys.get(ctx); err != nil {
-		return nil, err
-	}
+	signed := s.readKey(ctx)
 	res, err := s.Store.List(ctx, p)
 	if res != nil {
 		for _, j := range res.Jobs {
-			s.sealJob(j)
+			s.showJob(j, signed)
 		}
 	}
 	return res, err
