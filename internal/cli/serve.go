@@ -84,8 +84,7 @@ func (c *serveCmd) Run(e *env, kctx *kong.Context) error {
 		return usageError{msg: "invalid configuration:\n" + c.annotate(kctx, err)}
 	}
 	if c.Check {
-		fmt.Fprintln(e.stderr, "delayq serve: configuration OK")
-		return nil
+		return checkStart(e, cfg)
 	}
 	err := server.Run(e.ctx, cfg, cfg.NewLogger(e.stderr))
 	if errors.Is(err, delayq.ErrCorrupt) {

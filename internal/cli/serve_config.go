@@ -29,6 +29,9 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/pelletier/go-toml/v2"
 	"github.com/pelletier/go-toml/v2/unstable"
+
+	"github.com/delayq/delayq/internal/auth"
+	"github.com/delayq/delayq/internal/config"
 )
 
 // configFlagName and checkFlagName are serve's own flags about the file;
@@ -680,4 +683,23 @@ func (c *serveCmd) annotate(kctx *kong.Context, err error) string {
 		lines = append(lines, msg)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// checkStart is the rest of --check: what the server checks first when it
+// starts (listeners exposed without tokens, the tokens themselves), so
+// "configuration OK" means it would get as far as opening the store. TLS
+// files and Redis are left to the start itself.
+func checkStart(e *env, cfg config.Config) error {
+	warnings, err := cfg.CheckExposure()
+	if err != nil {
+		return usageError{msg: "the server would refuse to start:\n" + err.Error()}
+	}
+	for _, w := range warnings {
+		fmt.Fprintln(e.stderr, "delayq serve: warning: insecure listener: "+w)
+	}
+	if _, err := auth.Load(cfg.AuthFile, cfg.Auth); err != nil {
+		return usageError{msg: err.Error()}
+	}
+	fmt.Fprintln(e.stderr, "delayq serve: configuration OK")
+	return nil
 }
