@@ -217,9 +217,6 @@ func Open(dir string, opts Options) (*Store, error) {
 		tail:  closedGroup,
 		lazy:  lazy,
 	}
-	if lazy != nil {
-		lazy.round = s.lazyRound
-	}
 	s.ballast = newBallast(fs, dir, opts.Ballast)
 	s.opts.pebbleFS = s.ballastFS(fs)
 	readOnly, why := s.startReadOnly(fs)
@@ -236,6 +233,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		go s.watchSpace()
 	} else {
 		s.placeBallast()
+	}
+	if lazy != nil {
+		lazy.start(s.lazyRound)
 	}
 	s.bg.Add(2)
 	go s.committer()

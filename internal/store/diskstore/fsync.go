@@ -41,19 +41,29 @@ type lazyWALFS struct {
 	err   error                 // the first failed background sync, returned by every later Sync
 	stop  chan struct{}
 	done  chan struct{}
+	// started is set by start before the loop runs; read by close in
+	// the goroutine that called start (Open, then Close).
+	started   bool
+	closeOnce sync.Once
 	// round, when set, is called before each sync round; the func it
 	// returns is called once the round has synced every file it took
 	// (the high-water mark, acked.go). Set before the first commit.
 	round func() func()
 }
 
-// newLazyWALFS wraps fs and starts its sync loop; close stops it after a
-// last sync.
+// newLazyWALFS wraps fs. Its sync loop starts with start, once the store
+// the round hook reads is fully built; close stops it after a last sync.
 func newLazyWALFS(fs vfs.FS, every time.Duration, log *slog.Logger) *lazyWALFS {
-	l := &lazyWALFS{FS: fs, every: every, log: log, dirty: make(map[*lazyWALFile]bool),
+	return &lazyWALFS{FS: fs, every: every, log: log, dirty: make(map[*lazyWALFile]bool),
 		stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+// start sets the round hook and starts the sync loop. The go statement
+// orders everything the caller built before it ahead of the loop's reads.
+func (l *lazyWALFS) start(round func() func()) {
+	l.round = round
+	l.started = true
 	go l.loop()
-	return l
 }
 
 func isWAL(name string) bool { return strings.HasSuffix(name, ".log") }
@@ -136,12 +146,14 @@ func (l *lazyWALFS) failed() error {
 }
 
 func (l *lazyWALFS) close() {
-	select {
-	case <-l.stop:
-	default:
+	l.closeOnce.Do(func() {
+		if !l.started { // Open failed before the loop ran: sync here
+			l.syncAll()
+			return
+		}
 		close(l.stop)
-	}
-	<-l.done
+		<-l.done
+	})
 }
 
 // lazyWALFile is a WAL file whose Sync returns once the data is written
