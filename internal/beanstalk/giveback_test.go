@@ -8,7 +8,6 @@ import (
 	"net"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,26 +15,8 @@ import (
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/memstore"
+	"github.com/delayq/delayq/internal/store/storetest"
 )
-
-// hangUpGate wraps a store so that, while armed, a Reserve that got jobs
-// holds them until its caller's context ends: a client that hangs up just
-// after the store reserved its job, made as wide as the test needs. It
-// fires once.
-type hangUpGate struct {
-	store.Store
-	armed    atomic.Bool
-	reserved chan struct{} // told when the gate holds a reserved job
-}
-
-func (g *hangUpGate) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.Job, error) {
-	jobs, err := g.Store.Reserve(ctx, p)
-	if len(jobs) > 0 && g.armed.CompareAndSwap(true, false) {
-		g.reserved <- struct{}{}
-		<-ctx.Done()
-	}
-	return jobs, err
-}
 
 // toldReserveJob wraps a store so that each ReserveJob that reserved a
 // job says so, before its answer goes out.
@@ -121,8 +102,8 @@ func checkGivenBack(t *testing.T, e *engine.Engine, j *delayq.Job) {
 // goes back ready with no attempt spent. Released instead, it was buried
 // without ever reaching anyone.
 func TestClosedMidReserveCostsNoAttempt(t *testing.T) {
-	gate := &hangUpGate{Store: memstore.New(), reserved: make(chan struct{}, 1)}
-	gate.armed.Store(true)
+	gate := storetest.NewHangUpGate(memstore.New())
+	gate.Armed.Store(true)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +121,7 @@ func TestClosedMidReserveCostsNoAttempt(t *testing.T) {
 	}
 	j := putOnce(t, e)
 	select {
-	case <-gate.reserved:
+	case <-gate.Reserved:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the waiting reserve did not reserve the job put meanwhile")
 	}

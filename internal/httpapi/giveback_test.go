@@ -6,33 +6,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/diskstore"
+	"github.com/delayq/delayq/internal/store/storetest"
 )
-
-// hangUpGate wraps a store so that, while armed, a Reserve that got jobs
-// holds them until its caller's context ends: a client that hangs up just
-// after the store reserved its job, the window real hang-ups hit, made as
-// wide as the test needs. It fires once.
-type hangUpGate struct {
-	store.Store
-	armed    atomic.Bool
-	reserved chan struct{} // told when the gate holds a reserved job
-}
-
-func (g *hangUpGate) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.Job, error) {
-	jobs, err := g.Store.Reserve(ctx, p)
-	if len(jobs) > 0 && g.armed.CompareAndSwap(true, false) {
-		g.reserved <- struct{}{}
-		<-ctx.Done()
-	}
-	return jobs, err
-}
 
 // TestHungUpReserveCostsNoAttempt: a consumer whose long-poll (v1 reserve,
 // or the original protocol's pop) is abandoned over a real socket just
@@ -51,8 +31,8 @@ func TestHungUpReserveCostsNoAttempt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			gate := &hangUpGate{Store: st, reserved: make(chan struct{}, 1)}
-			gate.armed.Store(true)
+			gate := storetest.NewHangUpGate(st)
+			gate.Armed.Store(true)
 			a := startAPI(t, gate, Options{})
 			srv := httptest.NewServer(a.h)
 			defer srv.Close()
@@ -72,7 +52,7 @@ func TestHungUpReserveCostsNoAttempt(t *testing.T) {
 			waitFor(t, func() bool { return a.e.Waiting("t") == 1 })
 			a.put("t", `{"id":"a","max_attempts":1}`)
 			select {
-			case <-gate.reserved:
+			case <-gate.Reserved:
 			case <-time.After(5 * time.Second):
 				t.Fatal("the waiting reserve did not reserve the job put meanwhile")
 			}

@@ -19,13 +19,7 @@ import (
 // may now be ahead of the disk.
 func TestSyncFailureFailsStore(t *testing.T) {
 	var failSync atomic.Bool
-	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if failSync.Load() && strings.HasSuffix(op.Path, ".log") &&
-			(op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData) {
-			return errorfs.ErrInjected
-		}
-		return nil
-	}))
+	fs := failingWALSyncs(&failSync)
 	s := openAt(t, t.TempDir(), Options{fs: fs})
 	defer func() { _ = s.Close() }()
 	ctx := t.Context()
@@ -68,4 +62,16 @@ func TestOpenRefusesUnknownVersion(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "format version") {
 		t.Fatalf("Open(store of version 99) = %v, want a format version error", err)
 	}
+}
+
+// failingWALSyncs is the real filesystem, where every sync of a WAL file
+// fails while fail is set.
+func failingWALSyncs(fail *atomic.Bool) vfs.FS {
+	return errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if fail.Load() && strings.HasSuffix(op.Path, ".log") &&
+			(op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData) {
+			return errorfs.ErrInjected
+		}
+		return nil
+	}))
 }

@@ -125,13 +125,7 @@ func TestGroupCommitSharesSyncs(t *testing.T) {
 // sync does: data acknowledged in the window may never reach the disk.
 func TestFsyncWindowSyncFailureFailsStore(t *testing.T) {
 	var fail atomic.Bool
-	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if fail.Load() && strings.HasSuffix(op.Path, ".log") &&
-			(op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData) {
-			return errorfs.ErrInjected
-		}
-		return nil
-	}))
+	fs := failingWALSyncs(&fail)
 	s := openAt(t, t.TempDir(), Options{fs: fs, SyncEvery: 2 * time.Millisecond})
 	defer func() { _ = s.Close() }()
 	putOne(t, s, "before")
