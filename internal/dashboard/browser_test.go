@@ -115,7 +115,11 @@ func TestBrowser(t *testing.T) {
 
 	// Reschedule in the page's own form (no browser prompt): d2 is due
 	// in two hours.
-	run(t, ctx, chromedp.Navigate(srv.URL+"/ui/#/job/d2"), chromedp.WaitVisible(chromedp.ID("reschedule-delay")),
+	// d1's page has the same form: wait for d2's page before filling it,
+	// or the value goes into d1's form just before d2's replaces it.
+	run(t, ctx, chromedp.Navigate(srv.URL+"/ui/#/job/d2"),
+		chromedp.Poll[chromedp.Void](`document.querySelector('#job dd[data-field="id"]')?.textContent === 'd2'`),
+		chromedp.WaitVisible(chromedp.ID("reschedule-delay")),
 		chromedp.SetValue(chromedp.ID("reschedule-delay"), "2h"), chromedp.Click(chromedp.CSS("#reschedule button[type=submit]")),
 		chromedp.WaitVisible(chromedp.ID("notice")))
 	if n := text(t, ctx, "#notice"); n != "Job d2 rescheduled to run in 2h." {
