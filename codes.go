@@ -32,6 +32,10 @@ const (
 	CodeTopicLimit     = "topic_limit"               // a put would create a topic beyond --max-topics (507)
 	CodeTopicFull      = "topic_full"                // a put beyond its topic policy's max_jobs (429)
 
+	// CodeMethodNotAllowed answers an HTTP request whose path exists but
+	// not with its method (405); only the HTTP API has methods.
+	CodeMethodNotAllowed = "method_not_allowed"
+
 	// Validation codes (a *ValidationError's Code).
 	CodeBadJSON         = "bad_json"
 	CodeUnknownField    = "unknown_field" // also a key in the wrong case: names are case-sensitive
@@ -58,13 +62,26 @@ const (
 	CodeBadTimeout      = "bad_timeout"
 	CodeBadUTF8         = "bad_utf8"
 	CodeRequestTooLarge = "request_too_large"
-	CodeMalformedBody   = "malformed_body"   // the body could not be read: a bad chunk, cut short
-	CodeBadPolicy       = "bad_policy"       // a topic policy that sets nothing
-	CodeBadBackoff      = "bad_backoff"      // a policy's backoff: initial, max, factor or jitter
-	CodeBadMaxJobs      = "bad_max_jobs"     // a policy's max_jobs
-	CodeBadAlarmFormat  = "bad_alarm_format" // an alarm's format: not delayq, alertmanager or slack
-	CodeBadAlarmHeader  = "bad_alarm_header" // an alarm's custom header: a bad or reserved name, a bad value, too many
-	CodeBadAlarmSecret  = "bad_alarm_secret" // an alarm's secret: too long, or the mask with no secret to keep
+	CodeMalformedBody   = "malformed_body"    // the body could not be read: a bad chunk, cut short
+	CodeBadPolicy       = "bad_policy"        // a topic policy that sets nothing
+	CodeBadBackoff      = "bad_backoff"       // a policy's backoff: initial, max, factor or jitter
+	CodeBadMaxJobs      = "bad_max_jobs"      // a policy's max_jobs
+	CodeBadAlarmFormat  = "bad_alarm_format"  // an alarm's format: not delayq, alertmanager or slack
+	CodeBadAlarmHeader  = "bad_alarm_header"  // an alarm's custom header: a bad or reserved name, a bad value, too many
+	CodeBadAlarmSecret  = "bad_alarm_secret"  // an alarm's secret: too long, or the mask with no secret to keep
+	CodeBadAlarmName    = "bad_alarm_name"    // an alarm's name: empty, too long, or outside [A-Za-z0-9_.-]
+	CodeNoCondition     = "no_condition"      // an alarm whose when sets no condition
+	CodeBadCondition    = "bad_condition"     // an alarm condition's threshold: negative, or not a count
+	CodeBadRepeat       = "bad_repeat"        // an alarm's repeat: negative or under the minimum
+	CodeBadURL          = "bad_url"           // an alarm's url: missing, too long, not http(s), no host
+	CodeBadScheduleName = "bad_schedule_name" // a schedule's name: empty, too long, or outside [A-Za-z0-9_.-]
+	CodeBadCron         = "bad_cron"          // a schedule's cron: unparsable, a zone in the spec, or with every
+	CodeBadEvery        = "bad_every"         // a schedule's every: zero, negative or under the minimum
+	CodeCronNeverFires  = "cron_never_fires"  // a cron spec that parses but names no time that exists
+	CodeBadTimezone     = "bad_timezone"      // a schedule's timezone: not an IANA zone, or "Local"
+	CodeBadMissed       = "bad_missed"        // a schedule's missed: not skip, one or all
+	CodeBadPause        = "bad_pause"         // a topic pause's for: not a positive duration
+	CodeBadWithin       = "bad_within"        // a due count's within: not 1-10 durations above 0, at most 100 years
 )
 
 // sentinelCodes pairs each sentinel with its code.

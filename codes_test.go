@@ -3,6 +3,11 @@ package delayq
 import (
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -67,4 +72,88 @@ func TestLimitCodeAndMessage(t *testing.T) {
 	if !errors.Is(err, ErrLimit) {
 		t.Error("a LimitError does not match ErrLimit")
 	}
+}
+
+// TestCodesByName: every code lives in codes.go and is used by name. No
+// non-test file outside codes.go passes a string literal as the code of
+// Invalid, a ValidationError, a LimitError or an httpError, nor declares
+// a Code* constant of its own words, so a code cannot be misspelled in
+// one place or exist without its doc comment (and its OpenAPI entry).
+func TestCodesByName(t *testing.T) {
+	fset := token.NewFileSet()
+	checked := 0
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != "." && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || path == "codes.go" {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			return err
+		}
+		checked++
+		isLit := func(e ast.Expr) bool {
+			lit, ok := e.(*ast.BasicLit)
+			return ok && lit.Kind == token.STRING
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.CallExpr:
+				if name := calleeName(n.Fun); name == "Invalid" && len(n.Args) > 0 && isLit(n.Args[0]) {
+					t.Errorf("%s: Invalid(%s, ...): use the code's name from codes.go", fset.Position(n.Pos()), n.Args[0].(*ast.BasicLit).Value)
+				}
+			case *ast.CompositeLit:
+				switch calleeName(n.Type) {
+				case "ValidationError", "LimitError", "httpError":
+				default:
+					return true
+				}
+				for i, el := range n.Elts {
+					if kv, ok := el.(*ast.KeyValueExpr); ok {
+						if k, ok := kv.Key.(*ast.Ident); ok && k.Name == "Code" && isLit(kv.Value) {
+							t.Errorf("%s: Code: %s: use the code's name from codes.go", fset.Position(kv.Pos()), kv.Value.(*ast.BasicLit).Value)
+						}
+					} else if i == 1 && calleeName(n.Type) == "httpError" && isLit(el) {
+						t.Errorf("%s: httpError code %s: use the code's name from codes.go", fset.Position(el.Pos()), el.(*ast.BasicLit).Value)
+					}
+				}
+			case *ast.ValueSpec:
+				for i, name := range n.Names {
+					if strings.HasPrefix(name.Name, "Code") && i < len(n.Values) && isLit(n.Values[i]) {
+						t.Errorf("%s: %s is a code of its own; declare it in codes.go", fset.Position(name.Pos()), name.Name)
+					}
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 50 {
+		t.Fatalf("checked only %d files; the walk missed the tree", checked)
+	}
+}
+
+// calleeName is the last name of a function or type expression:
+// Invalid for delayq.Invalid, httpError for *httpError.
+func calleeName(e ast.Expr) string {
+	switch e := e.(type) {
+	case *ast.Ident:
+		return e.Name
+	case *ast.SelectorExpr:
+		return e.Sel.Name
+	case *ast.StarExpr:
+		return calleeName(e.X)
+	}
+	return ""
 }

@@ -118,7 +118,7 @@ func ValidName(name string) bool {
 // CheckName refuses an invalid alarm name with a named error.
 func CheckName(name string) error {
 	if !ValidName(name) {
-		return delayq.Invalid("bad_alarm_name", "name", "%q is not a valid alarm name (1-%d bytes of [A-Za-z0-9_.-])", clip(name), MaxNameLen)
+		return delayq.Invalid(delayq.CodeBadAlarmName, "name", "%q is not a valid alarm name (1-%d bytes of [A-Za-z0-9_.-])", clip(name), MaxNameLen)
 	}
 	return nil
 }
@@ -148,11 +148,11 @@ func FromRequest(name string, r *api.AlarmRequest) (*Alarm, error) {
 	}
 	w := r.When
 	if w.BuriedOver == nil && w.OldestReadyOver == nil && w.LatenessP99Over == nil && w.FailuresPerMinOver == nil {
-		return nil, delayq.Invalid("no_condition", "when", "give at least one of buried_over, oldest_ready_over, lateness_p99_over, failures_per_min_over")
+		return nil, delayq.Invalid(delayq.CodeNoCondition, "when", "give at least one of buried_over, oldest_ready_over, lateness_p99_over, failures_per_min_over")
 	}
 	if w.BuriedOver != nil {
 		if *w.BuriedOver < 0 {
-			return nil, delayq.Invalid("bad_condition", "when.buried_over", "%d is negative", *w.BuriedOver)
+			return nil, delayq.Invalid(delayq.CodeBadCondition, "when.buried_over", "%d is negative", *w.BuriedOver)
 		}
 		a.BuriedOver = ptr(*w.BuriedOver)
 	}
@@ -161,7 +161,7 @@ func FromRequest(name string, r *api.AlarmRequest) (*Alarm, error) {
 			return nil, nil
 		}
 		if *d < 0 {
-			return nil, delayq.Invalid("bad_condition", field, "%s is negative", time.Duration(*d))
+			return nil, delayq.Invalid(delayq.CodeBadCondition, field, "%s is negative", time.Duration(*d))
 		}
 		return ptr(time.Duration(*d)), nil
 	}
@@ -174,17 +174,17 @@ func FromRequest(name string, r *api.AlarmRequest) (*Alarm, error) {
 	}
 	if f := w.FailuresPerMinOver; f != nil {
 		if *f < 0 || math.IsNaN(*f) || math.IsInf(*f, 0) {
-			return nil, delayq.Invalid("bad_condition", "when.failures_per_min_over", "%v is not a count of zero or more", *f)
+			return nil, delayq.Invalid(delayq.CodeBadCondition, "when.failures_per_min_over", "%v is not a count of zero or more", *f)
 		}
 		a.FailuresPerMinOver = ptr(*f)
 	}
 	if r.Repeat != nil {
 		d := time.Duration(*r.Repeat)
 		if d < 0 {
-			return nil, delayq.Invalid("bad_repeat", "repeat", "%s is negative", d)
+			return nil, delayq.Invalid(delayq.CodeBadRepeat, "repeat", "%s is negative", d)
 		}
 		if d > 0 && d < MinRepeat {
-			return nil, delayq.Invalid("bad_repeat", "repeat", "%s is under the minimum of %s (0 or absent: no repeat)", d, MinRepeat)
+			return nil, delayq.Invalid(delayq.CodeBadRepeat, "repeat", "%s is under the minimum of %s (0 or absent: no repeat)", d, MinRepeat)
 		}
 		a.Repeat = d
 	}
@@ -196,20 +196,20 @@ func FromRequest(name string, r *api.AlarmRequest) (*Alarm, error) {
 
 func checkURL(s string) error {
 	if s == "" {
-		return delayq.Invalid("bad_url", "url", "give the URL events are POSTed to")
+		return delayq.Invalid(delayq.CodeBadURL, "url", "give the URL events are POSTed to")
 	}
 	if len(s) > MaxURLLen {
-		return delayq.Invalid("bad_url", "url", "%d bytes, at most %d", len(s), MaxURLLen)
+		return delayq.Invalid(delayq.CodeBadURL, "url", "%d bytes, at most %d", len(s), MaxURLLen)
 	}
 	u, err := url.Parse(s)
 	if err != nil {
-		return delayq.Invalid("bad_url", "url", "%q is not a URL", clip(s))
+		return delayq.Invalid(delayq.CodeBadURL, "url", "%q is not a URL", clip(s))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return delayq.Invalid("bad_url", "url", "%q: the scheme must be http or https", clip(s))
+		return delayq.Invalid(delayq.CodeBadURL, "url", "%q: the scheme must be http or https", clip(s))
 	}
 	if u.Host == "" {
-		return delayq.Invalid("bad_url", "url", "%q names no host", clip(s))
+		return delayq.Invalid(delayq.CodeBadURL, "url", "%q names no host", clip(s))
 	}
 	return nil
 }

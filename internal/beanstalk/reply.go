@@ -52,7 +52,7 @@ func replyLine(err error) (line string, unexpected bool) {
 		// A bound of the server (waiting reserves, topics): the protocol's
 		// word for "cannot take this now, try again later".
 		return "OUT_OF_MEMORY", false
-	case errors.As(err, &ve) && ve.Code == "body_too_big":
+	case errors.As(err, &ve) && ve.Code == delayq.CodeBodyTooBig:
 		return "JOB_TOO_BIG", false
 	case errors.As(err, &ve):
 		return "BAD_FORMAT", false

@@ -11,8 +11,9 @@ import (
 )
 
 // CodeBadWithin names a due-count request whose bounds are not a short
-// list of positive durations.
-const CodeBadWithin = "bad_within"
+// list of positive durations; it is delayq.CodeBadWithin, named here too
+// for the engine's callers.
+const CodeBadWithin = delayq.CodeBadWithin
 
 // Due-count limits: a few bounds, each at most a century ahead, so a
 // request stays a handful of index range counts.

@@ -18,7 +18,7 @@ func (e *Engine) Purge(ctx context.Context, topic string, state delayq.State) (i
 		return 0, err
 	}
 	if !state.Valid() {
-		return 0, delayq.Invalid("bad_state", "state", "%q is not delayed, ready, reserved or buried (a purge needs one)", state)
+		return 0, delayq.Invalid(delayq.CodeBadState, "state", "%q is not delayed, ready, reserved or buried (a purge needs one)", state)
 	}
 	t, err := e.Topic(ctx, topic)
 	if err != nil {

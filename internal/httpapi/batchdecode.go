@@ -28,7 +28,7 @@ func decodeBatchFrom(body io.Reader, req *api.BatchRequest) error {
 	dec.DisallowUnknownFields()
 	tok, err := dec.Token()
 	if err == io.EOF {
-		return delayq.Invalid("bad_json", "", "the request body is empty; send a JSON object")
+		return delayq.Invalid(delayq.CodeBadJSON, "", "the request body is empty; send a JSON object")
 	}
 	if err != nil {
 		return streamError(err)
@@ -38,7 +38,7 @@ func decodeBatchFrom(body io.Reader, req *api.BatchRequest) error {
 		return delayq.Invalid(delayq.CodeBadJSON, "", "the body is null; send a JSON object")
 	case json.Delim('{'):
 	default:
-		return delayq.Invalid("bad_json", "", "the body must be a JSON object")
+		return delayq.Invalid(delayq.CodeBadJSON, "", "the body must be a JSON object")
 	}
 	seen := false
 	for dec.More() {
@@ -54,7 +54,7 @@ func decodeBatchFrom(body io.Reader, req *api.BatchRequest) error {
 		case strings.EqualFold(key, "jobs"):
 			return delayq.Invalid(delayq.CodeUnknownField, key, "unknown field; field names are case-sensitive: did you mean \"jobs\"?")
 		default:
-			return delayq.Invalid("unknown_field", "", "unknown field %q", key)
+			return delayq.Invalid(delayq.CodeUnknownField, "", "unknown field %q", key)
 		}
 		if err := decodeBatchJobs(dec, tee, req); err != nil {
 			return err
@@ -73,7 +73,7 @@ func expectEOF(dec *json.Decoder) error {
 		if errors.As(err, &mbe) {
 			return err
 		}
-		return delayq.Invalid("bad_json", "", "the request body holds more than one JSON value")
+		return delayq.Invalid(delayq.CodeBadJSON, "", "the request body holds more than one JSON value")
 	}
 	return nil
 }
@@ -89,11 +89,11 @@ func decodeBatchJobs(dec *json.Decoder, tee *teeReader, req *api.BatchRequest) e
 		return nil
 	}
 	if tok != json.Delim('[') {
-		return delayq.Invalid("bad_json", "jobs", "jobs must be an array of jobs")
+		return delayq.Invalid(delayq.CodeBadJSON, "jobs", "jobs must be an array of jobs")
 	}
 	for dec.More() {
 		if len(req.Jobs) == delayq.MaxBatch {
-			return delayq.Invalid("batch_too_big", "jobs", "%d jobs or more in one batch, at most %d", delayq.MaxBatch+1, delayq.MaxBatch)
+			return delayq.Invalid(delayq.CodeBatchTooBig, "jobs", "%d jobs or more in one batch, at most %d", delayq.MaxBatch+1, delayq.MaxBatch)
 		}
 		// Each job is decoded, then its bytes, which the tee kept, are
 		// checked strictly (checkStrict: exact field names, none twice).

@@ -95,7 +95,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.notFound(w, r)
 	case http.StatusMethodNotAllowed:
 		w.Header().Set("Allow", p.header.Get("Allow"))
-		h.writeError(w, r, &httpError{http.StatusMethodNotAllowed, "method_not_allowed",
+		h.writeError(w, r, &httpError{http.StatusMethodNotAllowed, delayq.CodeMethodNotAllowed,
 			r.Method + " is not allowed on " + r.URL.Path + " (allowed: " + p.header.Get("Allow") + ")"})
 	default:
 		h.mux.ServeHTTP(w, r)

@@ -41,7 +41,7 @@ func (h *handler) pauseTopic(w http.ResponseWriter, r *http.Request) {
 	if req.For != nil {
 		d = time.Duration(*req.For)
 		if d <= 0 {
-			h.writeError(w, r, delayq.Invalid("bad_pause", "for", "%s is not a positive duration (resume with POST /v1/topics/{topic}/resume)", d))
+			h.writeError(w, r, delayq.Invalid(delayq.CodeBadPause, "for", "%s is not a positive duration (resume with POST /v1/topics/{topic}/resume)", d))
 			return
 		}
 		d = min(d, pauseForever)

@@ -61,13 +61,13 @@ func toDef(name string, req *api.ScheduleRequest) (schedule.Def, error) {
 	if req.Every != nil {
 		d.Every = time.Duration(*req.Every)
 		if d.Every == 0 {
-			return schedule.Def{}, delayq.Invalid("bad_every", "every", "0 is not an interval")
+			return schedule.Def{}, delayq.Invalid(delayq.CodeBadEvery, "every", "0 is not an interval")
 		}
 	}
 	if req.TTR != nil {
 		d.TTR = time.Duration(*req.TTR)
 		if d.TTR == 0 { // 0 would read as "default"; refuse it as a put does
-			return schedule.Def{}, delayq.Invalid("bad_ttr", "ttr", "0s is under the minimum of %s", delayq.MinTTR)
+			return schedule.Def{}, delayq.Invalid(delayq.CodeBadTTR, "ttr", "0s is under the minimum of %s", delayq.MinTTR)
 		}
 	}
 	if req.MaxAttempts != nil {

@@ -166,7 +166,7 @@ func ValidName(name string) bool {
 // CheckName returns a *delayq.ValidationError for an invalid name.
 func CheckName(name string) error {
 	if !ValidName(name) {
-		return delayq.Invalid("bad_schedule_name", "name", "%q is not a valid schedule name (1-%d bytes of [A-Za-z0-9_.-])", clip(name), MaxNameLen)
+		return delayq.Invalid(delayq.CodeBadScheduleName, "name", "%q is not a valid schedule name (1-%d bytes of [A-Za-z0-9_.-])", clip(name), MaxNameLen)
 	}
 	return nil
 }
@@ -185,39 +185,39 @@ func (s *Service) validate(d *Def, now time.Time) (string, *timing, error) {
 		return "", nil, err
 	}
 	if len(d.Body) > s.cfg.MaxBody {
-		return "", nil, delayq.Invalid("body_too_big", "body", "%d bytes, at most %d", len(d.Body), s.cfg.MaxBody)
+		return "", nil, delayq.Invalid(delayq.CodeBodyTooBig, "body", "%d bytes, at most %d", len(d.Body), s.cfg.MaxBody)
 	}
 	if d.TTR == 0 {
 		d.TTR = delayq.DefaultTTR
 	}
 	if d.TTR < delayq.MinTTR || d.TTR > engine.MaxTTR {
-		return "", nil, delayq.Invalid("bad_ttr", "ttr", "%s is not between %s and %s", d.TTR, delayq.MinTTR, engine.MaxTTR)
+		return "", nil, delayq.Invalid(delayq.CodeBadTTR, "ttr", "%s is not between %s and %s", d.TTR, delayq.MinTTR, engine.MaxTTR)
 	}
 	if d.MaxAttempts < 0 {
-		return "", nil, delayq.Invalid("bad_max_attempts", "max_attempts", "%d is negative", d.MaxAttempts)
+		return "", nil, delayq.Invalid(delayq.CodeBadMaxAttempts, "max_attempts", "%d is negative", d.MaxAttempts)
 	}
 	switch d.Missed {
 	case "":
 		d.Missed = MissedSkip
 	case MissedSkip, MissedOne, MissedAll:
 	default:
-		return "", nil, delayq.Invalid("bad_missed", "missed", "%q is not skip, one or all", clip(d.Missed))
+		return "", nil, delayq.Invalid(delayq.CodeBadMissed, "missed", "%q is not skip, one or all", clip(d.Missed))
 	}
 	var spec string
 	switch {
 	case d.Cron != "" && d.Every != 0:
-		return "", nil, delayq.Invalid("bad_cron", "cron", "give cron or every, not both")
+		return "", nil, delayq.Invalid(delayq.CodeBadCron, "cron", "give cron or every, not both")
 	case d.Every < 0:
-		return "", nil, delayq.Invalid("bad_every", "every", "%s is negative", d.Every)
+		return "", nil, delayq.Invalid(delayq.CodeBadEvery, "every", "%s is negative", d.Every)
 	case d.Every > 0:
 		if d.Every < MinEvery {
-			return "", nil, delayq.Invalid("bad_every", "every", "%s is under the minimum of %s", d.Every, MinEvery)
+			return "", nil, delayq.Invalid(delayq.CodeBadEvery, "every", "%s is under the minimum of %s", d.Every, MinEvery)
 		}
 		spec = "@every " + d.Every.String()
 	case d.Cron != "":
 		spec = d.Cron
 	default:
-		return "", nil, delayq.Invalid("bad_cron", "cron", "give cron (a cron spec or @every/@hourly/...) or every")
+		return "", nil, delayq.Invalid(delayq.CodeBadCron, "cron", "give cron (a cron spec or @every/@hourly/...) or every")
 	}
 	tm, err := parseTiming(spec, d.Timezone, now)
 	if err != nil {

@@ -37,17 +37,17 @@ func parseTiming(spec, tz string, now time.Time) (*timing, error) {
 	}
 	spec = strings.TrimSpace(spec)
 	if strings.HasPrefix(spec, "TZ=") || strings.HasPrefix(spec, "CRON_TZ=") {
-		return nil, delayq.Invalid("bad_cron", "cron", "give the time zone in the timezone field, not in the spec")
+		return nil, delayq.Invalid(delayq.CodeBadCron, "cron", "give the time zone in the timezone field, not in the spec")
 	}
 	s, err := parser.Parse(spec)
 	if err != nil {
-		return nil, delayq.Invalid("bad_cron", "cron", "%q: %v", clip(spec), err)
+		return nil, delayq.Invalid(delayq.CodeBadCron, "cron", "%q: %v", clip(spec), err)
 	}
 	switch s := s.(type) {
 	case cron.ConstantDelaySchedule:
 		d := s.Delay.Truncate(time.Millisecond)
 		if d < MinEvery {
-			return nil, delayq.Invalid("bad_every", "every", "%s is under the minimum of %s", s.Delay, MinEvery)
+			return nil, delayq.Invalid(delayq.CodeBadEvery, "every", "%s is under the minimum of %s", s.Delay, MinEvery)
 		}
 		return &timing{every: d}, nil
 	case *cron.SpecSchedule:
@@ -57,11 +57,11 @@ func parseTiming(spec, tz string, now time.Time) (*timing, error) {
 		// A spec such as Feb 31 parses but never fires: the parser's next
 		// is then the zero time. Refuse it rather than keep a dead schedule.
 		if t.next(now, time.Time{}).IsZero() {
-			return nil, delayq.Invalid("cron_never_fires", "cron", "%q never fires", clip(spec))
+			return nil, delayq.Invalid(delayq.CodeCronNeverFires, "cron", "%q never fires", clip(spec))
 		}
 		return t, nil
 	}
-	return nil, delayq.Invalid("bad_cron", "cron", "%q is not a supported spec", clip(spec))
+	return nil, delayq.Invalid(delayq.CodeBadCron, "cron", "%q is not a supported spec", clip(spec))
 }
 
 // loadZone resolves an IANA zone name; "" is UTC. "Local" is refused: it
@@ -71,11 +71,11 @@ func loadZone(tz string) (*time.Location, error) {
 		return time.UTC, nil
 	}
 	if tz == "Local" {
-		return nil, delayq.Invalid("bad_timezone", "timezone", "\"Local\" depends on the host; name an IANA zone such as Europe/Berlin")
+		return nil, delayq.Invalid(delayq.CodeBadTimezone, "timezone", "\"Local\" depends on the host; name an IANA zone such as Europe/Berlin")
 	}
 	loc, err := time.LoadLocation(tz)
 	if err != nil {
-		return nil, delayq.Invalid("bad_timezone", "timezone", "%q is not a known IANA time zone", clip(tz))
+		return nil, delayq.Invalid(delayq.CodeBadTimezone, "timezone", "%q is not a known IANA time zone", clip(tz))
 	}
 	return loc, nil
 }

@@ -129,7 +129,7 @@ func parseCursor(c string) ([]byte, error) {
 	}
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil || len(b) < 2 || rank(b[0]) < 0 {
-		return nil, delayq.Invalid("bad_cursor", "cursor", "%q is not a cursor", c)
+		return nil, delayq.Invalid(delayq.CodeBadCursor, "cursor", "%q is not a cursor", c)
 	}
 	return b, nil
 }

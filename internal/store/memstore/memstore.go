@@ -506,7 +506,7 @@ func parseKey(s string) (listKey, error) {
 	var k listKey
 	parts := strings.Split(s, "/")
 	if len(parts) != 3 {
-		return k, delayq.Invalid("bad_cursor", "cursor", "%q is not a cursor", s)
+		return k, delayq.Invalid(delayq.CodeBadCursor, "cursor", "%q is not a cursor", s)
 	}
 	var errs [3]error
 	k.rank, errs[0] = strconv.Atoi(parts[0])
@@ -514,7 +514,7 @@ func parseKey(s string) (listKey, error) {
 	k.seq, errs[2] = strconv.ParseUint(parts[2], 10, 64)
 	for _, err := range errs {
 		if err != nil {
-			return k, delayq.Invalid("bad_cursor", "cursor", "%q is not a cursor", s)
+			return k, delayq.Invalid(delayq.CodeBadCursor, "cursor", "%q is not a cursor", s)
 		}
 	}
 	return k, nil

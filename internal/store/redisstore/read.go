@@ -137,7 +137,7 @@ func parseCursor(s string) (cursor, error) {
 		return c, nil
 	}
 	parts := strings.Split(s, "/")
-	bad := delayq.Invalid("bad_cursor", "cursor", "%q is not a cursor", s)
+	bad := delayq.Invalid(delayq.CodeBadCursor, "cursor", "%q is not a cursor", s)
 	if len(parts) != 3 {
 		return c, bad
 	}
