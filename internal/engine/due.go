@@ -2,12 +2,9 @@ package engine
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/delayq/delayq"
-	"github.com/delayq/delayq/internal/store"
 )
 
 // CodeBadWithin names a due-count request whose bounds are not a short
@@ -21,10 +18,6 @@ const (
 	MaxDueBounds = 10
 	MaxDueBound  = 100 * 365 * 24 * time.Hour
 )
-
-// ErrNoDueCounts: the store cannot count jobs by due time. Every delayq
-// store can; the error is for stores built elsewhere.
-var ErrNoDueCounts = fmt.Errorf("engine: this store cannot count jobs by due time: %w", errors.ErrUnsupported)
 
 // DueCounts returns, for each bound, how many delayed jobs of topic fall
 // due within it from now (those already due but not yet made ready count
@@ -42,11 +35,7 @@ func (e *Engine) DueCounts(ctx context.Context, topic string, bounds []time.Dura
 			return nil, time.Time{}, delayq.Invalid(CodeBadWithin, "within", "%s is not a duration above 0 and at most 100 years", b)
 		}
 	}
-	dc, ok := e.base.(store.DueCounter)
-	if !ok {
-		return nil, time.Time{}, ErrNoDueCounts
-	}
 	now = time.Now()
-	counts, err = dc.DueCounts(ctx, topic, now, bounds)
+	counts, err = e.st.DueCounts(ctx, topic, now, bounds)
 	return counts, now, err
 }

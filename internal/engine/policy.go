@@ -196,20 +196,8 @@ type policies struct {
 	putMu sync.Mutex
 }
 
-// ErrNoPolicies: the store keeps no documents (store.DocStore), so it
-// cannot keep policies.
-var ErrNoPolicies = errors.New("engine: this store keeps no topic policies")
-
-func (e *Engine) docs() (store.DocStore, error) {
-	ds, ok := e.base.(store.DocStore)
-	if !ok {
-		return nil, ErrNoPolicies
-	}
-	return ds, nil
-}
-
 // policySet returns the engine's copy of the policies, loading it the
-// first time. A store without documents has no policies.
+// first time.
 func (e *Engine) policySet(ctx context.Context) (*policySet, error) {
 	e.pol.mu.Lock()
 	set := e.pol.set
@@ -222,10 +210,7 @@ func (e *Engine) policySet(ctx context.Context) (*policySet, error) {
 
 // reloadPolicies reads every policy from the store and swaps the copy.
 func (e *Engine) reloadPolicies(ctx context.Context) (*policySet, error) {
-	ds, err := e.docs()
-	if err != nil {
-		return &policySet{}, nil
-	}
+	ds := e.st
 	e.pol.mu.Lock()
 	e.pol.started++
 	gen := e.pol.started
@@ -279,10 +264,7 @@ func (e *Engine) SetPolicy(ctx context.Context, topic string, p Policy) (created
 	if err := delayq.CheckTopic(topic); err != nil {
 		return false, err
 	}
-	ds, err := e.docs()
-	if err != nil {
-		return false, err
-	}
+	ds := e.st
 	data, err := encodePolicy(p)
 	if err != nil {
 		return false, err
@@ -320,10 +302,7 @@ func (e *Engine) GetPolicy(ctx context.Context, topic string) (Policy, error) {
 	if err := delayq.CheckTopic(topic); err != nil {
 		return Policy{}, err
 	}
-	ds, err := e.docs()
-	if err != nil {
-		return Policy{}, err
-	}
+	ds := e.st
 	d, err := ds.GetDoc(ctx, store.KindPolicy, topic)
 	if errors.Is(err, store.ErrDocNotFound) {
 		return Policy{}, noPolicy(topic)
@@ -354,10 +333,7 @@ func (e *Engine) DeletePolicy(ctx context.Context, topic string) (err error) {
 	if err := delayq.CheckTopic(topic); err != nil {
 		return err
 	}
-	ds, err := e.docs()
-	if err != nil {
-		return err
-	}
+	ds := e.st
 	if err := ds.DeleteDoc(ctx, store.KindPolicy, topic); err != nil {
 		if errors.Is(err, store.ErrDocNotFound) {
 			return noPolicy(topic)

@@ -30,7 +30,7 @@ import (
 // The key is 256 random bits kept as a document of the store
 // (store.KindSecret), created once by compare-and-set, so every instance
 // sharing a Redis store, and every restart, signs and checks with the
-// same key. A store that keeps no documents gets a key per process.
+// same key.
 
 // ReservationKeyDoc names the key's document (kind store.KindSecret).
 const ReservationKeyDoc = "reservation-key"
@@ -70,9 +70,11 @@ func topicCheckOf(ctx context.Context) TopicCheck {
 }
 
 // sealed is the store as the engine uses it: reservations leave signed,
-// come back checked, and calls by job pass the context's TopicCheck. The
-// engine keeps the unwrapped store too (Engine.base), to ask for the
-// optional interfaces (DocStore, Notifier, ...) a wrapper cannot show.
+// come back checked, and calls by job pass the context's TopicCheck. What
+// every store does (store.Store, with its documents and due counts) it
+// forwards by embedding; the engine keeps the unwrapped store too
+// (Engine.base), to ask for the optional interfaces (Notifier, ...) a
+// wrapper cannot show.
 type sealed struct {
 	store.Store
 	keys reservationKeys
@@ -80,14 +82,14 @@ type sealed struct {
 
 func newSealed(st store.Store) *sealed {
 	s := &sealed{Store: st}
-	s.keys.ds, _ = st.(store.DocStore)
+	s.keys.ds = st
 	return s
 }
 
 // reservationKeys loads the key once; a failed load (store unreachable)
 // is tried again by the next call.
 type reservationKeys struct {
-	ds   store.DocStore // nil: a key per process
+	ds   store.DocStore // the store's documents; nil (a benchmark's bare keys): a key per process
 	mu   sync.Mutex     // serialises loading
 	key  atomic.Pointer[[]byte]
 	macs sync.Pool // of hash.Hash keyed with key

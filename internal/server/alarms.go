@@ -9,20 +9,15 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/delayq/delayq/internal/alarm"
-	"github.com/delayq/delayq/internal/store"
 )
 
-// newAlarms returns the alarms' service over the store, or nil for a
-// store that keeps no documents. Every instance runs one; over a shared
+// newAlarms returns the alarms' service over the store's documents.
+// Every instance runs one; over a shared
 // store they share figures and state, and each event is sent by the
 // instance whose state write won (package alarm).
 func (s *Server) newAlarms() *alarm.Service {
-	ds, ok := s.st.(store.DocStore)
-	if !ok {
-		return nil
-	}
 	m := s.eng.Metrics()
-	return alarm.New(ds, alarm.Sources{
+	return alarm.New(s.st, alarm.Sources{
 		Topics: s.eng.Topics,
 		LatenessP99: func(topic string, since time.Time) (time.Duration, bool) {
 			return s.hist.LatenessP99(topic, since)
@@ -36,7 +31,7 @@ func (s *Server) newAlarms() *alarm.Service {
 		},
 	}, alarm.Config{
 		Interval: s.cfg.AlarmInterval,
-		Shared:   s.redis != nil,
+		Shared:   s.cluster != nil,
 		Instance: instanceName(),
 		Logger:   s.log.With("component", "alarm"),
 		Registry: m.Registry,

@@ -9,16 +9,12 @@ import (
 	"github.com/delayq/delayq/internal/store"
 )
 
-// newSchedules returns the periodic jobs' service over the store, or nil
-// for a store that keeps no schedules. Every instance runs one: over a
+// newSchedules returns the periodic jobs' service over the store's
+// documents. Every instance runs one: over a
 // shared store they race per tick and the store's compare-and-set lets one
 // win (package schedule).
 func (s *Server) newSchedules() *schedule.Service {
-	ds, ok := s.st.(store.DocStore)
-	if !ok {
-		return nil
-	}
-	return schedule.New(store.Schedules(ds), s.eng, schedule.Config{
+	return schedule.New(store.Schedules(s.st), s.eng, schedule.Config{
 		MaxBody:  s.cfg.MaxBody,
 		Logger:   s.log.With("component", "schedule"),
 		Registry: s.eng.Metrics().Registry,

@@ -53,7 +53,8 @@ type Server struct {
 	http      *http.Server
 	advertise string
 
-	redis       *redisstore.Store // nil on the embedded store
+	cluster     store.Cluster     // nil: the store serves this instance alone (the embedded store)
+	redis       *redisstore.Store // the store when it is Redis, as openStore made it; tests wait on its Listening
 	beanstalkLn net.Listener      // nil when the beanstalkd protocol is off
 	beanstalk   *beanstalk.Server // nil when the beanstalkd protocol is off
 	debugLn     net.Listener      // nil unless cfg.DebugAddr is set
@@ -123,6 +124,7 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	s.st = st
+	s.cluster, _ = st.(store.Cluster)
 	s.hist = history.New(history.Config{Topics: st.Topics, Logger: s.log.With("component", "history")})
 	s.eng = engine.New(st, engine.Config{
 		MaxBody:          s.cfg.MaxBody,
@@ -272,13 +274,13 @@ func (s *Server) build() {
 		History:      s.hist,
 		Alarms:       s.alarms,
 	}
-	if s.redis != nil {
+	if s.cluster != nil {
 		protocols := []string{"http"}
 		if s.beanstalk != nil {
 			protocols = append(protocols, "beanstalk")
 		}
-		s.redis.Advertise(s.advertise, protocols)
-		opts.Cluster = s.redis.Instances
+		s.cluster.Advertise(s.advertise, protocols)
+		opts.Cluster = s.cluster.Instances
 	}
 	s.http = s.httpServer(httpapi.NewHandler(s.eng, opts))
 }

@@ -27,8 +27,8 @@ type Doc struct {
 }
 
 // DocStore keeps small named documents by kind: schedules, topic policies,
-// alarms. It is apart from Store so that a backend gains it without the
-// job contract changing. Writes are durable before they return, as job
+// alarms. Every Store is one (Store embeds it); it is named apart so that
+// a user of documents alone (package alarm) asks for no more. Writes are durable before they return, as job
 // transitions are, and every write is a compare-and-set on Rev, so
 // instances sharing a store (redisstore) can race and exactly one wins:
 // that is what makes a schedule's tick fire once.

@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// DueCounter is implemented by stores that can count a topic's delayed
-// jobs by due time from an index ordered by due time, without reading the
-// jobs (every backend: memstore, diskstore, redisstore). The dashboard's
+// DueCounter counts a topic's delayed jobs by due time from an index
+// ordered by due time, without reading the jobs. Every Store is one
+// (Store embeds it: memstore, diskstore, redisstore). The dashboard's
 // due-time distribution ("how many jobs fall due in the next minute, hour,
 // day") comes from it.
 type DueCounter interface {

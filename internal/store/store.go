@@ -199,6 +199,14 @@ type Store interface {
 
 	// Close releases the store's resources. Calls after Close fail.
 	Close() error
+
+	// DocStore: every store keeps the small named documents (schedules,
+	// topic policies, alarms, the reservation key) beside its jobs.
+	DocStore
+
+	// DueCounter: every store counts a topic's delayed jobs by due time
+	// from its due-time index, for the dashboard.
+	DueCounter
 }
 
 // ReserveParams are the arguments of Store.Reserve.

@@ -9,7 +9,10 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
 )
+
+var _ store.Cluster = (*Store)(nil)
 
 // Instances lists the live instances of the deployment for GET
 // /v1/cluster: each one's advertised URL, protocols, the timer buckets it
