@@ -2,7 +2,6 @@ package beanstalk
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -39,27 +38,8 @@ func serveOn(t *testing.T, st store.Store, l net.Listener) *engine.Engine {
 	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	e := engine.New(st, engine.Config{Logger: logger})
-	ctx, cancel := context.WithCancel(context.Background())
-	engineDone := make(chan struct{})
-	go func() {
-		defer close(engineDone)
-		e.Run(ctx)
-	}()
 	s := &Server{Engine: e, Logger: logger}
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(l) }()
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		if err := s.Shutdown(sctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		if err := <-served; !errors.Is(err, ErrServerClosed) {
-			t.Errorf("Serve returned %v, want ErrServerClosed", err)
-		}
-		cancel()
-		<-engineDone
-	})
+	runUntilCleanup(t, e, s, l)
 	return e
 }
 

@@ -24,32 +24,13 @@ func startGuarded(t *testing.T, ecfg engine.Config, set func(*Server)) *testServ
 	logger := slog.New(slog.DiscardHandler)
 	ecfg.Logger = logger
 	e := engine.New(memstore.New(), ecfg)
-	ctx, cancel := context.WithCancel(context.Background())
-	engineDone := make(chan struct{})
-	go func() {
-		defer close(engineDone)
-		e.Run(ctx)
-	}()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := &Server{Engine: e, Logger: logger}
 	set(s)
-	served := make(chan error, 1)
-	go func() { served <- s.Serve(l) }()
-	t.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer scancel()
-		if err := s.Shutdown(sctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		if err := <-served; !errors.Is(err, ErrServerClosed) {
-			t.Errorf("Serve returned %v", err)
-		}
-		cancel()
-		<-engineDone
-	})
+	runUntilCleanup(t, e, s, l)
 	return &testServer{srv: s, engine: e, addr: l.Addr().String()}
 }
 

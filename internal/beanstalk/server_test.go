@@ -25,23 +25,16 @@ type testServer struct {
 	addr   string
 }
 
-// startDelayq starts an engine over a memstore and a beanstalk Server on a
-// free loopback port; both stop when the test ends.
-func startDelayq(t *testing.T, limits Limits) *testServer {
+// runUntilCleanup runs e's timer loop and s on l until the test ends,
+// then shuts both down and checks that they stopped cleanly.
+func runUntilCleanup(t *testing.T, e *engine.Engine, s *Server, l net.Listener) {
 	t.Helper()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e := engine.New(memstore.New(), engine.Config{Logger: logger})
 	ctx, cancel := context.WithCancel(context.Background())
 	engineDone := make(chan struct{})
 	go func() {
 		defer close(engineDone)
 		e.Run(ctx)
 	}()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &Server{Engine: e, Limits: limits, Logger: logger}
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(l) }()
 	t.Cleanup(func() {
@@ -56,6 +49,20 @@ func startDelayq(t *testing.T, limits Limits) *testServer {
 		cancel()
 		<-engineDone
 	})
+}
+
+// startDelayq starts an engine over a memstore and a beanstalk Server on a
+// free loopback port; both stop when the test ends.
+func startDelayq(t *testing.T, limits Limits) *testServer {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	e := engine.New(memstore.New(), engine.Config{Logger: logger})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Engine: e, Limits: limits, Logger: logger}
+	runUntilCleanup(t, e, s, l)
 	// Dial once as startBeanstalkd does to see it listen, so that both
 	// servers' total-connections agree.
 	if c, err := net.Dial("tcp", l.Addr().String()); err == nil {

@@ -71,15 +71,7 @@ func TestChargeStandoffRefusesTheYoungest(t *testing.T) {
 	go func() { olderDone <- older.Take(t.Context(), 30) }()
 	// The older waits (the younger is still going, it may finish); once
 	// the younger asks for more too, nobody can: the younger goes.
-	for {
-		b.mu.Lock()
-		queued := len(b.queue)
-		b.mu.Unlock()
-		if queued == 1 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitQueued(b, 1)
 	err := younger.Take(t.Context(), 30)
 	if code, status := api.CodeOf(err); !errors.Is(err, delayq.ErrLimit) || code != api.CodeTooManyBytes || status != 503 {
 		t.Fatalf("the younger in a standoff: %v", err)
@@ -109,15 +101,7 @@ func TestChargeLoneHolderRunsPastTheBound(t *testing.T) {
 	newcomer := b.Open()
 	granted := make(chan error, 1)
 	go func() { granted <- newcomer.Take(t.Context(), 10) }()
-	for {
-		b.mu.Lock()
-		queued := len(b.queue)
-		b.mu.Unlock()
-		if queued == 1 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitQueued(b, 1)
 	if err := lone.Take(t.Context(), 50); err != nil {
 		t.Fatalf("the lone holder: %v", err)
 	}
@@ -220,15 +204,7 @@ func TestChargeOversizedHoldsUpNobody(t *testing.T) {
 	big := b.Open()
 	bigDone := make(chan error, 1)
 	go func() { bigDone <- big.Take(t.Context(), 150) }()
-	for {
-		b.mu.Lock()
-		queued := len(b.queue)
-		b.mu.Unlock()
-		if queued == 1 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitQueued(b, 1)
 	other := b.Open()
 	if err := other.Take(t.Context(), 20); err != nil {
 		t.Fatalf("a small take behind an oversized one: %v", err)
@@ -260,22 +236,11 @@ func TestChargeBulkWaitsBehindOversized(t *testing.T) {
 	big := b.Open()
 	bigDone := make(chan error, 1)
 	go func() { bigDone <- big.Take(t.Context(), max+1) }()
-	queued := func(n int) {
-		for {
-			b.mu.Lock()
-			q := len(b.queue)
-			b.mu.Unlock()
-			if q == n {
-				return
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
-	queued(1)
+	waitQueued(b, 1)
 	bulk := b.Open()
 	bulkDone := make(chan error, 1)
 	go func() { bulkDone <- bulk.Take(t.Context(), 2*passLimit) }()
-	queued(2)
+	waitQueued(b, 2)
 	small := b.Open()
 	if err := small.Take(t.Context(), passLimit/2); err != nil {
 		t.Fatalf("a small take behind a parked bulk one: %v", err)
@@ -304,5 +269,19 @@ func TestChargeBulkWaitsBehindOversized(t *testing.T) {
 	bulk.Close()
 	if b.InFlight() != 0 {
 		t.Fatalf("InFlight %d", b.InFlight())
+	}
+}
+
+// waitQueued waits until n takes are queued on b: the observable state
+// the tests wait on before they act.
+func waitQueued(b *Bytes, n int) {
+	for {
+		b.mu.Lock()
+		q := len(b.queue)
+		b.mu.Unlock()
+		if q == n {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
