@@ -11,7 +11,8 @@ import (
 var (
 	// ErrNotFound: no live job has that id or seq.
 	ErrNotFound = errors.New("delayq: job not found")
-	// ErrExists: a live job already has that id.
+	// ErrExists: a live or retained job already has that id (an
+	// *ExistsError says which and in what state).
 	ErrExists = errors.New("delayq: job already exists")
 	// ErrNotReserved: the job is not reserved under the presented
 	// reservation (it expired and another consumer may hold it), or it is
@@ -117,3 +118,23 @@ func (e *ReplicationError) Outcome() string {
 
 // Unwrap makes it match ErrUnavailable.
 func (e *ReplicationError) Unwrap() error { return ErrUnavailable }
+
+// ExistsError is the error of a put whose id is taken: by a live job,
+// or by a retained one (finished, deleted or failed within the
+// retention), so that a producer retrying a put after a lost reply
+// learns the job is already there or already done. It matches
+// ErrExists.
+type ExistsError struct {
+	ID    string
+	State State // the job's state; "" when the store did not say
+}
+
+func (e *ExistsError) Error() string {
+	if e.State == "" {
+		return fmt.Sprintf("%v: %q", ErrExists, e.ID)
+	}
+	return fmt.Sprintf("%v: %q is %s", ErrExists, e.ID, e.State)
+}
+
+// Unwrap makes errors.Is(err, ErrExists) hold.
+func (e *ExistsError) Unwrap() error { return ErrExists }

@@ -19,13 +19,90 @@ const (
 	StateBuried   State = "buried"   // dead-lettered until kicked
 )
 
-// Valid reports whether s is one of the four states.
+// The states of a retained job: one that ended and is kept, readable,
+// for the store's retention (--retain) after it left the queue. A
+// retained job is not live: no transition applies to it, and its id
+// stays taken (the idempotency window) until it expires.
+const (
+	StateFinished State = "finished" // its consumer finished it (a delete with its reservation)
+	StateDeleted  State = "deleted"  // deleted without being finished, while not buried
+	StateFailed   State = "failed"   // deleted while buried: it failed for good
+)
+
+// Valid reports whether s is one of the four live states.
 func (s State) Valid() bool {
 	switch s {
 	case StateDelayed, StateReady, StateReserved, StateBuried:
 		return true
 	}
 	return false
+}
+
+// Retained reports whether s is one of the three states of a retained
+// job (finished, deleted, failed).
+func (s State) Retained() bool {
+	switch s {
+	case StateFinished, StateDeleted, StateFailed:
+		return true
+	}
+	return false
+}
+
+// EndedState is the retained state of a job removed from the live
+// state it was in: finished when its consumer deleted it under its
+// reservation, failed when it was buried, deleted otherwise.
+func EndedState(live State, finished bool) State {
+	switch {
+	case finished:
+		return StateFinished
+	case live == StateBuried:
+		return StateFailed
+	}
+	return StateDeleted
+}
+
+// Outcome is how one attempt (one reservation) of a job ended.
+type Outcome string
+
+// The outcomes of an attempt. An attempt in progress has none.
+const (
+	OutcomeFinished   Outcome = "finished"    // its consumer finished the job
+	OutcomeReleased   Outcome = "released"    // its consumer released the job
+	OutcomeTTRExpired Outcome = "ttr_expired" // the TTR ran out
+	OutcomeBuried     Outcome = "buried"      // its consumer buried the job, or the TTR ran out with the attempts spent
+	OutcomeGaveBack   Outcome = "gave_back"   // the consumer went away before it got the job (costs no attempt)
+	OutcomeDeleted    Outcome = "deleted"     // an operator deleted the job while it was reserved
+)
+
+// MaxHistory is how many attempts a job keeps: the most recent ones.
+const MaxHistory = 20
+
+// Attempt is one reservation of a job and how it ended.
+type Attempt struct {
+	N        int       // the job's Attempts when it was reserved (1 for the first)
+	Reserved time.Time // when it was reserved
+	By       string    // who reserved it: the principal, or the connection when there is no principal
+	Ended    time.Time // zero while the attempt is in progress
+	Outcome  Outcome   // "" while the attempt is in progress
+	Reason   string    // the reason the consumer gave (release, bury), or ReasonTTRExpired
+}
+
+// StartAttempt appends a new attempt to j.History, dropping the oldest
+// beyond MaxHistory. Stores call it in every reserve, after Attempts is
+// incremented, so all keep the same history.
+func (j *Job) StartAttempt(now time.Time, by string) {
+	j.History = append(j.History, Attempt{N: j.Attempts, Reserved: now, By: by})
+	if n := len(j.History) - MaxHistory; n > 0 {
+		j.History = append(j.History[:0:0], j.History[n:]...)
+	}
+}
+
+// EndAttempt ends the attempt in progress (the last one, when its
+// Outcome is empty) with how and why; without one it does nothing.
+func (j *Job) EndAttempt(now time.Time, how Outcome, reason string) {
+	if n := len(j.History); n > 0 && j.History[n-1].Outcome == "" {
+		j.History[n-1].Ended, j.History[n-1].Outcome, j.History[n-1].Reason = now, how, reason
+	}
 }
 
 // Defaults applied by the front ends when a producer leaves a field out.
@@ -72,6 +149,14 @@ type Job struct {
 	// while the job never failed.
 	LastReason string
 	LastFailed time.Time
+
+	// History holds the job's most recent attempts (at most MaxHistory),
+	// oldest first.
+	History []Attempt
+
+	// Ended is when a retained job ended (its State is then one of the
+	// retained states); zero for a live job.
+	Ended time.Time
 }
 
 // ReasonTTRExpired is the LastReason of a job whose TTR ran out.
@@ -126,6 +211,7 @@ func TruncateReason(text string) string {
 func (j *Job) Clone() *Job {
 	c := *j
 	c.Body = append([]byte(nil), j.Body...)
+	c.History = append([]Attempt(nil), j.History...)
 	return &c
 }
 

@@ -74,6 +74,37 @@ import (
 //   - Reserve skips a topic while p.Now < PausedUntil. A pause stays (and
 //     keeps its topic listed by Topics) until Pause with a zero Until;
 //     stores never drop it by themselves.
+//   - History (delayq.Job.History, at most delayq.MaxHistory attempts,
+//     oldest first): Reserve and ReserveJob start an attempt
+//     (Job.StartAttempt at the time acted at, By = p.By) after Attempts+1;
+//     the attempt in progress ends (Job.EndAttempt, at the time acted at)
+//     with OutcomeReleased and p.Reason on Release (OutcomeBuried when
+//     the release buries it), OutcomeBuried and p.Reason on Bury,
+//     OutcomeGaveBack on GiveBack (the attempt stays in History though
+//     Attempts goes back), OutcomeTTRExpired and ReasonTTRExpired on a
+//     Tick whose TTR ran out (OutcomeBuried when its attempts are spent),
+//     OutcomeFinished on a Delete with its Reservation, OutcomeDeleted on
+//     a forced Delete of a reserved job. GiveBack's "nothing else" above
+//     is apart from History.
+//   - Retention (Retention, given to each store when it opens): with
+//     Retention.For > 0, Delete and DeleteBatch keep the job they remove
+//     as a retained job: its State becomes delayq.EndedState(the live
+//     state, whether it was a Delete with its matching Reservation), Ended
+//     = p.Now, Reservation and Deadline cleared, Body nil unless
+//     Retention.Bodies; every other field as the delete found it, History
+//     included (its attempt ended as above). A retained job is kept until
+//     Ended + Retention.For: Get (by ID or Seq) returns it while
+//     Retention.Now() is before that; List with a retained State pages
+//     through that state's retained jobs of the topic by Ended then Seq;
+//     Put of its ID fails with a *delayq.ExistsError whose State is the
+//     retained state (as a live ID's does, with the live State); every
+//     other call treats it as absent (ErrNotFound: no live job), and
+//     Topics does not count it. Expired retained jobs are removed by
+//     Tick (at most p.Max per call, found through an index ordered by
+//     expiry, so the cost follows what expires, not what is kept) or by
+//     the backend's own expiry (Redis key TTLs); until removed they are
+//     invisible. A job deleted while Retention.For is 0 is gone at once,
+//     as before.
 //   - List of an unknown topic: an empty page, nil error. A Ref with
 //     neither ID nor Seq, or a Seq never assigned: ErrNotFound. Get,
 //     Update and KickJob ignore Ref.Reservation; Put writes back only Seq.
@@ -85,9 +116,11 @@ type Store interface {
 	// Put stores new jobs in one durable write. The caller fills every
 	// field but Seq, which Put assigns (increasing, never reused) and writes
 	// back into the jobs. State is StateReady or StateDelayed, as the
-	// caller decided from Due. If any job's ID is live (or repeated within
-	// jobs), Put stores none and returns an error wrapping ErrExists that
-	// names the id.
+	// caller decided from Due. If any job's ID is live or retained (or
+	// repeated within jobs), Put stores none and returns a
+	// *delayq.ExistsError naming the id (with the taken job's State when
+	// the store knows it without another read: always for a retained
+	// one).
 	Put(ctx context.Context, jobs []*delayq.Job) error
 
 	// Reserve moves up to p.Max ready jobs of p.Topics (skipping topics
@@ -165,11 +198,13 @@ type Store interface {
 	// delayed, whatever its state was, buried included.
 	Update(ctx context.Context, p UpdateParams) (*delayq.Job, error)
 
-	// Get returns the job.
+	// Get returns the job: a live one, or a retained one within the
+	// retention.
 	Get(ctx context.Context, ref delayq.Ref) (*delayq.Job, error)
 
-	// List pages through a topic's jobs. With a State it lists that state
-	// in its serving order: ready by priority then seq, delayed by due then
+	// List pages through a topic's jobs. With a retained State it lists
+	// the topic's retained jobs in that state by Ended then Seq. With a
+	// live State it lists that state in its serving order: ready by priority then seq, delayed by due then
 	// seq, reserved by deadline then seq, buried by due (the time it was
 	// buried) then seq. Without one it lists ready, delayed, reserved, then
 	// buried jobs, each in that order. Cursor is opaque: "" starts, and the
@@ -214,6 +249,30 @@ type ReserveParams struct {
 	Topics []string
 	Max    int
 	Now    time.Time
+	By     string // who reserves, kept in the attempt's By
+}
+
+// Retention is how long a store keeps the jobs it removes (see the
+// contract on Store). The zero value keeps none.
+type Retention struct {
+	// For is how long a removed job stays readable, and its id taken,
+	// after it ended; 0 keeps none.
+	For time.Duration
+	// Bodies keeps the retained jobs' bodies; without it a retained job
+	// has a nil Body.
+	Bodies bool
+	// Now is the clock read at reads (Get, List, Put's id check) to hide
+	// retained jobs that expired but are not removed yet. Nil means
+	// time.Now; the conformance suite passes its own.
+	Now func() time.Time
+}
+
+// Clock returns r.Now, or time.Now when it is nil.
+func (r Retention) Clock() func() time.Time {
+	if r.Now == nil {
+		return time.Now
+	}
+	return r.Now
 }
 
 // ReleaseParams are the arguments of Store.Release.
@@ -262,7 +321,8 @@ type KickJobParams struct {
 // DeleteParams are the arguments of Store.Delete.
 type DeleteParams struct {
 	Ref   delayq.Ref
-	Force bool // delete whatever the state and reservation (operator delete)
+	Force bool      // delete whatever the state and reservation (operator delete)
+	Now   time.Time // when it ended: a retained job's Ended
 }
 
 // UpdateParams are the arguments of Store.Update.
@@ -325,8 +385,12 @@ type TickResult struct {
 	// BackedOffByTopic counts them by topic (AddBackedOff).
 	BackedOff        int
 	BackedOffByTopic map[string]int
-	// Next is the earliest Due or Deadline still pending; Now if more work
-	// is due already; zero if none.
+	// Expired counts retained jobs removed because their retention ran
+	// out (see Retention).
+	Expired int
+	// Next is the earliest Due or Deadline still pending, or, for a
+	// store that removes expired retained jobs in Tick, the earliest
+	// retention end; Now if more work is due already; zero if none.
 	Next time.Time
 }
 
@@ -361,6 +425,7 @@ type FreshPutter interface {
 type ReserveJobParams struct {
 	Ref delayq.Ref
 	Now time.Time
+	By  string // who reserves, kept in the attempt's By
 }
 
 // TopicStater is implemented by stores for which reading every topic's
