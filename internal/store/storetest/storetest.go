@@ -33,6 +33,11 @@ type Factory struct {
 	// stores); the persistence tests run only when it is set. The suite
 	// closes the store it returns.
 	Reopen func(t *testing.T, s store.Store) store.Store
+	// OpenRetaining, if set, returns a new, empty store that keeps the
+	// jobs it removes as r says (store.Retention); the history tests
+	// (attempts, retained jobs, the idempotency window) run only when it
+	// is set. Reopen must reopen such a store with the same retention.
+	OpenRetaining func(t *testing.T, r store.Retention) store.Store
 }
 
 // Run runs the whole suite against stores from f.
