@@ -80,50 +80,74 @@ func (c *conn) guard(line []byte) bool {
 	return true
 }
 
-// authorize checks a parsed command against the principal's scopes.
+// authOps maps each beanstalkd command to its operation in auth's table
+// (a test keeps every command of prefixes in it): what each needs is
+// auth's to say, for every protocol alike. delete is OpFinish for a job
+// this connection reserved (authorize), OpDelete (a revoke) otherwise.
+var authOps = map[op]auth.Op{
+	opPut:                auth.OpPut,
+	opReserve:            auth.OpReserve,
+	opReserveWithTimeout: auth.OpReserve,
+	opReserveJob:         auth.OpReserveJob,
+	opDelete:             auth.OpDelete,
+	opRelease:            auth.OpRelease,
+	opBury:               auth.OpBury,
+	opTouch:              auth.OpTouch,
+	opKick:               auth.OpKick,
+	opKickJob:            auth.OpKickJob,
+	opPeek:               auth.OpGet,
+	opStatsJob:           auth.OpGet,
+	opPeekReady:          auth.OpList,
+	opPeekDelayed:        auth.OpList,
+	opPeekBuried:         auth.OpList,
+	opStatsTube:          auth.OpTopic,
+	opPauseTube:          auth.OpPause,
+	opStats:              auth.OpStats,
+	opListTubes:          auth.OpTopics,
+	opUse:                auth.OpConnection,
+	opWatch:              auth.OpConnection,
+	opIgnore:             auth.OpConnection,
+	opListTubeUsed:       auth.OpConnection,
+	opListTubesWatched:   auth.OpConnection,
+	opQuit:               auth.OpConnection,
+}
+
+// authorize checks a parsed command against the principal's scopes, as
+// auth's table says for the command's operation.
 func (c *conn) authorize(cmd *command) bool {
 	p := c.principal
 	if p == auth.Open {
 		return true
 	}
+	o, known := authOps[cmd.op]
+	need, _ := auth.NeedOf(o)
 	ok := false
 	var lookErr error // a job lookup that failed: answered, not refused
-	switch cmd.op {
-	case opQuit, opUse, opWatch, opIgnore, opListTubeUsed, opListTubesWatched:
-		ok = p != nil // connection state only
-	case opPut:
-		ok = p.Allows(auth.Produce, c.use)
-	case opReserve, opReserveWithTimeout:
-		ok = true
-		for _, t := range c.watch {
-			ok = ok && p.Allows(auth.Consume, t)
-		}
-	case opRelease, opBury, opTouch:
-		// Only a job this connection reserved can be acted on, and
-		// reserving it needed consume on its tube.
-		ok = p.AllowsSome(auth.Consume)
-	case opDelete:
+	switch {
+	case !known:
+		// Refused: TestEveryCommandHasAnOperation keeps this unreached.
+	case cmd.op == opDelete:
+		// delete of a job this connection reserved is a finish: the
+		// reservation proves the job's topic was checked when it was
+		// reserved. Any other delete is a revoke.
 		_, mine := c.held[cmd.id]
-		ok = mine && p.AllowsSome(auth.Consume)
+		ok = mine && p.MaySome(auth.OpFinish)
 		if !ok {
-			ok, lookErr = c.jobAllows(cmd.id, auth.Produce, auth.Admin)
+			ok, lookErr = c.jobAllows(cmd.id, auth.OpDelete)
 		}
-	case opReserveJob:
-		ok, lookErr = c.jobAllows(cmd.id, auth.Consume)
-	case opKickJob:
-		ok, lookErr = c.jobAllows(cmd.id, auth.Admin)
-	case opPeek, opStatsJob:
-		ok, lookErr = c.jobAllows(cmd.id, auth.Read)
-	case opPeekReady, opPeekDelayed, opPeekBuried:
-		ok = p.Allows(auth.Read, c.use)
-	case opKick:
-		ok = p.Allows(auth.Admin, c.use)
-	case opStatsTube:
-		ok = p.Allows(auth.Read, cmd.tube)
-	case opPauseTube:
-		ok = p.Allows(auth.Admin, cmd.tube)
-	case opStats, opListTubes:
-		ok = p.AllowsAll(auth.Read)
+	case cmd.op == opRelease, cmd.op == opBury, cmd.op == opTouch:
+		// Only a job this connection reserved can be acted on, and
+		// reserving it checked its tube.
+		ok = p.MaySome(o)
+	case need.On == auth.OnJobs:
+		ok, lookErr = c.jobAllows(cmd.id, o)
+	case need.On == auth.OnTopics:
+		ok = true
+		for _, t := range c.topicsOf(cmd) {
+			ok = ok && p.May(o, t)
+		}
+	default:
+		ok = p.MayAll(o)
 	}
 	if lookErr != nil {
 		c.reply(lookErr)
@@ -141,17 +165,28 @@ func (c *conn) authorize(cmd *command) bool {
 	return ok
 }
 
+// topicsOf names the tubes a command acts on: the watched ones for a
+// reserve, the one it names for stats-tube and pause-tube, the used one
+// otherwise.
+func (c *conn) topicsOf(cmd *command) []string {
+	switch cmd.op {
+	case opReserve, opReserveWithTimeout:
+		return c.watch
+	case opStatsTube, opPauseTube:
+		return []string{cmd.tube}
+	}
+	return []string{c.use}
+}
+
 // jobAllows looks a job up to learn its tube. A job that does not exist
 // passes, so the command answers NOT_FOUND as it would anyway; a lookup
 // that fails otherwise (the store unreachable) returns its error, which
 // the command is answered with: it must not pass unchecked. A job's seq
 // is unique forever and its tube never changes, so the job the command
 // then acts on is the one checked here.
-func (c *conn) jobAllows(seq uint64, scopes ...auth.Scope) (bool, error) {
-	for _, s := range scopes {
-		if c.principal.AllowsAll(s) {
-			return true, nil
-		}
+func (c *conn) jobAllows(seq uint64, o auth.Op) (bool, error) {
+	if c.principal.MayAll(o) {
+		return true, nil
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
@@ -162,12 +197,7 @@ func (c *conn) jobAllows(seq uint64, scopes ...auth.Scope) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	for _, s := range scopes {
-		if c.principal.Allows(s, j.Topic) {
-			return true, nil
-		}
-	}
-	return false, nil
+	return c.principal.May(o, j.Topic), nil
 }
 
 // idleDeadline is when an idle connection is closed: IdleTimeout from now,

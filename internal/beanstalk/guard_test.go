@@ -223,3 +223,19 @@ func TestIdleTimeoutSparesWorkersHoldingJobs(t *testing.T) {
 		t.Fatalf("the worker after the idle timeout: %q", got)
 	}
 }
+
+// Every command maps to an operation auth's table knows: a command added
+// without one is refused to every token (authorize), and this says why.
+func TestEveryCommandHasAnOperation(t *testing.T) {
+	t.Parallel()
+	for _, p := range prefixes {
+		o, ok := authOps[p.op]
+		if !ok {
+			t.Errorf("command %q has no operation in authOps", p.text)
+			continue
+		}
+		if _, ok := auth.NeedOf(o); !ok {
+			t.Errorf("command %q: operation %q is not in auth's table", p.text, o)
+		}
+	}
+}

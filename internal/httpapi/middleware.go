@@ -78,138 +78,149 @@ type guard struct {
 // answer).
 type rule func(g *guard, r *http.Request, p *auth.Principal) (*http.Request, error)
 
-// guardRules maps each route of routes.go to the scope it needs (a test
-// keeps the two lists equal). Routes that name a job by id check the
-// scope against that job's own topic (onJob), the routes that act on a
-// reservation included: a reservation proves that the caller holds the
-// job, not that its token may use the job's topic. A nil rule is open.
+// guardRules maps each route of routes.go to its operation (a test keeps
+// the two lists equal, and every operation in auth's table): what each
+// operation needs is auth's to say, for every protocol alike. Routes
+// that name a job by id check the scope against that job's own topic
+// (onJob), the routes that act on a reservation included: a reservation
+// proves that the caller holds the job, not that its token may use the
+// job's topic.
 var guardRules = []struct {
 	pattern string
-	rule    rule
+	op      auth.Op
 }{
-	{"POST /v1/topics/{topic}/jobs", onTopic(auth.Produce)},
-	{"POST /v1/topics/{topic}/jobs/batch", onTopic(auth.Produce)},
-	{"GET /v1/topics/{topic}/jobs", onTopic(auth.Read)},
-	{"POST /v1/topics/{topic}/kick", onTopic(auth.Admin)},
-	{"GET /v1/topics/{topic}", onTopic(auth.Read)},
-	{"GET /v1/topics", onAll(auth.Read)},
-	{"POST /v1/reserve", onReserve},
-	{"GET /v1/jobs/{id}", onJob(auth.Read)},
-	{"PATCH /v1/jobs/{id}", onJob(auth.Admin)},
-	{"DELETE /v1/jobs/{id}", onJob(auth.Produce, auth.Admin)}, // a producer revokes its jobs
-	{"POST /v1/jobs/finish", onJob(auth.Consume)},             // each entry checked against its job's topic
-	{"POST /v1/jobs/{id}/finish", onJob(auth.Consume)},
-	{"POST /v1/jobs/{id}/release", onJob(auth.Consume)},
-	{"POST /v1/jobs/{id}/touch", onJob(auth.Consume)},
-	{"POST /v1/jobs/{id}/bury", onJob(auth.Consume)},
-	{"POST /v1/jobs/{id}/kick", onJob(auth.Admin)},
-	{"GET /v1/backup", onAll(auth.Admin)}, // a checkpoint holds every job
-	// Topic controls (pause.go): an operator's.
-	{"POST /v1/topics/{topic}/pause", onTopic(auth.Admin)},
-	{"POST /v1/topics/{topic}/resume", onTopic(auth.Admin)},
-	{"DELETE /v1/topics/{topic}/jobs", onTopic(auth.Admin)},
-	// Topic policies (policy.go): reading one is reading the topic;
-	// setting one changes how every producer's jobs behave: an operator's.
-	{"GET /v1/policies", onAll(auth.Read)},
-	{"PUT /v1/topics/{topic}/policy", onTopic(auth.Admin)},
-	{"GET /v1/topics/{topic}/policy", onTopic(auth.Read)},
-	{"DELETE /v1/topics/{topic}/policy", onTopic(auth.Admin)},
-	// The dashboard's charts (charts.go): reading a topic.
-	{"GET /v1/topics/{topic}/due", onTopic(auth.Read)},
-	{"GET /v1/topics/{topic}/history", onTopic(auth.Read)},
-	// Schedules (schedules.go): reading them is reading; a schedule is a
-	// standing producer into a topic named in its body, so changing one
-	// takes admin.
-	{"GET /v1/schedules", onAll(auth.Read)},
-	{"GET /v1/schedules/{name}", onAll(auth.Read)},
-	{"PUT /v1/schedules/{name}", onAll(auth.Admin)},
-	{"DELETE /v1/schedules/{name}", onAll(auth.Admin)},
-	{"POST /v1/schedules/{name}/pause", onAll(auth.Admin)},
-	{"POST /v1/schedules/{name}/resume", onAll(auth.Admin)},
-	// Alarms (alarms.go): reading them is reading; an alarm makes the
-	// server POST to a URL of the caller's choosing, so setting one takes
-	// admin.
-	{"GET /v1/alarms", onAll(auth.Read)},
-	{"GET /v1/alarms/{name}", onAll(auth.Read)},
-	{"PUT /v1/alarms/{name}", onAll(auth.Admin)},
-	{"DELETE /v1/alarms/{name}", onAll(auth.Admin)},
-	{"GET /v1/cluster", authenticated},
-	{"GET /metrics", onAll(auth.Read)},
-	// The original protocol names its topic inside the body, after this
-	// check: it needs produce and consume on every topic.
-	{"POST /{$}", onAll(auth.Produce, auth.Consume)},
-	{"POST /v1/command", onAll(auth.Produce, auth.Consume)},
-	// Open: load balancers probe health, and the dashboard's static files
-	// hold no data (it shows its login page when the API answers 401).
-	{"GET /healthz", nil},
-	{"GET /v1/openapi.json", nil}, // the API's description holds no data
-	// The dashboard's login (session.go): logging in checks the token it
-	// is given, and logging out must work with an ended session too.
-	{"GET /v1/session", authenticated},
-	{"POST /v1/session", nil},
-	{"DELETE /v1/session", nil},
-	{"GET /readyz", nil},
-	{"/ui/", nil},
-	{"GET /{$}", nil},
+	{"POST /v1/topics/{topic}/jobs", auth.OpPut},
+	{"POST /v1/topics/{topic}/jobs/batch", auth.OpPut},
+	{"GET /v1/topics/{topic}/jobs", auth.OpList},
+	{"POST /v1/topics/{topic}/kick", auth.OpKick},
+	{"GET /v1/topics/{topic}", auth.OpTopic},
+	{"GET /v1/topics", auth.OpTopics},
+	{"POST /v1/reserve", auth.OpReserve}, // its topics are in its body: onReserve
+	{"GET /v1/jobs/{id}", auth.OpGet},
+	{"PATCH /v1/jobs/{id}", auth.OpUpdate},
+	{"DELETE /v1/jobs/{id}", auth.OpDelete},
+	{"POST /v1/jobs/finish", auth.OpFinish}, // each entry checked against its job's topic
+	{"POST /v1/jobs/{id}/finish", auth.OpFinish},
+	{"POST /v1/jobs/{id}/release", auth.OpRelease},
+	{"POST /v1/jobs/{id}/touch", auth.OpTouch},
+	{"POST /v1/jobs/{id}/bury", auth.OpBury},
+	{"POST /v1/jobs/{id}/kick", auth.OpKickJob},
+	{"GET /v1/backup", auth.OpBackup},
+	// Topic controls (pause.go).
+	{"POST /v1/topics/{topic}/pause", auth.OpPause},
+	{"POST /v1/topics/{topic}/resume", auth.OpResume},
+	{"DELETE /v1/topics/{topic}/jobs", auth.OpPurge},
+	// Topic policies (policy.go).
+	{"GET /v1/policies", auth.OpPolicies},
+	{"PUT /v1/topics/{topic}/policy", auth.OpSetPolicy},
+	{"GET /v1/topics/{topic}/policy", auth.OpGetPolicy},
+	{"DELETE /v1/topics/{topic}/policy", auth.OpSetPolicy},
+	// The dashboard's charts (charts.go).
+	{"GET /v1/topics/{topic}/due", auth.OpCharts},
+	{"GET /v1/topics/{topic}/history", auth.OpCharts},
+	// Schedules (schedules.go).
+	{"GET /v1/schedules", auth.OpSchedules},
+	{"GET /v1/schedules/{name}", auth.OpSchedules},
+	{"PUT /v1/schedules/{name}", auth.OpSchedule},
+	{"DELETE /v1/schedules/{name}", auth.OpSchedule},
+	{"POST /v1/schedules/{name}/pause", auth.OpSchedule},
+	{"POST /v1/schedules/{name}/resume", auth.OpSchedule},
+	// Alarms (alarms.go).
+	{"GET /v1/alarms", auth.OpAlarms},
+	{"GET /v1/alarms/{name}", auth.OpAlarms},
+	{"PUT /v1/alarms/{name}", auth.OpAlarm},
+	{"DELETE /v1/alarms/{name}", auth.OpAlarm},
+	{"GET /v1/cluster", auth.OpCluster},
+	{"GET /metrics", auth.OpStats},
+	// The original protocol names its topic inside the body.
+	{"POST /{$}", auth.OpCommand},
+	{"POST /v1/command", auth.OpCommand},
+	{"GET /healthz", auth.OpHealth},
+	{"GET /readyz", auth.OpHealth},
+	{"GET /v1/openapi.json", auth.OpDescribe},
+	{"/ui/", auth.OpDescribe},
+	{"GET /{$}", auth.OpDescribe},
+	// The dashboard's login (session.go).
+	{"GET /v1/session", auth.OpSession},
+	{"POST /v1/session", auth.OpLogin},
+	{"DELETE /v1/session", auth.OpLogin},
 }
 
-// routes registers guardRules on the guard's own mux.
+// routes registers guardRules on the guard's own mux, each with the
+// rule its operation's entry in auth's table makes.
 func (g *guard) routes() {
 	for _, gr := range guardRules {
-		g.mux.HandleFunc(gr.pattern, func(w http.ResponseWriter, r *http.Request) { g.serve(w, r, gr.rule) })
+		rl := ruleFor(gr.op)
+		g.mux.HandleFunc(gr.pattern, func(w http.ResponseWriter, r *http.Request) { g.serve(w, r, rl) })
 	}
+}
+
+// ruleFor turns op's entry in auth's table into the check of an HTTP
+// request: the topic is the route's {topic}, except reserve's, which
+// names its topics in its body. nil (open) for an operation open to
+// anyone. An operation unknown to the table is refused to everyone
+// (TestGuardCoversEveryRoute keeps every route's operation in it).
+func ruleFor(op auth.Op) rule {
+	n, ok := auth.NeedOf(op)
+	switch {
+	case !ok:
+		return onAll(op) // MayAll is false for an unknown operation
+	case op == auth.OpReserve:
+		return onReserve
+	case n.On == auth.OnAnyone:
+		return nil
+	case n.On == auth.OnCaller:
+		return authenticated
+	case n.On == auth.OnTopics:
+		return onTopic(op)
+	case n.On == auth.OnJobs:
+		return onJob(op)
+	}
+	return onAll(op)
 }
 
 func authenticated(_ *guard, r *http.Request, _ *auth.Principal) (*http.Request, error) {
 	return r, nil
 }
 
-func onTopic(s auth.Scope) rule {
+func onTopic(op auth.Op) rule {
 	return func(_ *guard, r *http.Request, p *auth.Principal) (*http.Request, error) {
-		if t := r.PathValue("topic"); !p.Allows(s, t) {
-			return nil, forbidden("this token has no %s scope on topic %q", s, t)
+		if t := r.PathValue("topic"); !p.May(op, t) {
+			return nil, forbidden("%s", p.Denied(op, t))
 		}
 		return r, nil
 	}
 }
 
-func onAll(scopes ...auth.Scope) rule {
+func onAll(op auth.Op) rule {
 	return func(_ *guard, r *http.Request, p *auth.Principal) (*http.Request, error) {
-		for _, s := range scopes {
-			if !p.AllowsAll(s) {
-				return nil, forbidden("this call needs the %s scope on every topic (\"*\")", s)
-			}
+		if !p.MayAll(op) {
+			return nil, forbidden("%s", p.Denied(op, ""))
 		}
 		return r, nil
 	}
 }
 
-// onJob lets a call that names jobs by id through when p has one of
-// scopes on some topic, and has the engine check the topic of each job
-// the call names (engine.WithTopicCheck), in the same step that acts on
-// it. Checking here, before the handler, was not enough: a job deleted
-// and put again under the same id in another topic between the check
-// and the act was acted on unchecked, and the consumer actions were not
+// onJob lets a call that names jobs by id through when p may run op on
+// some topic, and has the engine check the topic of each job the call
+// names (engine.WithTopicCheck), in the same step that acts on it.
+// Checking here, before the handler, was not enough: a job deleted and
+// put again under the same id in another topic between the check and
+// the act was acted on unchecked, and the consumer actions were not
 // checked at all, their reservation standing in for the scope. A
-// principal with a scope on every topic needs no check, so its calls
-// read nothing more.
-func onJob(scopes ...auth.Scope) rule {
+// principal allowed op on every topic needs no check, so its calls read
+// nothing more.
+func onJob(op auth.Op) rule {
 	return func(_ *guard, r *http.Request, p *auth.Principal) (*http.Request, error) {
-		some := false
-		for _, s := range scopes {
-			if p.AllowsAll(s) {
-				return r, nil
-			}
-			some = some || p.AllowsSome(s)
+		if p.MayAll(op) {
+			return r, nil
 		}
-		if !some {
-			return nil, forbidden("this call needs the %s scope", scopes[0])
+		if !p.MaySome(op) {
+			return nil, forbidden("%s", p.Denied(op, ""))
 		}
 		return r.WithContext(engine.WithTopicCheck(r.Context(), func(topic string) error {
-			for _, s := range scopes {
-				if p.Allows(s, topic) {
-					return nil
-				}
+			if p.May(op, topic) {
+				return nil
 			}
 			return delayq.ErrForbidden
 		})), nil
@@ -220,8 +231,8 @@ func onJob(scopes ...auth.Scope) rule {
 // the bytes back for the API to decode (with the same decoder, so both see
 // the same topics).
 func onReserve(_ *guard, r *http.Request, p *auth.Principal) (*http.Request, error) {
-	if !p.AllowsSome(auth.Consume) {
-		return nil, forbidden("reserve needs the consume scope")
+	if !p.MaySome(auth.OpReserve) {
+		return nil, forbidden("%s", p.Denied(auth.OpReserve, ""))
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, smallRequest+1))
 	if err != nil {
@@ -235,8 +246,8 @@ func onReserve(_ *guard, r *http.Request, p *auth.Principal) (*http.Request, err
 		return r, nil // the API refuses it as bad_json
 	}
 	for _, t := range req.Topics {
-		if !p.Allows(auth.Consume, t) {
-			return nil, forbidden("this token has no consume scope on topic %q", t)
+		if !p.May(auth.OpReserve, t) {
+			return nil, forbidden("%s", p.Denied(auth.OpReserve, t))
 		}
 	}
 	return r, nil

@@ -7,12 +7,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/delayq/delayq/internal/auth"
 )
 
 // Every route of routes.go (and of the files it calls to register more)
-// has a rule in guardRules, and no rule names a
-// route that does not exist: a route added without a rule would fall to
-// "any valid token".
+// has an operation in guardRules that auth's table knows, and no rule
+// names a route that does not exist: a route added without a rule would
+// fall to "any valid token", one with an operation the table lacks would
+// be open.
 func TestGuardCoversEveryRoute(t *testing.T) {
 	t.Parallel()
 	var routes []string
@@ -30,6 +33,9 @@ func TestGuardCoversEveryRoute(t *testing.T) {
 	var rules []string
 	for _, gr := range guardRules {
 		rules = append(rules, gr.pattern)
+		if _, ok := auth.NeedOf(gr.op); !ok {
+			t.Errorf("route %q: operation %q is not in auth's table", gr.pattern, gr.op)
+		}
 	}
 	slices.Sort(routes)
 	slices.Sort(rules)
