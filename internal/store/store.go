@@ -242,6 +242,10 @@ type Store interface {
 	// DueCounter: every store counts a topic's delayed jobs by due time
 	// from its due-time index, for the dashboard.
 	DueCounter
+
+	// SeriesStore: every store keeps the dashboard's chart series
+	// (series.go), so they survive restarts and are shared by instances.
+	SeriesStore
 }
 
 // ReserveParams are the arguments of Store.Reserve.

@@ -169,6 +169,7 @@ type Store struct {
 	recBuf    []byte                    // scratch for encoding records (txn.stage); guarded by mu
 	txnBatch  *pebble.Batch             // an empty batch for the next txn, or nil; guarded by mu
 	spare     chan spareBatch           // empty group batches for reuse (recycle)
+	series    seriesState               // chart series writes (series.go)
 }
 
 // topic is what memory keeps of a topic: its counters and pause (mirrored

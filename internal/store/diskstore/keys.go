@@ -34,6 +34,7 @@ const formatVersion uint32 = 2
 //	C<topic>                       -> topic counters and pause (topicStats codec)
 //	M<name>                        -> meta values (format version, last seq)
 //	P<kind>\x00<name>               -> a document: rev (8 bytes) + data (schedules, policies, alarms; docs.go)
+//	Z<step><epoch><topic>\x00<start> -> a chart series bucket (series.go; new keys only, no format change)
 //
 // Integers are big-endian so that byte order is numeric order; times are
 // milliseconds since the Unix epoch with the sign bit flipped so that
@@ -46,6 +47,7 @@ const (
 	prefixCounter = 'C'
 	prefixMeta    = 'M'
 	prefixDoc     = 'P'
+	prefixSeries  = 'Z'
 )
 
 // State bytes inside X keys and records.

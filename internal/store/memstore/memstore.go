@@ -37,6 +37,7 @@ type Store struct {
 	pauses map[string]time.Time             // topic -> pause end; guarded by mu
 	clock  store.Clock                      // guarded by mu
 	docs   map[string]map[string]*store.Doc // kind -> name -> document (docs.go); guarded by mu
+	series map[string][]*seriesRing         // topic -> one ring per store.SeriesResolutions (series.go); guarded by mu
 }
 
 // New returns an empty store.

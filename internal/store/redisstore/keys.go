@@ -3,6 +3,7 @@ package redisstore
 import (
 	"hash/crc32"
 	"strconv"
+	"time"
 )
 
 // Every Redis key delayq uses is built in this file, so that the Cluster
@@ -20,6 +21,7 @@ import (
 //	P:{t}:buried     ZSET   by the time buried
 //	P:{t}:pause      STRING pause end, unix ms
 //	P:{t}:now        STRING the latest Now the topic was acted at (Now never goes back)
+//	P:{t}:s:<step>:<start> HASH a chart series bucket: step and start in seconds (series.go); PEXPIREAT start+Keep
 //
 // Global keys, each in its own slot, written outside the topic scripts
 // (docs/redis.md explains why a dangling entry is harmless):
@@ -97,3 +99,9 @@ func bucketOf(topic string, buckets int) int {
 // end the key, so no two (kind, name) pairs share a key.
 func (k keys) doc(kind, name string) string { return k.prefix + ":{doc}:" + kind + ":d:" + name }
 func (k keys) docNames(kind string) string  { return k.prefix + ":{doc}:" + kind + ":names" }
+
+// series is the key of topic t's chart series bucket of step starting at
+// start (Unix seconds); same hash tag as the topic's other keys.
+func (k keys) series(t string, step time.Duration, start int64) string {
+	return k.prefix + ":{" + t + "}:s:" + strconv.FormatInt(int64(step/time.Second), 10) + ":" + strconv.FormatInt(start, 10)
+}

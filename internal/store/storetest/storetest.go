@@ -75,6 +75,7 @@ func Run(t *testing.T, f Factory) {
 		{"Docs", testDocs},
 		{"Schedules", testSchedules},
 		{"DueCounts", testDueCounts},
+		{"Series", testSeries},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) { g.run(t, f) })

@@ -193,3 +193,17 @@ func (d *durable) DueCounts(ctx context.Context, topic string, now time.Time, bo
 	}
 	return d.mem.DueCounts(ctx, topic, now, bounds)
 }
+
+func (d *durable) AddSeries(ctx context.Context, at time.Time, samples []store.SeriesSample) error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	return d.mem.AddSeries(ctx, at, samples)
+}
+
+func (d *durable) ReadSeries(ctx context.Context, p store.SeriesReadParams) ([]store.SeriesBucket, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	return d.mem.ReadSeries(ctx, p)
+}
