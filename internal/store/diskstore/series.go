@@ -39,7 +39,9 @@ type seriesState struct {
 	pruned map[time.Duration]int64 // step -> epochs below this are deleted; guarded by mu
 }
 
-func seriesEpochLen(r store.SeriesResolution) int64 { return int64(r.Keep/seriesEpochs) / int64(time.Second) }
+func seriesEpochLen(r store.SeriesResolution) int64 {
+	return int64(r.Keep/seriesEpochs) / int64(time.Second)
+}
 
 // seriesEpoch is the epoch of the bucket starting at start (floor).
 func seriesEpoch(r store.SeriesResolution, start int64) int64 {
