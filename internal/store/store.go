@@ -81,11 +81,13 @@ import (
 //     with OutcomeReleased and p.Reason on Release (OutcomeBuried when
 //     the release buries it), OutcomeBuried and p.Reason on Bury,
 //     OutcomeGaveBack on GiveBack (the attempt stays in History though
-//     Attempts goes back), OutcomeTTRExpired and ReasonTTRExpired on a
-//     Tick whose TTR ran out (OutcomeBuried when its attempts are spent),
-//     OutcomeFinished on a Delete with its Reservation, OutcomeDeleted on
-//     a forced Delete of a reserved job. GiveBack's "nothing else" above
-//     is apart from History.
+//     Attempts goes back; a give-back acts at no time, so it ends at the
+//     attempt's own Reserved), OutcomeTTRExpired and ReasonTTRExpired on
+//     a Tick whose TTR ran out (OutcomeBuried when its attempts are
+//     spent; ended at the expired Deadline, as LastFailed), OutcomeFinished
+//     on a Delete with its Reservation, OutcomeDeleted on a forced Delete
+//     of a reserved job. GiveBack's "nothing else" above is apart from
+//     History.
 //   - Retention (Retention, given to each store when it opens): with
 //     Retention.For > 0, Delete and DeleteBatch keep the job they remove
 //     as a retained job: its State becomes delayq.EndedState(the live
