@@ -6,7 +6,10 @@
 // method is a direct reading of the contract in package store. It starts no
 // goroutines, never blocks except on its mutex and never reads the clock,
 // so it is safe inside testing/synctest bubbles. It keeps nothing across a
-// restart and is not meant for production.
+// restart and is not meant for production. A store that retains jobs
+// (Options.Retention) reads its retention clock at Get, List and Put, to
+// hide retained jobs that expired; that clock is time.Now unless the
+// Retention says otherwise.
 package memstore
 
 import (
@@ -38,14 +41,32 @@ type Store struct {
 	clock  store.Clock                      // guarded by mu
 	docs   map[string]map[string]*store.Doc // kind -> name -> document (docs.go); guarded by mu
 	series map[string][]*seriesRing         // topic -> one ring per store.SeriesResolutions (series.go); guarded by mu
+
+	retention store.Retention
+	kept      map[uint64]*delayq.Job // retained jobs by seq (retain.go); guarded by mu
+	keptIDs   map[string]uint64      // retained job id -> seq; guarded by mu
+	expiries  expiryHeap             // retained jobs by expiry; guarded by mu
 }
 
-// New returns an empty store.
-func New() *Store {
+// Options configure a Store.
+type Options struct {
+	// Retention is how long the store keeps the jobs it removes
+	// (finished, deleted, failed); the zero value keeps none.
+	Retention store.Retention
+}
+
+// New returns an empty store that keeps no removed job.
+func New() *Store { return Open(Options{}) }
+
+// Open returns an empty store configured by o.
+func Open(o Options) *Store {
 	return &Store{
-		jobs:   make(map[uint64]*delayq.Job),
-		ids:    make(map[string]uint64),
-		pauses: make(map[string]time.Time),
+		jobs:      make(map[uint64]*delayq.Job),
+		ids:       make(map[string]uint64),
+		pauses:    make(map[string]time.Time),
+		retention: o.Retention,
+		kept:      make(map[uint64]*delayq.Job),
+		keptIDs:   make(map[string]uint64),
 	}
 }
 
@@ -77,11 +98,25 @@ func (s *Store) Put(_ context.Context, jobs []*delayq.Job) error {
 	}
 	defer s.mu.Unlock()
 	seen := make(map[string]bool, len(jobs))
+	var expired []uint64 // retained jobs whose ids the put takes over
+	now := s.retainedNow()
 	for _, j := range jobs {
-		if _, live := s.ids[j.ID]; live || seen[j.ID] {
-			return fmt.Errorf("memstore: put %q: %w", j.ID, delayq.ErrExists)
+		if seq, live := s.ids[j.ID]; live {
+			return fmt.Errorf("memstore: put: %w", &delayq.ExistsError{ID: j.ID, State: s.jobs[seq].State})
+		}
+		if seq, ok := s.keptIDs[j.ID]; ok {
+			if k := s.kept[seq]; s.visible(k, now) {
+				return fmt.Errorf("memstore: put: %w", &delayq.ExistsError{ID: j.ID, State: k.State})
+			}
+			expired = append(expired, seq)
+		}
+		if seen[j.ID] {
+			return fmt.Errorf("memstore: put: %w", &delayq.ExistsError{ID: j.ID})
 		}
 		seen[j.ID] = true
+	}
+	for _, seq := range expired {
+		s.forget(seq)
 	}
 	for _, j := range jobs {
 		s.seq++
@@ -141,6 +176,9 @@ func (s *Store) Get(_ context.Context, ref delayq.Ref) (*delayq.Job, error) {
 	defer s.mu.Unlock()
 	j, err := s.find(ref)
 	if err != nil {
+		if k := s.findKept(ref); k != nil {
+			return k.Clone(), nil
+		}
 		return nil, err
 	}
 	return j.Clone(), nil
@@ -175,6 +213,7 @@ func (s *Store) Reserve(_ context.Context, p store.ReserveParams) ([]*delayq.Job
 			break
 		}
 		store.ApplyReserve(j, store.ReserveStart(j, begin))
+		j.StartAttempt(now, p.By)
 		out = append(out, j.Clone())
 	}
 	return out, nil
@@ -186,7 +225,9 @@ func (s *Store) ReserveJob(_ context.Context, p store.ReserveJobParams) (*delayq
 		if err := store.CheckReservable(j); err != nil {
 			return err
 		}
-		store.ApplyReserve(j, store.BeginTTR(s.clock.At(p.Now), p.Now))
+		now := s.clock.At(p.Now)
+		store.ApplyReserve(j, store.BeginTTR(now, p.Now))
+		j.StartAttempt(now, p.By)
 		return nil
 	})
 }
@@ -197,7 +238,13 @@ func (s *Store) Release(_ context.Context, p store.ReleaseParams) (*delayq.Job, 
 		if err := store.CheckHeld(j, p.Ref); err != nil {
 			return err
 		}
-		store.ApplyRelease(j, p, s.clock.At(p.Now))
+		now := s.clock.At(p.Now)
+		store.ApplyRelease(j, p, now)
+		how := delayq.OutcomeReleased
+		if j.State == delayq.StateBuried {
+			how = delayq.OutcomeBuried
+		}
+		j.EndAttempt(now, how, p.Reason)
 		return nil
 	})
 }
@@ -220,6 +267,9 @@ func (s *Store) GiveBack(_ context.Context, p store.GiveBackParams) (*delayq.Job
 			return err
 		}
 		store.ApplyGiveBack(j)
+		if n := len(j.History); n > 0 {
+			j.EndAttempt(j.History[n-1].Reserved, delayq.OutcomeGaveBack, "")
+		}
 		return nil
 	})
 }
@@ -230,7 +280,9 @@ func (s *Store) Bury(_ context.Context, p store.BuryParams) (*delayq.Job, error)
 		if err := store.CheckHeld(j, p.Ref); err != nil {
 			return err
 		}
-		store.ApplyBury(j, p, s.clock.At(p.Now))
+		now := s.clock.At(p.Now)
+		store.ApplyBury(j, p, now)
+		j.EndAttempt(now, delayq.OutcomeBuried, p.Reason)
 		return nil
 	})
 }
@@ -288,15 +340,26 @@ func (s *Store) DeleteBatch(_ context.Context, ps []store.DeleteParams) ([]*dela
 	return jobs, errs, nil
 }
 
-// remove returns the change that deletes a job as p asks. Requires mu
-// when called.
+// remove returns the change that deletes a job as p asks, keeping it as
+// a retained job when the store retains. The job it leaves (and Delete
+// returns) is the live job as the delete found it, its attempt ended.
+// Requires mu when called.
 func (s *Store) remove(p store.DeleteParams) func(j *delayq.Job) error {
 	return func(j *delayq.Job) error {
 		if err := store.CheckDeletable(j, p); err != nil {
 			return err
 		}
+		now := s.clock.At(p.Now)
+		finished := j.State == delayq.StateReserved && p.Ref.Reservation != "" && p.Ref.Reservation == j.Reservation
+		switch {
+		case finished:
+			j.EndAttempt(now, delayq.OutcomeFinished, "")
+		case j.State == delayq.StateReserved:
+			j.EndAttempt(now, delayq.OutcomeDeleted, "")
+		}
 		delete(s.jobs, j.Seq)
 		delete(s.ids, j.ID)
+		s.retain(j, finished, now)
 		return nil
 	}
 }
@@ -391,6 +454,7 @@ func (s *Store) Tick(_ context.Context, p store.TickParams) (*store.TickResult, 
 	}
 	pending := s.pending()
 	res := &store.TickResult{Ready: map[string]int{}}
+	res.Expired = s.expire(now, limit)
 	for len(pending) > 0 && !pendingAt(pending[0]).After(now) {
 		if limit == 0 {
 			res.Next = now
@@ -404,6 +468,12 @@ func (s *Store) Tick(_ context.Context, p store.TickParams) (*store.TickResult, 
 		res.Next = pendingAt(pending[0])
 	}
 	s.backedOffNext(res, now)
+	if next := s.nextExpiry(); !next.IsZero() && (res.Next.IsZero() || next.Before(res.Next)) {
+		res.Next = next
+		if next.Before(now) {
+			res.Next = now
+		}
+	}
 	return res, nil
 }
 
@@ -457,9 +527,18 @@ func (s *Store) promote(j *delayq.Job, now time.Time, bs map[string]store.Backof
 	if j.State == delayq.StateDelayed {
 		store.ApplyDue(j)
 		res.AddLateness(j.Topic, now.Sub(j.Due))
-	} else if store.ApplyTimeoutBackoff(j, bs) {
-		res.AddBackedOff(j.Topic)
-		return
+	} else {
+		deadline := j.Deadline
+		backedOff := store.ApplyTimeoutBackoff(j, bs)
+		how := delayq.OutcomeTTRExpired
+		if j.State == delayq.StateBuried {
+			how = delayq.OutcomeBuried
+		}
+		j.EndAttempt(deadline, how, delayq.ReasonTTRExpired)
+		if backedOff {
+			res.AddBackedOff(j.Topic)
+			return
+		}
 	}
 	if j.State == delayq.StateBuried {
 		res.AddBuried(j.Topic)
@@ -476,8 +555,13 @@ func (s *Store) sorted(keep func(*delayq.Job) bool) []*delayq.Job {
 			out = append(out, j)
 		}
 	}
-	sort.Slice(out, func(a, b int) bool { return key(out[a]).less(key(out[b])) })
+	sortByKey(out)
 	return out
+}
+
+// sortByKey sorts jobs in List order.
+func sortByKey(jobs []*delayq.Job) {
+	sort.Slice(jobs, func(a, b int) bool { return key(jobs[a]).less(key(jobs[b])) })
 }
 
 // listKey orders jobs as List serves them: state rank, then the state's own
@@ -521,9 +605,12 @@ func parseKey(s string) (listKey, error) {
 	return k, nil
 }
 
-// key is j's place in List order.
+// key is j's place in List order. Retained jobs, listed only by their
+// own state, go by Ended then seq.
 func key(j *delayq.Job) listKey {
 	switch j.State {
+	case delayq.StateFinished, delayq.StateDeleted, delayq.StateFailed:
+		return listKey{4, j.Ended.UnixMilli(), j.Seq}
 	case delayq.StateReady:
 		return listKey{0, int64(j.Priority), j.Seq}
 	case delayq.StateDelayed:
@@ -549,10 +636,15 @@ func (s *Store) List(_ context.Context, p store.ListParams) (*store.ListResult, 
 		}
 		after = &k
 	}
-	jobs := s.sorted(func(j *delayq.Job) bool {
-		return j.Topic == p.Topic && (p.State == "" || j.State == p.State) &&
-			(after == nil || after.less(key(j)))
-	})
+	var jobs []*delayq.Job
+	if p.State.Retained() {
+		jobs = s.listKept(p.Topic, p.State, after)
+	} else {
+		jobs = s.sorted(func(j *delayq.Job) bool {
+			return j.Topic == p.Topic && (p.State == "" || j.State == p.State) &&
+				(after == nil || after.less(key(j)))
+		})
+	}
 	res := &store.ListResult{Jobs: []*delayq.Job{}}
 	for _, j := range jobs {
 		if p.Limit > 0 && len(res.Jobs) == p.Limit {

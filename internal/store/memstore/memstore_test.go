@@ -11,5 +11,8 @@ import (
 func TestConformance(t *testing.T) {
 	storetest.Run(t, storetest.Factory{
 		Open: func(*testing.T) store.Store { return memstore.New() },
+		OpenRetaining: func(_ *testing.T, r store.Retention) store.Store {
+			return memstore.Open(memstore.Options{Retention: r})
+		},
 	})
 }

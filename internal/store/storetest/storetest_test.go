@@ -25,6 +25,11 @@ func TestSuiteOnDurableMemstore(t *testing.T) {
 			burnSeqs(t, m, 7)
 			return &durable{mem: m}
 		},
+		OpenRetaining: func(t *testing.T, r store.Retention) store.Store {
+			m := memstore.Open(memstore.Options{Retention: r})
+			burnSeqs(t, m, 7)
+			return &durable{mem: m}
+		},
 		Reopen: func(t *testing.T, s store.Store) store.Store {
 			if err := s.Close(); err != nil {
 				t.Fatalf("Close() = %v", err)
@@ -34,7 +39,9 @@ func TestSuiteOnDurableMemstore(t *testing.T) {
 	})
 }
 
-// burnSeqs puts and deletes n jobs, so the next seq is n+1.
+// burnSeqs puts and deletes n jobs, so the next seq is n+1. A retaining
+// store keeps them, ended in year 1, until a Tick far before the suite's
+// times removes them.
 func burnSeqs(t *testing.T, m *memstore.Store, n int) {
 	for i := range n {
 		ref := delayq.Ref{ID: fmt.Sprintf("burn%d", i)}
@@ -44,6 +51,9 @@ func burnSeqs(t *testing.T, m *memstore.Store, n int) {
 		if _, err := m.Delete(t.Context(), store.DeleteParams{Ref: ref}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if _, err := m.Tick(t.Context(), store.TickParams{Now: time.Time{}.Add(1000 * time.Hour)}); err != nil {
+		t.Fatal(err)
 	}
 }
 
