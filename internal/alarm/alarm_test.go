@@ -98,7 +98,7 @@ func (f *fixture) service(cfg Config) *Service {
 
 func (f *fixture) put(topic, id string) {
 	f.t.Helper()
-	if _, err := f.e.Put(context.Background(), []engine.PutRequest{{ID: id, Topic: topic, TTR: time.Minute}}); err != nil {
+	if _, err := f.e.Put(context.Background(), []engine.PutRequest{{ID: id, Topic: topic, TTR: ptr(time.Minute)}}); err != nil {
 		f.t.Fatal(err)
 	}
 }
@@ -255,7 +255,7 @@ func TestLatenessP99(t *testing.T) {
 	h := history.New(history.Config{Topics: e.Topics})
 	svc := New(st, Sources{Topics: e.Topics, LatenessP99: h.LatenessP99}, Config{})
 	defer svc.Close()
-	if _, err := e.Put(context.Background(), []engine.PutRequest{{Topic: "late", TTR: time.Minute}}); err != nil {
+	if _, err := e.Put(context.Background(), []engine.PutRequest{{Topic: "late", TTR: ptr(time.Minute)}}); err != nil {
 		t.Fatal(err)
 	}
 	h.Fired("late", []time.Duration{2 * time.Second, 3 * time.Second})

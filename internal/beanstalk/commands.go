@@ -95,12 +95,15 @@ func (c *conn) cmdPut(cmd *command) error {
 	}
 	delay := seconds(cmd.delay)
 	// put always carries a ttr, so a topic policy's ttr applies only to
-	// ttr 0, which beanstalkd would raise to 1 s (no client means that);
-	// the protocol has no max_attempts, so the policy's always applies.
-	req := engine.PutRequest{
-		Topic: c.use, Body: body[:size:size], Delay: &delay,
-		TTR: seconds(max(cmd.ttr, 1)), Priority: cmd.pri,
-		InheritTTR: cmd.ttr == 0, InheritMaxAttempts: true,
+	// ttr 0, which beanstalkd would raise to 1 s (no client means that):
+	// it goes as "not given", with 1 s in place of the usual default. The
+	// protocol has no max_attempts, which the engine fills.
+	req := engine.PutRequest{Topic: c.use, Body: body[:size:size], Delay: &delay, Priority: &cmd.pri}
+	if cmd.ttr == 0 {
+		req.DefaultTTR = time.Second
+	} else {
+		ttr := seconds(cmd.ttr)
+		req.TTR = &ttr
 	}
 	jobs, err := c.srv.Engine.Put(c.ctx, []engine.PutRequest{req})
 	if err != nil {

@@ -90,7 +90,7 @@ func TestAcrossProtocols(t *testing.T) {
 	t.Parallel()
 	ts := startDelayq(t, Limits{})
 	ctx := t.Context()
-	jobs, err := ts.engine.Put(ctx, []engine.PutRequest{{ID: "order-1", Topic: "orders", Body: []byte("from http"), TTR: time.Minute, Priority: 1024}})
+	jobs, err := ts.engine.Put(ctx, []engine.PutRequest{{ID: "order-1", Topic: "orders", Body: []byte("from http")}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,8 @@ func serveOn(t *testing.T, st store.Store, l net.Listener) *engine.Engine {
 // putOnce puts a max_attempts=1 job into the default tube.
 func putOnce(t *testing.T, e *engine.Engine) *delayq.Job {
 	t.Helper()
-	jobs, err := e.Put(context.Background(), []engine.PutRequest{{Topic: defaultTube, TTR: time.Minute, MaxAttempts: 1, Body: []byte("once")}})
+	once := 1
+	jobs, err := e.Put(context.Background(), []engine.PutRequest{{Topic: defaultTube, MaxAttempts: &once, Body: []byte("once")}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ func TestBrowserLogin(t *testing.T) {
 	chromium := findChromium(t)
 	s := newLoginServer(t)
 	for _, delay := range []time.Duration{0, 0, 50 * time.Millisecond, time.Hour} {
-		if _, err := s.e.Put(t.Context(), []engine.PutRequest{{Topic: "shop/orders", Body: []byte("x"), TTR: time.Minute, Delay: &delay}}); err != nil {
+		if _, err := s.e.Put(t.Context(), []engine.PutRequest{{Topic: "shop/orders", Body: []byte("x"), TTR: ptr(time.Minute), Delay: &delay}}); err != nil {
 			t.Fatal(err)
 		}
 	}

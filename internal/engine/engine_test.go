@@ -42,9 +42,6 @@ func (h *harness) stop() {
 
 func (h *harness) put(r PutRequest) *delayq.Job {
 	h.t.Helper()
-	if r.TTR == 0 {
-		r.TTR = delayq.DefaultTTR
-	}
 	if r.Topic == "" {
 		r.Topic = "t"
 	}
@@ -177,7 +174,7 @@ func TestWaitRunsOut(t *testing.T) {
 func TestTTRExpiryHandsJobOutAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, Config{})
-		h.put(PutRequest{ID: "a", TTR: 5 * time.Second})
+		h.put(PutRequest{ID: "a", TTR: ptr(5 * time.Second)})
 		first := h.reserve(0, "t")[0]
 		begin := time.Now()
 		again := h.reserve(time.Minute, "t")
@@ -200,7 +197,7 @@ func TestTTRExpiryHandsJobOutAgain(t *testing.T) {
 func TestTouchExtendsTTR(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, Config{})
-		h.put(PutRequest{ID: "a", TTR: 5 * time.Second})
+		h.put(PutRequest{ID: "a", TTR: ptr(5 * time.Second)})
 		j := h.reserve(0, "t")[0]
 		time.Sleep(4 * time.Second)
 		if _, err := h.e.Touch(context.Background(), delayq.Ref{ID: "a", Reservation: j.Reservation}); err != nil {
@@ -218,7 +215,7 @@ func TestTouchExtendsTTR(t *testing.T) {
 func TestSpentAttemptsBury(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, Config{})
-		h.put(PutRequest{ID: "a", TTR: time.Second, MaxAttempts: 2})
+		h.put(PutRequest{ID: "a", TTR: ptr(time.Second), MaxAttempts: ptr(2)})
 		h.reserve(0, "t")
 		if got := h.reserve(time.Minute, "t"); len(got) != 1 {
 			t.Fatalf("second attempt not handed out")
@@ -266,7 +263,7 @@ func TestDrainEndsLongPolls(t *testing.T) {
 		if time.Since(begin) != 0 {
 			t.Errorf("drain took %s to end a long-poll", time.Since(begin))
 		}
-		if _, err := h.e.Put(context.Background(), []PutRequest{{Topic: "t", TTR: time.Second}}); !errors.Is(err, delayq.ErrDraining) {
+		if _, err := h.e.Put(context.Background(), []PutRequest{{Topic: "t", TTR: ptr(time.Second)}}); !errors.Is(err, delayq.ErrDraining) {
 			t.Errorf("Put while draining = %v, want ErrDraining", err)
 		}
 	})
@@ -312,7 +309,7 @@ func TestPausedTopicWakesWaitersWhenPauseEnds(t *testing.T) {
 
 func TestPutValidation(t *testing.T) {
 	e := New(memstore.New(), Config{MaxBody: 10})
-	ok := PutRequest{Topic: "t", TTR: time.Second}
+	ok := PutRequest{Topic: "t", TTR: ptr(time.Second)}
 	tests := []struct {
 		name string
 		edit func(*PutRequest)
@@ -326,9 +323,9 @@ func TestPutValidation(t *testing.T) {
 		{"delay and at", func(r *PutRequest) { r.Delay, r.At = ptr(time.Second), ptr(time.Now()) }, "bad_delay"},
 		{"at in year 0", func(r *PutRequest) { r.At = ptr(time.Time{}) }, "bad_at"},
 		{"at before 1970", func(r *PutRequest) { r.At = ptr(time.Date(1969, 12, 31, 23, 59, 59, 0, time.UTC)) }, "bad_at"},
-		{"ttr zero", func(r *PutRequest) { r.TTR = 0 }, "bad_ttr"},
-		{"ttr too long", func(r *PutRequest) { r.TTR = MaxTTR + time.Second }, "bad_ttr"},
-		{"negative attempts", func(r *PutRequest) { r.MaxAttempts = -1 }, "bad_max_attempts"},
+		{"ttr zero", func(r *PutRequest) { r.TTR = ptr(time.Duration(0)) }, "bad_ttr"},
+		{"ttr too long", func(r *PutRequest) { r.TTR = ptr(MaxTTR + time.Second) }, "bad_ttr"},
+		{"negative attempts", func(r *PutRequest) { r.MaxAttempts = ptr(-1) }, "bad_max_attempts"},
 		{"at after 9999", func(r *PutRequest) { r.At = ptr(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)) }, "bad_at"},
 	}
 	for _, tc := range tests {
@@ -409,14 +406,14 @@ func TestPutFreshOnlyForGeneratedIDs(t *testing.T) {
 	st := &freshSpy{Store: memstore.New()}
 	e := New(st, Config{})
 	ctx := context.Background()
-	gen := PutRequest{Topic: "t", TTR: time.Second}
+	gen := PutRequest{Topic: "t", TTR: ptr(time.Second)}
 	if _, err := e.Put(ctx, []PutRequest{gen, gen}); err != nil {
 		t.Fatal(err)
 	}
 	if st.fresh != 2 {
 		t.Errorf("after a put of 2 generated ids, %d jobs went through PutFresh, want 2", st.fresh)
 	}
-	own := PutRequest{Topic: "t", TTR: time.Second, ID: "mine"}
+	own := PutRequest{Topic: "t", TTR: ptr(time.Second), ID: "mine"}
 	if _, err := e.Put(ctx, []PutRequest{own}); err != nil {
 		t.Fatal(err)
 	}
@@ -436,7 +433,7 @@ func ptr[T any](v T) *T { return &v }
 func TestActionValidation(t *testing.T) {
 	e := New(memstore.New(), Config{})
 	ctx := context.Background()
-	if _, err := e.Put(ctx, []PutRequest{{ID: "a", Topic: "t", TTR: time.Second}}); err != nil {
+	if _, err := e.Put(ctx, []PutRequest{{ID: "a", Topic: "t", TTR: ptr(time.Second)}}); err != nil {
 		t.Fatal(err)
 	}
 	a := delayq.Ref{ID: "a"}
@@ -493,11 +490,11 @@ func TestErrorsNameTheJob(t *testing.T) {
 	if !errors.Is(err, delayq.ErrNotFound) || delayq.Message(err) != `job "nosuch" not found` {
 		t.Errorf("Get(nosuch) = %v (message %q), want ErrNotFound saying job \"nosuch\" not found", err, delayq.Message(err))
 	}
-	put := []PutRequest{{ID: "a", Topic: "t", TTR: time.Second}}
+	put := []PutRequest{{ID: "a", Topic: "t", TTR: ptr(time.Second)}}
 	if _, err := e.Put(ctx, put); err != nil {
 		t.Fatal(err)
 	}
-	batch := []PutRequest{{ID: "b", Topic: "t", TTR: time.Second}, put[0]}
+	batch := []PutRequest{{ID: "b", Topic: "t", TTR: ptr(time.Second)}, put[0]}
 	_, err = e.Put(ctx, batch)
 	if !errors.Is(err, delayq.ErrExists) || delayq.Message(err) != `job "a" already exists` {
 		t.Errorf("Put of a live id = %v (message %q), want ErrExists naming \"a\"", err, delayq.Message(err))
@@ -509,7 +506,7 @@ func TestErrorsNameTheJob(t *testing.T) {
 func TestKickSaysWhichKind(t *testing.T) {
 	e := New(memstore.New(), Config{})
 	ctx := context.Background()
-	if _, err := e.Put(ctx, []PutRequest{{ID: "d", Topic: "t", TTR: time.Second, Delay: ptr(time.Hour)}, {ID: "b", Topic: "t", TTR: time.Second}}); err != nil {
+	if _, err := e.Put(ctx, []PutRequest{{ID: "d", Topic: "t", TTR: ptr(time.Second), Delay: ptr(time.Hour)}, {ID: "b", Topic: "t", TTR: ptr(time.Second)}}); err != nil {
 		t.Fatal(err)
 	}
 	jobs, err := e.Reserve(ctx, ReserveRequest{Topics: []string{"t"}})

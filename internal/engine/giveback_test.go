@@ -20,7 +20,7 @@ func TestTTRRunsFromTheReserveInstant(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, Config{})
 		const ttr = 5 * time.Second
-		h.put(PutRequest{ID: "a", TTR: ttr})
+		h.put(PutRequest{ID: "a", TTR: ptr(ttr)})
 		time.Sleep(300 * time.Microsecond) // the bubble's clock starts on a millisecond
 		reserved := time.Now()
 		first := h.reserve(0, "t")
@@ -45,7 +45,7 @@ func TestTTRRunsFromTheTouchInstant(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, Config{})
 		const ttr = 5 * time.Second
-		h.put(PutRequest{ID: "a", TTR: ttr})
+		h.put(PutRequest{ID: "a", TTR: ptr(ttr)})
 		j := h.reserve(0, "t")[0]
 		time.Sleep(2*time.Second + 700*time.Microsecond)
 		touched := time.Now()
@@ -100,9 +100,9 @@ func TestHungUpReserveCostsNoAttempt(t *testing.T) {
 				if wait > 0 {
 					go reserve()
 					synctest.Wait() // the long-poll waits
-					h.put(PutRequest{ID: "a", MaxAttempts: 1})
+					h.put(PutRequest{ID: "a", MaxAttempts: ptr(1)})
 				} else {
-					h.put(PutRequest{ID: "a", MaxAttempts: 1})
+					h.put(PutRequest{ID: "a", MaxAttempts: ptr(1)})
 					go reserve()
 				}
 				if err := <-done; !errors.Is(err, context.Canceled) {

@@ -19,7 +19,7 @@ func TestTopicBound(t *testing.T) {
 		a := h.put(PutRequest{Topic: "a", Body: []byte("x")})
 		h.put(PutRequest{Topic: "b", Body: []byte("x")})
 		h.put(PutRequest{Topic: "a", Body: []byte("y")}) // a known topic always fits
-		_, err := h.e.Put(context.Background(), []PutRequest{{Topic: "c", Body: []byte("x"), TTR: time.Minute}})
+		_, err := h.e.Put(context.Background(), []PutRequest{{Topic: "c", Body: []byte("x"), TTR: ptr(time.Minute)}})
 		var le *delayq.LimitError
 		if !errors.As(err, &le) || le.Code != api.CodeTopicLimit {
 			t.Fatalf("a third topic: %v", err)

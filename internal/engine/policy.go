@@ -357,22 +357,34 @@ func (e *Engine) afterPolicyWrite(ctx context.Context) {
 	}
 }
 
-// applyPolicies fills the defaults of reqs from their topics' policies:
-// a ttr or max_attempts the producer did not give.
-func applyPolicies(set *policySet, reqs []PutRequest) {
-	for i := range reqs {
-		r := &reqs[i]
-		p, ok := set.get(r.Topic)
-		if !ok {
-			continue
-		}
-		if r.InheritTTR && p.TTR > 0 {
-			r.TTR = p.TTR
-		}
-		if r.InheritMaxAttempts && p.MaxAttempts > 0 {
-			r.MaxAttempts = p.MaxAttempts
-		}
+// defaults returns r's ttr, priority and max_attempts with what the
+// producer left out (nil) filled in: the ttr and max_attempts of the
+// topic's policy in set, if it has them, else r.DefaultTTR (or
+// delayq.DefaultTTR), delayq.DefaultPriority and no bound on attempts.
+// This is the one place defaults are applied, whatever the protocol.
+func defaults(set *policySet, r *PutRequest) (ttr time.Duration, pri uint32, attempts int) {
+	p, _ := set.get(r.Topic)
+	switch {
+	case r.TTR != nil:
+		ttr = *r.TTR
+	case p.TTR > 0:
+		ttr = p.TTR
+	case r.DefaultTTR > 0:
+		ttr = r.DefaultTTR
+	default:
+		ttr = delayq.DefaultTTR
 	}
+	pri = delayq.DefaultPriority
+	if r.Priority != nil {
+		pri = *r.Priority
+	}
+	switch {
+	case r.MaxAttempts != nil:
+		attempts = *r.MaxAttempts
+	case p.MaxAttempts > 0:
+		attempts = p.MaxAttempts
+	}
+	return ttr, pri, attempts
 }
 
 // capped returns, per topic of jobs whose policy has a max_jobs, how

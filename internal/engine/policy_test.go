@@ -51,7 +51,7 @@ func TestEngineBackoff(t *testing.T) {
 		if created, err := h.e.SetPolicy(ctx, "t", Policy{Backoff: &bo}); err != nil || !created {
 			t.Fatalf("SetPolicy = %v, %v", created, err)
 		}
-		a := h.put(PutRequest{ID: "a", TTR: 5 * time.Second})
+		a := h.put(PutRequest{ID: "a", TTR: ptr(5 * time.Second)})
 		h.put(PutRequest{ID: "u", Topic: "u"})
 		for attempt, want := range []time.Duration{10 * time.Second, 30 * time.Second} {
 			j := h.reserve(0, "t")[0]
@@ -113,7 +113,7 @@ func TestPolicyPropagatesBetweenInstances(t *testing.T) {
 		go a.Run(ctx)
 		go b.Run(ctx)
 		put := func(e *Engine, id string) *delayq.Job {
-			jobs, err := e.Put(ctx, []PutRequest{{ID: id, Topic: "t", TTR: time.Minute, InheritTTR: true}})
+			jobs, err := e.Put(ctx, []PutRequest{{ID: id, Topic: "t"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -134,4 +134,58 @@ func TestPolicyPropagatesBetweenInstances(t *testing.T) {
 		cancel()
 		synctest.Wait()
 	})
+}
+
+// The engine fills every field a producer left out, in one place, so a
+// front end that only translates its wire gets the defaults and the
+// topic's policy without repeating them: nil ttr, priority and
+// max_attempts take the policy's ttr and max_attempts, else the
+// defaults (DefaultTTR in the request before delayq.DefaultTTR); a field
+// given, zero included, is kept.
+func TestPutFillsDefaultsAndPolicy(t *testing.T) {
+	ctx := context.Background()
+	e := New(memstore.New(), Config{})
+	if _, err := e.SetPolicy(ctx, "p", Policy{TTR: 7 * time.Second, MaxAttempts: 3}); err != nil {
+		t.Fatal(err)
+	}
+	type want struct {
+		ttr      time.Duration
+		pri      uint32
+		attempts int
+	}
+	reqs := []PutRequest{
+		{Topic: "t"},
+		{Topic: "p"},
+		{Topic: "t", DefaultTTR: time.Second},
+		{Topic: "p", DefaultTTR: time.Second},
+		{Topic: "p", TTR: ptr(2 * time.Second), Priority: ptr[uint32](0), MaxAttempts: ptr(0)},
+		{Topic: "t", TTR: ptr(2 * time.Second), Priority: ptr[uint32](5), MaxAttempts: ptr(4)},
+	}
+	wants := []want{
+		{delayq.DefaultTTR, delayq.DefaultPriority, 0},
+		{7 * time.Second, delayq.DefaultPriority, 3},
+		{time.Second, delayq.DefaultPriority, 0},
+		{7 * time.Second, delayq.DefaultPriority, 3},
+		{2 * time.Second, 0, 0},
+		{2 * time.Second, 5, 4},
+	}
+	jobs, err := e.Put(ctx, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, j := range jobs {
+		stored, err := e.Get(ctx, delayq.Ref{ID: j.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, got := range []*delayq.Job{j, stored} {
+			if g := (want{got.TTR, got.Priority, got.MaxAttempts}); g != wants[i] {
+				t.Errorf("put %d (%+v): ttr, priority, max_attempts = %v, want %v", i, reqs[i], g, wants[i])
+			}
+		}
+	}
+	// The request is the caller's: the engine fills a copy.
+	if reqs[1].TTR != nil || reqs[1].Priority != nil || reqs[1].MaxAttempts != nil {
+		t.Errorf("Put wrote the defaults into the caller's request: %+v", reqs[1])
+	}
 }

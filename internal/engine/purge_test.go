@@ -17,7 +17,7 @@ func TestPurgePages(t *testing.T) {
 		for b := range 3 {
 			reqs := make([]PutRequest, 0, 900)
 			for i := range 900 {
-				reqs = append(reqs, PutRequest{ID: fmt.Sprintf("j%d-%d", b, i), Topic: "t", TTR: time.Minute, Delay: &hour})
+				reqs = append(reqs, PutRequest{ID: fmt.Sprintf("j%d-%d", b, i), Topic: "t", TTR: ptr(time.Minute), Delay: &hour})
 			}
 			if _, err := h.e.Put(context.Background(), reqs); err != nil {
 				t.Fatal(err)

@@ -25,23 +25,30 @@ var (
 	MaxAt = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 )
 
-// PutRequest is one job to put. Front ends fill defaults (TTR
-// delayq.DefaultTTR, Priority delayq.DefaultPriority) before calling Put.
-// Delay and At are exclusive; neither means ready now.
+// PutRequest is one job to put, as the producer gave it: a field left
+// nil was not given, and the engine fills it in one place (defaults in
+// policy.go), so every front end gets the same defaults and topic policy
+// for free and only translates its wire. Delay and At are exclusive;
+// neither means ready now.
 type PutRequest struct {
-	ID          string // "" lets the server choose a UUIDv7
-	Topic       string
-	Body        []byte
-	Delay       *time.Duration // from now
-	At          *time.Time     // absolute due time
-	TTR         time.Duration
-	Priority    uint32
-	MaxAttempts int
-	// InheritTTR and InheritMaxAttempts say the producer did not give
-	// that field: the topic's policy's value, if it has one, replaces
-	// the front end's default in TTR or MaxAttempts.
-	InheritTTR         bool
-	InheritMaxAttempts bool
+	ID    string // "" lets the server choose a UUIDv7
+	Topic string
+	Body  []byte
+	Delay *time.Duration // from now
+	At    *time.Time     // absolute due time
+	// TTR nil: the topic policy's ttr, else DefaultTTR.
+	TTR *time.Duration
+	// Priority nil: delayq.DefaultPriority.
+	Priority *uint32
+	// MaxAttempts nil: the topic policy's max_attempts, else 0 (no
+	// bound). A protocol without the field leaves it nil always.
+	MaxAttempts *int
+	// DefaultTTR is the ttr when neither TTR nor the topic's policy
+	// gives one; 0 means delayq.DefaultTTR. beanstalkd's put always
+	// carries a ttr, and its ttr 0, which beanstalkd raises to 1 s, is
+	// put as TTR nil with DefaultTTR 1 s, so a topic policy's ttr
+	// applies to it.
+	DefaultTTR time.Duration
 }
 
 // Put validates and stores jobs in one durable write: all of them or none.
@@ -68,12 +75,11 @@ func (e *Engine) put(ctx context.Context, reqs []PutRequest) ([]*delayq.Job, err
 	if err != nil {
 		return nil, err
 	}
-	applyPolicies(set, reqs)
 	now := time.Now() // exact: dueAfter rounds the due time up from it
 	jobs := make([]*delayq.Job, len(reqs))
 	fresh := true // every id generated here, so none can be live
 	for i := range reqs {
-		j, err := e.newJob(&reqs[i], now)
+		j, err := e.newJob(set, &reqs[i], now)
 		if err != nil {
 			return nil, batchErr(err, i, len(reqs))
 		}
@@ -132,8 +138,10 @@ func (e *Engine) existing(ctx context.Context, jobs []*delayq.Job, err error) er
 	return err
 }
 
-// newJob validates r and builds the job it asks for.
-func (e *Engine) newJob(r *PutRequest, now time.Time) (*delayq.Job, error) {
+// newJob validates r and builds the job it asks for, with what the
+// producer left out filled from the topic's policy in set and the
+// defaults.
+func (e *Engine) newJob(set *policySet, r *PutRequest, now time.Time) (*delayq.Job, error) {
 	if err := delayq.CheckTopic(r.Topic); err != nil {
 		return nil, err
 	}
@@ -146,19 +154,20 @@ func (e *Engine) newJob(r *PutRequest, now time.Time) (*delayq.Job, error) {
 	if err := e.checkBody(r.Body); err != nil {
 		return nil, err
 	}
-	if err := checkTTR(r.TTR); err != nil {
+	ttr, pri, attempts := defaults(set, r)
+	if err := checkTTR(ttr); err != nil {
 		return nil, err
 	}
-	if r.MaxAttempts < 0 {
-		return nil, delayq.Invalid(delayq.CodeBadMaxAttempts, "max_attempts", "%d is negative", r.MaxAttempts)
+	if attempts < 0 {
+		return nil, delayq.Invalid(delayq.CodeBadMaxAttempts, "max_attempts", "%d is negative", attempts)
 	}
 	due, delay, err := dueTime(now, r.Delay, r.At)
 	if err != nil {
 		return nil, err
 	}
 	j := &delayq.Job{
-		ID: id, Topic: r.Topic, Body: r.Body, Priority: r.Priority, TTR: r.TTR,
-		MaxAttempts: r.MaxAttempts, State: delayq.StateDelayed, Due: due, Created: delayq.TruncMilli(now), Delay: delay,
+		ID: id, Topic: r.Topic, Body: r.Body, Priority: pri, TTR: ttr,
+		MaxAttempts: attempts, State: delayq.StateDelayed, Due: due, Created: delayq.TruncMilli(now), Delay: delay,
 	}
 	if !due.After(now) {
 		j.State = delayq.StateReady

@@ -15,7 +15,7 @@ import (
 
 func putOne(t *testing.T, e *Engine, id, topic string) *delayq.Job {
 	t.Helper()
-	jobs, err := e.Put(context.Background(), []PutRequest{{ID: id, Topic: topic, Body: []byte("x"), TTR: delayq.DefaultTTR}})
+	jobs, err := e.Put(context.Background(), []PutRequest{{ID: id, Topic: topic, Body: []byte("x"), TTR: ptr(delayq.DefaultTTR)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,8 +35,8 @@ func expiredMetric(t *testing.T, e *Engine) float64 {
 func TestTTRExpiriesCounted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := start(t, Config{})
-		h.put(PutRequest{ID: "again", TTR: 2 * time.Second})
-		h.put(PutRequest{ID: "spent", TTR: 2 * time.Second, MaxAttempts: 1})
+		h.put(PutRequest{ID: "again", TTR: ptr(2 * time.Second)})
+		h.put(PutRequest{ID: "spent", TTR: ptr(2 * time.Second), MaxAttempts: ptr(1)})
 		sec := time.Second
 		h.put(PutRequest{ID: "later", Delay: &sec})
 		for range 2 {
@@ -73,9 +73,9 @@ func TestTTRExpiriesCountedOnDisk(t *testing.T) {
 	defer func() { cancel(); <-done; st.Close() }()
 	half := 500 * time.Millisecond
 	if _, err := e.Put(ctx, []PutRequest{
-		{ID: "a", Topic: "t", TTR: time.Second, Priority: 1},
-		{ID: "b", Topic: "t", TTR: time.Second, Priority: 2, MaxAttempts: 1},
-		{ID: "c", Topic: "t", TTR: time.Second, Delay: &half},
+		{ID: "a", Topic: "t", TTR: ptr(time.Second), Priority: ptr[uint32](1)},
+		{ID: "b", Topic: "t", TTR: ptr(time.Second), Priority: ptr[uint32](2), MaxAttempts: ptr(1)},
+		{ID: "c", Topic: "t", TTR: ptr(time.Second), Delay: &half},
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -77,10 +77,9 @@ func (h *handler) runCommand(r *http.Request, body []byte) api.CommandResponse {
 // TTR in seconds, TTR 60 when absent; a non-string body is kept as its
 // JSON text.
 func (h *handler) cmdAdd(r *http.Request, req *api.CommandRequest) (api.CommandResponse, error) {
-	// The protocol has no max_attempts, so a topic policy's always
-	// applies; its ttr applies when TTR is absent.
-	p := engine.PutRequest{ID: req.ID, Topic: req.Topic, TTR: delayq.DefaultTTR, Priority: delayq.DefaultPriority,
-		InheritTTR: req.TTR == nil, InheritMaxAttempts: true}
+	// The protocol has no max_attempts or priority: the engine fills
+	// them, and the ttr when TTR is absent (a topic policy's, or 60 s).
+	p := engine.PutRequest{ID: req.ID, Topic: req.Topic}
 	var err error
 	if p.Body, err = commandBody(req.Body); err != nil {
 		return api.CommandResponse{}, err
@@ -90,8 +89,12 @@ func (h *handler) cmdAdd(r *http.Request, req *api.CommandRequest) (api.CommandR
 		return api.CommandResponse{}, err
 	}
 	p.Delay = &delay
-	if p.TTR, err = seconds("TTR", req.TTR, delayq.DefaultTTR); err != nil {
-		return api.CommandResponse{}, err
+	if req.TTR != nil {
+		ttr, err := seconds("TTR", req.TTR, 0)
+		if err != nil {
+			return api.CommandResponse{}, err
+		}
+		p.TTR = &ttr
 	}
 	jobs, err := h.e.Put(r.Context(), []engine.PutRequest{p})
 	if err != nil {

@@ -8,26 +8,20 @@ import (
 	"github.com/delayq/delayq/internal/engine"
 )
 
-// toPut turns a wire put into an engine put, filling the defaults (ttr
-// 60 s, priority 1024; the topic policy's ttr and max_attempts, if any,
-// replace those the producer left out). It only translates: the engine checks every
-// field, "delay or at, not both" included.
+// toPut turns a wire put into an engine put. It only translates: a field
+// the producer left out stays nil for the engine to fill (defaults and
+// the topic's policy), and the engine checks every field, "delay or at,
+// not both" included.
 func toPut(topic string, p *api.PutRequest) (engine.PutRequest, error) {
 	body, err := api.DecodeBody(p.Body, p.BodyBase64)
 	if err != nil {
 		return engine.PutRequest{}, err
 	}
-	r := engine.PutRequest{ID: p.ID, Topic: topic, Body: body, TTR: delayq.DefaultTTR, Priority: delayq.DefaultPriority,
-		InheritTTR: p.TTR == nil, InheritMaxAttempts: p.MaxAttempts == nil}
+	r := engine.PutRequest{ID: p.ID, Topic: topic, Body: body, Priority: p.Priority, MaxAttempts: p.MaxAttempts}
 	r.Delay, r.At = when(p.Delay, p.At)
 	if p.TTR != nil {
-		r.TTR = time.Duration(*p.TTR)
-	}
-	if p.Priority != nil {
-		r.Priority = *p.Priority
-	}
-	if p.MaxAttempts != nil {
-		r.MaxAttempts = *p.MaxAttempts
+		ttr := time.Duration(*p.TTR)
+		r.TTR = &ttr
 	}
 	return r, nil
 }

@@ -167,11 +167,13 @@ func (s *Service) fire(ctx context.Context, sc *store.Schedule, tick, now time.T
 	if takeover {
 		s.log.Info("schedules: taking over an expired claim", "schedule", sc.Name, "tick", tick)
 	}
-	at := tick
+	at, ttr, pri, attempts := tick, sc.TTR, sc.Priority, sc.MaxAttempts
 	id := JobID(sc.Name, tick)
+	// A schedule's definition holds every field (its defaults were filled
+	// when it was set), so its jobs do not take the topic's policy.
 	_, err = s.put.Put(ctx, []engine.PutRequest{{
 		ID: id, Topic: sc.Topic, Body: sc.Body, At: &at,
-		TTR: sc.TTR, Priority: sc.Priority, MaxAttempts: sc.MaxAttempts,
+		TTR: &ttr, Priority: &pri, MaxAttempts: &attempts,
 	}})
 	if errors.Is(err, delayq.ErrExists) {
 		// "Exists" counts as fired only if the job is there. A put of the
