@@ -54,7 +54,6 @@ type Server struct {
 	advertise string
 
 	cluster     store.Cluster     // nil: the store serves this instance alone (the embedded store)
-	redis       *redisstore.Store // the store when it is Redis, as openStore made it; tests wait on its Listening
 	beanstalkLn net.Listener      // nil when the beanstalkd protocol is off
 	beanstalk   *beanstalk.Server // nil when the beanstalkd protocol is off
 	debugLn     net.Listener      // nil unless cfg.DebugAddr is set
@@ -192,7 +191,6 @@ func (s *Server) openStore(ctx context.Context) (store.Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("server: open redis store: %w", err)
 		}
-		s.redis = st
 		s.log.Info("store opened", "store", "redis", "took", time.Since(start).Round(time.Microsecond))
 		return st, nil
 	}

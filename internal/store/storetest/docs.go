@@ -16,12 +16,7 @@ import (
 func testDocs(t *testing.T, f Factory) {
 	open := func(t *testing.T) (store.Store, store.DocStore) {
 		s := f.Open(t)
-		ds, ok := s.(store.DocStore)
-		if !ok {
-			s.Close()
-			t.Fatalf("%T does not implement store.DocStore", s)
-		}
-		return s, ds
+		return s, s
 	}
 	doc := func(name, data string) *store.Doc {
 		return &store.Doc{Name: name, Rev: store.NewRev(), Data: []byte(data)}
@@ -123,7 +118,7 @@ func testDocs(t *testing.T, f Factory) {
 		}
 		s = f.Reopen(t, s)
 		defer s.Close()
-		got, err := s.(store.DocStore).GetDoc(t.Context(), store.KindPolicy, "a")
+		got, err := s.GetDoc(t.Context(), store.KindPolicy, "a")
 		if err != nil {
 			t.Fatalf("GetDoc after reopen = %v", err)
 		}

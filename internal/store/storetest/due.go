@@ -11,11 +11,7 @@ import (
 // dueCounts calls the store's DueCounts; every backend implements it.
 func (h *harness) dueCounts(topic string, now time.Time, bounds ...time.Duration) []int {
 	h.t.Helper()
-	dc, ok := h.s.(store.DueCounter)
-	if !ok {
-		h.t.Fatalf("%T does not implement store.DueCounter", h.s)
-	}
-	counts, err := dc.DueCounts(h.ctx, topic, now, bounds)
+	counts, err := h.s.DueCounts(h.ctx, topic, now, bounds)
 	if err != nil {
 		h.t.Fatalf("DueCounts(%s, %s, %v) = %v, want nil error", topic, now, bounds, err)
 	}

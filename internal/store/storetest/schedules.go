@@ -16,12 +16,7 @@ import (
 func testSchedules(t *testing.T, f Factory) {
 	open := func(t *testing.T) (store.Store, store.ScheduleStore) {
 		s := f.Open(t)
-		ds, ok := s.(store.DocStore)
-		if !ok {
-			s.Close()
-			t.Fatalf("%T does not implement store.DocStore", s)
-		}
-		return s, store.Schedules(ds)
+		return s, store.Schedules(s)
 	}
 	sched := func(name string) *store.Schedule {
 		return &store.Schedule{
@@ -117,7 +112,7 @@ func testSchedules(t *testing.T, f Factory) {
 		}
 		s = f.Reopen(t, s)
 		defer s.Close()
-		got, err := store.Schedules(s.(store.DocStore)).GetSchedule(t.Context(), "a")
+		got, err := store.Schedules(s).GetSchedule(t.Context(), "a")
 		if err != nil {
 			t.Fatalf("GetSchedule after reopen = %v", err)
 		}
