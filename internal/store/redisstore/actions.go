@@ -13,7 +13,7 @@ import (
 
 // Every script in this file takes a job reference first:
 //
-//	KEYS[1..9] -> the job's topic keys (keys.go)
+//	KEYS[1..13] -> the job's topic keys (keys.go)
 //	ARGV[1]    -> "i" (by id) or "s" (by seq)
 //	ARGV[2]    -> the id or seq
 //
@@ -47,6 +47,7 @@ j.delay = ARGV[6]
 if ARGV[7] ~= '' then j.pri = ARGV[7] end
 local now = clock(ARGV[4])
 failed(j, ARGV[8], fmt(now))
+if spent(j) then hend(j, fmt(now), 'buried', ARGV[8]) else hend(j, fmt(now), 'released', ARGV[8]) end
 if spent(j) then bury(j, fmt(now))
 elseif tonumber(ARGV[5]) > now then j.state = 'delayed'; j.due = ARGV[5]
 else j.state = 'ready'; j.due = ARGV[5] end
@@ -123,6 +124,7 @@ clear(j)
 if ARGV[5] ~= '' then j.pri = ARGV[5] end
 local now = fmt(clock(ARGV[4]))
 failed(j, ARGV[6], now)
+hend(j, now, 'buried', ARGV[6])
 bury(j, now)
 place(seq, j)
 save(seq, j)
@@ -163,7 +165,7 @@ func (s *Store) KickJob(ctx context.Context, p store.KickJobParams) (*delayq.Job
 // kickScript kicks up to n jobs of a topic: buried ones if any, else
 // delayed ones.
 //
-//	KEYS[1..9] -> the topic's keys
+//	KEYS[1..13] -> the topic's keys
 //	ARGV[1]    -> now (unix ms)
 //	ARGV[2]    -> most jobs to kick
 //	Returns:   how many moved
@@ -209,39 +211,80 @@ func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
 	return int(n), nil
 }
 
-// deleteScript removes a job.
+// deleteScript removes a job, or, with a retention, keeps it as a
+// retained job (store.Retention): its record gets the retained state,
+// ended, no reservation, no body unless bodies are kept, and a PEXPIRE of
+// the retention, so Redis drops it by itself; P:{t}:r:<id> names its seq
+// for as long; and the topic's ZSET of that state lists it by ended,
+// trimmed of members older than the window on this write.
 //
 //	ARGV[3] -> reservation ("" for none)
 //	ARGV[4] -> "1" to delete whatever the state (operator delete)
+//	ARGV[5] -> now (unix ms): when the job ended
+//	ARGV[6] -> retention (ms); "0" keeps nothing
+//	ARGV[7] -> "1" to keep the body of a retained job
 //	Returns: {"OK", record as it was} or {"NOTRESERVED"}
 var deleteScript = newScript(`
 local seq, j = find(ARGV[1], ARGV[2])
 if not seq then return {'NOTFOUND'} end
+local finished = ARGV[3] ~= '' and held(j, ARGV[3])
 if ARGV[4] ~= '1' then
   if ARGV[3] ~= '' then
-    if not held(j, ARGV[3]) then return {'NOTRESERVED'} end
+    if not finished then return {'NOTRESERVED'} end
   elseif j.state == 'reserved' then return {'NOTRESERVED'} end
 end
 local rec = reply(seq)
 unplace(seq, j)
 redis.call('HDEL', K_IDS, j.id)
-redis.call('DEL', K_JOB .. seq)
+local keep = tonumber(ARGV[6])
+if keep <= 0 then
+  redis.call('DEL', K_JOB .. seq)
+  return {'OK', rec}
+end
+local now = clock(ARGV[5])
+if finished then hend(j, fmt(now), 'finished', '') else hend(j, fmt(now), 'deleted', '') end
+if finished then j.state = 'finished'
+elseif j.state == 'buried' then j.state = 'failed'
+else j.state = 'deleted' end
+clear(j)
+save(seq, j)
+redis.call('HSET', K_JOB .. seq, 'ended', fmt(now))
+if ARGV[7] ~= '1' then redis.call('HDEL', K_JOB .. seq, 'body') end
+redis.call('PEXPIRE', K_JOB .. seq, keep)
+redis.call('SET', K_RET .. j.id, seq, 'PX', keep)
+local idx = K_ENDED[j.state]
+redis.call('ZADD', idx, now, pad(seq))
+redis.call('ZREMRANGEBYSCORE', idx, '-inf', fmt(now - keep))
+redis.call('PEXPIRE', idx, keep)
 return {'OK', rec}
 `)
 
 // Delete implements store.Store. After the script, the global entries of
-// the job (its id claim, compare-and-delete; its seq) are dropped; if that
-// fails they dangle harmlessly (docs/redis.md).
+// the job (its id claim, compare-and-delete; its seq) are dropped, or,
+// for a retained job, given the retention as their TTL; if that fails
+// they dangle harmlessly (docs/redis.md).
 func (s *Store) Delete(ctx context.Context, p store.DeleteParams) (*delayq.Job, error) {
 	force := "0"
 	if p.Force {
 		force = "1"
 	}
-	r, err := s.runJob(ctx, "delete", deleteScript, p.Ref, p.Ref.Reservation, force)
+	keep, bodies := s.opt.Retention.For.Milliseconds(), "0"
+	if keep < 0 {
+		keep = 0
+	}
+	if s.opt.Retention.Bodies {
+		bodies = "1"
+	}
+	r, err := s.runJob(ctx, "delete", deleteScript, p.Ref, p.Ref.Reservation, force,
+		msString(p.Now), strconv.FormatInt(keep, 10), bodies)
 	if err != nil {
 		return nil, err
 	}
-	s.unindex(ctx, r)
+	if keep > 0 {
+		s.retainIndex(ctx, r, keep)
+	} else {
+		s.unindex(ctx, r)
+	}
 	return r.job, nil
 }
 
@@ -267,6 +310,44 @@ func (s *Store) unindex(ctx context.Context, r record) {
 	defer cancel()
 	s.unclaim(ctx, r.job.ID, r.claim)
 	s.c.Do(ctx, s.c.B().Hdel().Key(s.k.seqShard(r.job.Seq)).Field(strconv.FormatUint(r.job.Seq, 10)).Build())
+}
+
+// retainScript gives a retained job's id claim the retention as its TTL,
+// if it is still the claim the job was put under, and rewrites it as
+// claimed at 0: a retained claim is never a put in progress, so a put of
+// the id takes it over as soon as the retained job is gone or invisible
+// (takeOver), without waiting for staleClaim.
+//
+//	KEYS[1] -> the id's claim key
+//	ARGV[1] -> the claim expected
+//	ARGV[2] -> the retained claim
+//	ARGV[3] -> the retention (ms)
+var retainScript = rueidis.NewLuaScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1
+`)
+
+// retainIndex keeps a retained job's global entries for the retention:
+// its seq -> topic (a key of its own with a TTL, written before the
+// shard's field is dropped, so a reader always finds one) and its id
+// claim (so a put of the id in any topic finds the retained job).
+func (s *Store) retainIndex(ctx context.Context, r record, keep int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	j, seq := r.job, strconv.FormatUint(r.job.Seq, 10)
+	ttl := strconv.FormatInt(keep, 10)
+	retained := j.Topic + "|0|" + nonce()
+	for _, res := range s.c.DoMulti(ctx,
+		s.c.B().Set().Key(s.k.retainedSeq(j.Seq)).Value(j.Topic).PxMilliseconds(keep).Build(),
+		s.c.B().Hdel().Key(s.k.seqShard(j.Seq)).Field(seq).Build()) {
+		if err := res.Error(); err != nil {
+			s.log.Warn("redisstore: could not index a retained job by seq", "seq", seq, "err", err)
+		}
+	}
+	if err := retainScript.Exec(ctx, s.c, []string{s.k.claim(j.ID)}, []string{r.claim, retained, ttl}).Error(); err != nil {
+		s.log.Warn("redisstore: could not keep a retained job's id claim", "id", j.ID, "err", err)
+	}
 }
 
 // updateScript changes a job that is not reserved.

@@ -12,7 +12,7 @@ import (
 // other field touched, so it costs no attempt and never buries. The job
 // keeps its due time, so it also keeps its place in the age index.
 //
-//	KEYS[1..9] -> the job's topic keys (keys.go)
+//	KEYS[1..13] -> the job's topic keys (keys.go)
 //	ARGV[1]    -> "i" (by id) or "s" (by seq)
 //	ARGV[2]    -> the id or seq
 //	ARGV[3]    -> reservation
@@ -23,6 +23,8 @@ if not seq then return {'NOTFOUND'} end
 if not held(j, ARGV[3]) then return {'NOTRESERVED'} end
 unplace(seq, j)
 clear(j)
+-- a give-back acts at no time: the attempt ends when it began
+hend(j, hreserved(j), 'gave_back', '')
 if tonumber(j.att) > 0 then j.att = fmt(tonumber(j.att) - 1) end
 j.state = 'ready'
 place(seq, j)

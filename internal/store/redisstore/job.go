@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -17,11 +18,13 @@ import (
 // removes it; every transition is unplace, change, place, save.
 //
 // A job record is the hash P:{t}:j:<seq> with the fields of jobFields,
-// plus lreason and lfail once the job has failed.
+// plus lreason and lfail once the job has failed, hist, hn and cur once it
+// was reserved (its attempts, see hstart), and ended once it is retained.
 // Times are unix ms, durations ms, the empty string a zero time.
 const prelude = `
 local K_JOB, K_IDS, K_READY, K_AGE = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local K_DELAYED, K_RESERVED, K_BURIED, K_PAUSE, K_NOW = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local K_RET, K_ENDED = KEYS[10], {finished = KEYS[11], deleted = KEYS[12], failed = KEYS[13]}
 -- clock returns the time to act at: ARGV's now, or the latest now the
 -- topic was acted at if that is later (the contract's "Now never goes
 -- back", kept per topic, across all instances).
@@ -68,14 +71,44 @@ local function unplace(seq, j)
   else redis.call('ZREM', K_BURIED, m) end
 end
 local function save(seq, j)
-  if j.lfail then
-    redis.call('HSET', K_JOB .. seq, 'state', j.state, 'pri', j.pri, 'due', j.due, 'delay', j.delay,
-      'att', j.att, 'res', j.res, 'deadline', j.deadline, 'tmo', j.tmo, 'rel', j.rel, 'bur', j.bur, 'kck', j.kck,
-      'lreason', j.lreason or '', 'lfail', j.lfail)
-    return
+  local a = {'state', j.state, 'pri', j.pri, 'due', j.due, 'delay', j.delay,
+    'att', j.att, 'res', j.res, 'deadline', j.deadline, 'tmo', j.tmo, 'rel', j.rel, 'bur', j.bur, 'kck', j.kck}
+  if j.lfail then a[#a + 1] = 'lreason'; a[#a + 1] = j.lreason or ''; a[#a + 1] = 'lfail'; a[#a + 1] = j.lfail end
+  if j.hdirty then
+    a[#a + 1] = 'hist'; a[#a + 1] = j.hist; a[#a + 1] = 'hn'; a[#a + 1] = j.hn; a[#a + 1] = 'cur'; a[#a + 1] = j.cur
   end
-  redis.call('HSET', K_JOB .. seq, 'state', j.state, 'pri', j.pri, 'due', j.due, 'delay', j.delay,
-    'att', j.att, 'res', j.res, 'deadline', j.deadline, 'tmo', j.tmo, 'rel', j.rel, 'bur', j.bur, 'kck', j.kck)
+  redis.call('HSET', K_JOB .. seq, unpack(a))
+end
+-- The job's attempts (delayq.Job.History), kept so that a transition
+-- only appends to a string: 'cur' is the attempt in progress,
+-- "<N>,<reserved>,<#by>:<by>" ('' or absent: none); 'hist' the ended
+-- ones, oldest first, each "<#rec>:<rec>" where rec is the cur it was
+-- plus ",<ended>,<outcome>,<reason>"; 'hn' how many 'hist' holds. A job
+-- never reserved has none of the three.
+local MAXHIST = 20
+local function hstart(j, at, by)
+  local n, h = tonumber(j.hn or '0'), j.hist or ''
+  while n + 1 > MAXHIST do
+    local c = string.find(h, ':', 1, true)
+    h = string.sub(h, c + 1 + tonumber(string.sub(h, 1, c - 1)))
+    n = n - 1
+  end
+  j.hist = h; j.hn = fmt(n)
+  j.cur = j.att .. ',' .. at .. ',' .. #by .. ':' .. by
+  j.hdirty = true
+end
+local function hend(j, at, how, reason)
+  if not j.cur or j.cur == '' then return end
+  local rec = j.cur .. ',' .. at .. ',' .. how .. ',' .. reason
+  j.hist = (j.hist or '') .. #rec .. ':' .. rec
+  j.hn = fmt(tonumber(j.hn or '0') + 1)
+  j.cur = ''
+  j.hdirty = true
+end
+-- hreserved is when the attempt in progress began ('' without one).
+local function hreserved(j)
+  if not j.cur or j.cur == '' then return '' end
+  return string.match(j.cur, '^%d+,(%d+),')
 end
 -- failed records why and when a job last failed (a job that never failed
 -- has neither field, so it costs no memory).
@@ -94,7 +127,20 @@ local function find(mode, ref)
     if not seq then return nil end
   end
   local j = load(seq)
-  if not j then return nil end
+  -- a retained job (it has ended) is no live job: no transition sees it
+  if not j or j.ended then return nil end
+  return seq, j
+end
+-- findRetained finds a retained job that is visible at now (unix ms)
+-- under a retention of keep ms: it ended less than keep ago.
+local function findRetained(mode, ref, now, keep)
+  local seq = ref
+  if mode == 'i' then
+    seq = redis.call('GET', K_RET .. ref)
+    if not seq then return nil end
+  end
+  local j = load(seq)
+  if not j or not j.ended or tonumber(j.ended) + keep <= now then return nil end
   return seq, j
 end
 local function held(j, res) return j.state == 'reserved' and res ~= '' and j.res == res end
@@ -158,6 +204,7 @@ func decodeJob(m rueidis.RedisMessage) (record, error) {
 	}
 	j := &delayq.Job{}
 	var r record
+	var hist, cur string
 	num := func(s string) int64 { v, _ := strconv.ParseInt(s, 10, 64); return v }
 	for i := 0; i < len(kv); i += 2 {
 		v := kv[i+1]
@@ -204,10 +251,78 @@ func decodeJob(m rueidis.RedisMessage) (record, error) {
 			j.LastFailed = fromMS(num(v))
 		case "claim":
 			r.claim = v
+		case "ended":
+			j.Ended = fromMS(num(v))
+		case "hist":
+			hist = v
+		case "cur":
+			cur = v
 		}
+	}
+	if hist != "" || cur != "" {
+		h, err := decodeHistory(hist, cur)
+		if err != nil {
+			return record{}, fmt.Errorf("job %s: %w", j.ID, err)
+		}
+		j.History = h
 	}
 	r.job = j
 	return r, nil
+}
+
+// decodeHistory reads the attempts of a record (see hstart in prelude):
+// hist, the ended ones, then cur, the one in progress.
+func decodeHistory(hist, cur string) ([]delayq.Attempt, error) {
+	var out []delayq.Attempt
+	for hist != "" {
+		n, rest, ok := strings.Cut(hist, ":")
+		size, err := strconv.Atoi(n)
+		if !ok || err != nil || size < 0 || size > len(rest) {
+			return nil, fmt.Errorf("malformed history %.40q", hist)
+		}
+		a, tail, err := decodeAttempt(rest[:size])
+		if err != nil {
+			return nil, err
+		}
+		// tail is ",<ended>,<outcome>,<reason>"
+		parts := strings.SplitN(strings.TrimPrefix(tail, ","), ",", 3)
+		if len(parts) != 3 || !strings.HasPrefix(tail, ",") {
+			return nil, fmt.Errorf("malformed attempt %.40q", rest[:size])
+		}
+		ended, err := strconv.ParseInt(parts[0], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("malformed attempt %.40q", rest[:size])
+		}
+		a.Ended, a.Outcome, a.Reason = fromMS(ended), delayq.Outcome(parts[1]), parts[2]
+		out = append(out, a)
+		hist = rest[size:]
+	}
+	if cur != "" {
+		a, tail, err := decodeAttempt(cur)
+		if err != nil || tail != "" {
+			return nil, fmt.Errorf("malformed attempt %.40q", cur)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// decodeAttempt reads "<N>,<reserved>,<#by>:<by>" from the start of s and
+// returns what follows.
+func decodeAttempt(s string) (delayq.Attempt, string, error) {
+	bad := fmt.Errorf("malformed attempt %.40q", s)
+	parts := strings.SplitN(s, ",", 3)
+	if len(parts) != 3 {
+		return delayq.Attempt{}, "", bad
+	}
+	n, err1 := strconv.Atoi(parts[0])
+	at, err2 := strconv.ParseInt(parts[1], 10, 64)
+	size, rest, ok := strings.Cut(parts[2], ":")
+	byLen, err3 := strconv.Atoi(size)
+	if err1 != nil || err2 != nil || err3 != nil || !ok || byLen < 0 || byLen > len(rest) {
+		return delayq.Attempt{}, "", bad
+	}
+	return delayq.Attempt{N: n, Reserved: fromMS(at), By: rest[:byLen]}, rest[byLen:], nil
 }
 
 // target names a job inside its topic for a script: ARGV[1] is "i" (by
@@ -237,6 +352,10 @@ func (s *Store) resolve(ctx context.Context, ref delayq.Ref) (target, error) {
 	case ref.Seq != 0:
 		seq := strconv.FormatUint(ref.Seq, 10)
 		topic, err = s.c.Do(ctx, s.c.B().Hget().Key(s.k.seqShard(ref.Seq)).Field(seq).Build()).ToString()
+		if rueidis.IsRedisNil(err) {
+			// a retained job's seq has a key of its own (retainIndex)
+			topic, err = s.c.Do(ctx, s.c.B().Get().Key(s.k.retainedSeq(ref.Seq)).Build()).ToString()
+		}
 		if err == nil {
 			return target{topic: topic, mode: "s", ref: seq}, nil
 		}
@@ -329,11 +448,12 @@ func statusErr(op string, ref delayq.Ref, arr []rueidis.RedisMessage) error {
 	case "STATE":
 		return fmt.Errorf("redisstore: %s %s: %w", op, ref, delayq.ErrState)
 	case "EXISTS":
-		id := ""
-		if len(arr) > 1 {
+		var id, state string
+		if len(arr) > 2 {
 			id, _ = arr[1].ToString()
+			state, _ = arr[2].ToString()
 		}
-		return fmt.Errorf("redisstore: %s %q: %w", op, id, delayq.ErrExists)
+		return fmt.Errorf("redisstore: %s: %w", op, &delayq.ExistsError{ID: id, State: delayq.State(state)})
 	}
 	return fmt.Errorf("redisstore: %s: unexpected status %q", op, st)
 }

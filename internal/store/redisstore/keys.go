@@ -22,12 +22,20 @@ import (
 //	P:{t}:pause      STRING pause end, unix ms
 //	P:{t}:now        STRING the latest Now the topic was acted at (Now never goes back)
 //	P:{t}:s:<step>:<start> HASH a chart series bucket: step and start in seconds (series.go); PEXPIREAT start+Keep
+//	P:{t}:r:<id>     STRING seq of the retained job with that id; PEXPIRE = the retention
+//	P:{t}:finished   ZSET   retained finished jobs by Ended, member %020d(seq); trimmed to the
+//	P:{t}:deleted    ZSET   retention window on every write, and PEXPIREd with it, so none
+//	P:{t}:failed     ZSET   outlives its window
+//
+// A retained job (Options.Retention) keeps its record P:{t}:j:<seq>, with
+// PEXPIRE = the retention, so Redis removes it by itself: no scan.
 //
 // Global keys, each in its own slot, written outside the topic scripts
 // (docs/redis.md explains why a dangling entry is harmless):
 //
 //	P:id:{<id>}      STRING claim of a job id: "topic|claimed-at-ms|nonce"
 //	P:seqs:{<n>}     HASH   seq -> topic, for seqs n*4096 .. n*4096+4095
+//	P:seqs:{<n>}:r:<seq> STRING topic of a retained job (its HASH field is gone); PEXPIRE = the retention
 //	P:seq            STRING the last seq handed out (seqScript: never below Redis TIME in µs)
 //	P:meta           HASH   buckets, format: the deployment's settings, written by its first instance (meta.go)
 //	P:topics         SET    every topic ever used
@@ -43,14 +51,15 @@ type keys struct {
 }
 
 // topicKeys are the keys of one topic, in the order every topic script
-// receives them as KEYS[1..9].
-type topicKeys [9]string
+// receives them as KEYS[1..13].
+type topicKeys [13]string
 
 // topic returns the keys of topic t. KEYS[1] is the prefix of the job
 // records; scripts append the seq (same hash tag, so the same slot).
 func (k keys) topic(t string) topicKeys {
 	b := k.prefix + ":{" + t + "}:"
-	return topicKeys{b + "j:", b + "ids", b + "ready", b + "age", b + "delayed", b + "reserved", b + "buried", b + "pause", b + "now"}
+	return topicKeys{b + "j:", b + "ids", b + "ready", b + "age", b + "delayed", b + "reserved", b + "buried", b + "pause", b + "now",
+		b + "r:", b + "finished", b + "deleted", b + "failed"}
 }
 
 func (tk topicKeys) slice() []string { return tk[:] }
@@ -68,6 +77,12 @@ const seqShardSize = 4096
 
 func (k keys) seqShard(seq uint64) string {
 	return k.prefix + ":seqs:{" + strconv.FormatUint(seq/seqShardSize, 10) + "}"
+}
+
+// retainedSeq is the key naming the topic of a retained job by its seq
+// (same slot as the seq's shard).
+func (k keys) retainedSeq(seq uint64) string {
+	return k.seqShard(seq) + ":r:" + strconv.FormatUint(seq, 10)
 }
 
 func (k keys) seqCounter() string { return k.prefix + ":seq" }

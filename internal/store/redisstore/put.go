@@ -63,7 +63,7 @@ func dupInBatch(jobs []*delayq.Job) error {
 	seen := make(map[string]bool, len(jobs))
 	for _, j := range jobs {
 		if seen[j.ID] {
-			return fmt.Errorf("redisstore: put %q: %w", j.ID, delayq.ErrExists)
+			return fmt.Errorf("redisstore: put: %w", &delayq.ExistsError{ID: j.ID})
 		}
 		seen[j.ID] = true
 	}
@@ -159,19 +159,20 @@ func topicsOf(jobs []*delayq.Job) []string {
 
 // insertScript inserts new jobs into one topic.
 //
-//	KEYS[1..9] -> the topic's keys (keys.go)
+//	KEYS[1..13] -> the topic's keys (keys.go)
 //	ARGV[1]    -> number of jobs n
 //	ARGV[2]    -> number of field/value pairs per job f
 //	ARGV[3..]  -> per job: seq, then f pairs (jobFields)
-//	Returns:   {"OK"} or {"EXISTS", id} when an id is live in the topic
+//	Returns:   {"OK"} or {"EXISTS", id, state} when an id is live in the topic
 var insertScript = newScript(`
 local n, f = tonumber(ARGV[1]), tonumber(ARGV[2])
 local stride = 1 + 2 * f
 for i = 0, n - 1 do
   local base = 3 + i * stride
   for p = base + 1, base + 2 * f, 2 do
-    if ARGV[p] == 'id' and redis.call('HEXISTS', K_IDS, ARGV[p + 1]) == 1 then
-      return {'EXISTS', ARGV[p + 1]}
+    if ARGV[p] == 'id' then
+      local seq = redis.call('HGET', K_IDS, ARGV[p + 1])
+      if seq then return {'EXISTS', ARGV[p + 1], redis.call('HGET', K_JOB .. seq, 'state') or ''} end
     end
   end
 end
@@ -323,17 +324,20 @@ func claimedOrUnknown(r rueidis.RedisResult, claim string) string {
 // ErrExists. A caller that took "exists" for "stored" (the SDK's retried
 // put, a scheduler's takeover) would otherwise lose the job.
 func (s *Store) takeOver(ctx context.Context, j *delayq.Job, other, claim string) error {
-	exists := fmt.Errorf("redisstore: put %q: %w", j.ID, delayq.ErrExists)
+	exists := func(st string) error {
+		return fmt.Errorf("redisstore: put: %w", &delayq.ExistsError{ID: j.ID, State: delayq.State(st)})
+	}
 	parts := strings.Split(other, "|")
 	if len(parts) != 3 {
-		return exists
+		return exists("")
 	}
-	live, err := s.c.Do(ctx, s.c.B().Hexists().Key(s.k.topic(parts[0]).idsKey()).Field(j.ID).Build()).AsBool()
+	now, keep := s.retainedView()
+	st, err := idStateScript.Exec(ctx, s.c, s.k.topic(parts[0]).slice(), []string{j.ID, now, keep}).ToString()
 	if err != nil {
 		return unavailable("put: check claim", err)
 	}
-	if live {
-		return exists
+	if st != "" {
+		return exists(st)
 	}
 	at, _ := strconv.ParseInt(parts[1], 10, 64)
 	if age := time.Since(time.UnixMilli(at)); age < staleClaim {
@@ -345,10 +349,25 @@ func (s *Store) takeOver(ctx context.Context, j *delayq.Job, other, claim string
 		return unavailable("put: take over claim", err)
 	}
 	if n != 1 {
-		return exists
+		return exists("")
 	}
 	return nil
 }
+
+// idStateScript says what holds an id in a topic: the state of its live
+// job, else that of its retained job visible at now, else "".
+//
+//	KEYS[1..13] -> the topic's keys
+//	ARGV[1]    -> the id
+//	ARGV[2]    -> now (unix ms), by the retention's clock
+//	ARGV[3]    -> the retention (ms)
+//	Returns:   the state, or ""
+var idStateScript = newReadScript(`
+local seq, j = find('i', ARGV[1])
+if not seq and tonumber(ARGV[3]) > 0 then seq, j = findRetained('i', ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])) end
+if not seq then return '' end
+return j.state
+`)
 
 // unclaimAll drops the claims made by a put that failed. Best effort: a
 // claim left behind is stale and is taken over by a later put.

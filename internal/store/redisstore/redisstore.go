@@ -71,6 +71,11 @@ type Options struct {
 	// Protocols this instance serves, listed in GET /v1/cluster ("http",
 	// "beanstalk").
 	Protocols []string
+	// Retention keeps deleted jobs readable, and their ids taken, for
+	// Retention.For (store.Retention): Redis expires each retained record
+	// by its own TTL, and reads hide one whose retention ended by
+	// Retention.Clock. Every instance of a deployment should use the same.
+	Retention store.Retention
 	// Logger receives warnings about the Redis configuration and lease
 	// changes. Default slog.Default().
 	Logger *slog.Logger

@@ -54,7 +54,10 @@ func factory(addrs []string) storetest.Factory {
 			if err := s.Close(); err != nil {
 				t.Fatalf("Close() = %v", err)
 			}
-			return openStore(t, addrs, Options{Prefix: prefix})
+			return openStore(t, addrs, Options{Prefix: prefix, Retention: s.(*Store).opt.Retention})
+		},
+		OpenRetaining: func(t *testing.T, r store.Retention) store.Store {
+			return openStore(t, addrs, Options{Retention: r})
 		},
 	}
 }

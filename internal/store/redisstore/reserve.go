@@ -14,7 +14,7 @@ import (
 
 // peekReadyScript lists a topic's best ready jobs without moving them.
 //
-//	KEYS[1..9] -> the topic's keys
+//	KEYS[1..13] -> the topic's keys
 //	ARGV[1]    -> now (unix ms)
 //	ARGV[2]    -> most members to return
 //	Returns:   ready members in serving order; none when the topic is paused
@@ -26,12 +26,13 @@ return redis.call('ZRANGE', K_READY, 0, tonumber(ARGV[2]) - 1)
 
 // reserveScript reserves the best ready jobs of one topic.
 //
-//	KEYS[1..9] -> the topic's keys
+//	KEYS[1..13] -> the topic's keys
 //	ARGV[1]    -> now (unix ms)
 //	ARGV[2]    -> most jobs to reserve
 //	ARGV[3]    -> last ready member that may be taken ("" = no bound)
 //	ARGV[4]    -> the caller's exact now rounded up (unix ms): TTRs begin
 //	              there, not up to a millisecond before it (store.BeginTTR)
+//	ARGV[5]    -> who reserves (the attempt's By)
 //	Returns:   {earliest new deadline or "", record, record, ...}
 var reserveScript = newScript(`
 local now, max, last = clock(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
@@ -49,6 +50,7 @@ for _, m in ipairs(members) do
   j.state = 'reserved'
   incr(j, 'att')
   j.res = seq .. '-' .. j.att
+  hstart(j, fmt(now), ARGV[5])
   -- a ready job put with Due just past a caller's Now still gets a full TTR
   local deadline = math.max(begin, tonumber(j.due)) + tonumber(j.ttr)
   j.deadline = fmt(deadline)
@@ -78,13 +80,13 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.J
 	now := strconv.FormatInt(ms(p.Now), 10)
 	begin := ceilMSString(p.Now)
 	if len(topics) == 1 {
-		return s.reserveTopics(ctx, map[string]share{topics[0]: {n: p.Max}}, now, begin)
+		return s.reserveTopics(ctx, map[string]share{topics[0]: {n: p.Max}}, now, begin, p.By)
 	}
 	shares, err := s.pickShares(ctx, topics, p.Max, now)
 	if err != nil || len(shares) == 0 {
 		return []*delayq.Job{}, err
 	}
-	return s.reserveTopics(ctx, shares, now, begin)
+	return s.reserveTopics(ctx, shares, now, begin, p.By)
 }
 
 // ceilMSString is t in unix ms rounded up: where a TTR started at t
@@ -142,12 +144,12 @@ func (s *Store) pickShares(ctx context.Context, topics []string, max int, now st
 // reserveTopics runs the reserve script on each topic with a share, then
 // lowers each topic's bucket entry to its new earliest deadline and tells
 // the other instances' timers.
-func (s *Store) reserveTopics(ctx context.Context, shares map[string]share, now, begin string) ([]*delayq.Job, error) {
+func (s *Store) reserveTopics(ctx context.Context, shares map[string]share, now, begin, by string) ([]*delayq.Job, error) {
 	out := []*delayq.Job{}
 	var marks rueidis.Commands
 	var earliest int64
 	for topic, sh := range shares {
-		arr, err := s.exec(ctx, "reserve", reserveScript, topic, []string{now, strconv.Itoa(sh.n), sh.last, begin})
+		arr, err := s.exec(ctx, "reserve", reserveScript, topic, []string{now, strconv.Itoa(sh.n), sh.last, begin, by})
 		if err != nil {
 			return out, err
 		}
@@ -200,12 +202,13 @@ func dueTime(v int64) time.Time { return fromMS(v) }
 // reserveJobScript reserves one chosen job (beanstalkd reserve-job),
 // whatever its topic's pause.
 //
-//	KEYS[1..9] -> the topic's keys
+//	KEYS[1..13] -> the topic's keys
 //	ARGV[1]    -> "i" (by id) or "s" (by seq)
 //	ARGV[2]    -> the id or seq
 //	ARGV[3]    -> now (unix ms)
 //	ARGV[4]    -> the caller's exact now rounded up (unix ms), where the
 //	              TTR begins unless the topic's clock is later
+//	ARGV[5]    -> who reserves (the attempt's By)
 //	Returns:   {"OK", record} or {"STATE"} when it is reserved already
 var reserveJobScript = newScript(`
 local seq, j = find(ARGV[1], ARGV[2])
@@ -215,7 +218,9 @@ unplace(seq, j)
 j.state = 'reserved'
 incr(j, 'att')
 j.res = seq .. '-' .. j.att
-j.deadline = fmt(math.max(clock(ARGV[3]), tonumber(ARGV[4])) + tonumber(j.ttr))
+local now = clock(ARGV[3])
+hstart(j, fmt(now), ARGV[5])
+j.deadline = fmt(math.max(now, tonumber(ARGV[4])) + tonumber(j.ttr))
 place(seq, j)
 save(seq, j)
 return {'OK', reply(seq)}
@@ -223,7 +228,7 @@ return {'OK', reply(seq)}
 
 // ReserveJob implements store.Store.
 func (s *Store) ReserveJob(ctx context.Context, p store.ReserveJobParams) (*delayq.Job, error) {
-	r, err := s.runJob(ctx, "reserve job", reserveJobScript, p.Ref, msString(p.Now), ceilMSString(p.Now))
+	r, err := s.runJob(ctx, "reserve job", reserveJobScript, p.Ref, msString(p.Now), ceilMSString(p.Now), p.By)
 	if err != nil {
 		return nil, err
 	}

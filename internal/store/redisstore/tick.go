@@ -28,7 +28,7 @@ const maxDueTopics = 1000
 
 // tickPeekScript lists a topic's due work without moving it.
 //
-//	KEYS[1..9] -> the topic's keys
+//	KEYS[1..13] -> the topic's keys
 //	ARGV[1]    -> now (unix ms)
 //	ARGV[2]    -> most entries
 //	Returns:   {at, member, at, member, ...} of due delayed and reserved jobs (unsorted)
@@ -43,7 +43,7 @@ return out
 
 // tickScript makes a topic's due work ready, in (time, seq) order.
 //
-//	KEYS[1..9] -> the topic's keys
+//	KEYS[1..13] -> the topic's keys
 //	ARGV[1]    -> now (unix ms)
 //	ARGV[2]    -> most jobs to move
 //	ARGV[3]    -> time of the last entry that may move ("" = no bound)
@@ -80,7 +80,13 @@ while n < max do
     clear(j)
     incr(j, 'tmo')
     failed(j, 'ttr expired', dl)
-    if spent(j) then bury(j, dl); kind = 2 else j.state = 'ready'; j.due = dl; kind = 1 end
+    if spent(j) then
+      hend(j, dl, 'buried', 'ttr expired')
+      bury(j, dl); kind = 2
+    else
+      hend(j, dl, 'ttr_expired', 'ttr expired')
+      j.state = 'ready'; j.due = dl; kind = 1
+    end
     if kind == 1 then
       local bo = backoff(j.id, tonumber(j.att))
       if bo > 0 then j.state = 'delayed'; j.due = fmt(tonumber(dl) + bo); kind = 3 end
@@ -97,7 +103,7 @@ return out
 
 // earliestScript reads a topic's earliest pending time.
 //
-//	KEYS[1..9] -> the topic's keys
+//	KEYS[1..13] -> the topic's keys
 //	Returns:   the earliest delayed due or reserved deadline (unix ms), or ""
 var earliestScript = newReadScript(`return earliest()`)
 
