@@ -56,6 +56,7 @@ func factory(addrs []string) storetest.Factory {
 			}
 			return openStore(t, addrs, Options{Prefix: prefix, Retention: s.(*Store).opt.Retention})
 		},
+		ExpiresItself: true,
 		OpenRetaining: func(t *testing.T, r store.Retention) store.Store {
 			return openStore(t, addrs, Options{Retention: r})
 		},
