@@ -82,6 +82,7 @@ const (
 	CodeBadMissed       = "bad_missed"        // a schedule's missed: not skip, one or all
 	CodeBadPause        = "bad_pause"         // a topic pause's for: not a positive duration
 	CodeBadWithin       = "bad_within"        // a due count's within: not 1-10 durations above 0, at most 100 years
+	CodeBadRange        = "bad_range"         // a chart history's range: not a duration above 0 and at most 7 days
 )
 
 // sentinelCodes pairs each sentinel with its code.

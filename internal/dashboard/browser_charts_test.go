@@ -26,10 +26,11 @@ const chartsTopic = "charts/eu(1)"
 
 // TestBrowserCharts drives the topic page's uPlot charts in headless
 // Chromium against a real server whose history samples every
-// sampleInterval and keeps a minute: jobs by state, fires, lateness
-// percentiles and the due-time distribution, the ranges offered, then a
-// live update after another put. (TestBrowserLogin covers tooltips and
-// changing the range.)
+// sampleInterval into the store: jobs by state, fires, finishes,
+// failures, lateness percentiles and the due-time distribution, the
+// ranges offered (up to the week the store keeps), a week's range in
+// one-minute buckets, then a live update after another put.
+// (TestBrowserLogin covers tooltips.)
 func TestBrowserCharts(t *testing.T) {
 	chromium := findChromium(t)
 	srv := httptest.NewServer(newAPI(t))
@@ -41,17 +42,20 @@ func TestBrowserCharts(t *testing.T) {
 	post(t, base+"/jobs", `{"id":"f1","body":"x","delay":"50ms"}`, nil)
 	post(t, base+"/jobs", `{"id":"f2","body":"x","delay":"50ms"}`, nil)
 	waitHistory(t, base, "both fires sampled", func(h api.TopicHistory) bool { return fires(h) == 2 })
-	post(t, base+"/jobs", `{"id":"r1","body":"x"}`, nil)
-	var first, second api.JobsResponse
+	var first, second, third api.JobsResponse
 	post(t, srv.URL+"/v1/reserve", `{"topics":["`+chartsTopic+`"]}`, &first)
-	post(t, srv.URL+"/v1/jobs/"+first.Jobs[0].ID+"/bury", `{"reservation":"`+first.Jobs[0].Reservation+`"}`, nil)
+	post(t, srv.URL+"/v1/jobs/"+first.Jobs[0].ID+"/bury", `{"reservation":"`+first.Jobs[0].Reservation+`"}`, nil) // a failed attempt
 	post(t, srv.URL+"/v1/reserve", `{"topics":["`+chartsTopic+`"]}`, &second)
+	post(t, base+"/jobs", `{"id":"done","body":"x"}`, nil)
+	post(t, srv.URL+"/v1/reserve", `{"topics":["`+chartsTopic+`"]}`, &third)
+	post(t, srv.URL+"/v1/jobs/"+third.Jobs[0].ID+"/finish", `{"reservation":"`+third.Jobs[0].Reservation+`"}`, nil) // a finish
+	post(t, base+"/jobs", `{"id":"r1","body":"x"}`, nil)
 	for i, delay := range []string{"30s", "10m", "20m", "5h", "6h", "7h", "3d"} {
 		post(t, base+"/jobs", `{"id":"d`+string(rune('0'+i))+`","body":"x","delay":"`+delay+`"}`, nil)
 	}
 	waitHistory(t, base, "a sample of the final counts", func(h api.TopicHistory) bool {
 		s := h.Samples[len(h.Samples)-1]
-		return s.Ready == 1 && s.Delayed == 7 && s.Reserved == 1 && s.Buried == 1
+		return s.Ready == 1 && s.Delayed == 7 && s.Reserved == 1 && s.Buried == 1 && finishes(h) == 1
 	})
 
 	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
@@ -62,7 +66,7 @@ func TestBrowserCharts(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#chart-due li[data-within]")))
 
 	// Every chart is drawn by uPlot, on a canvas.
-	for _, id := range []string{"chart-states", "chart-fires", "chart-lateness", "chart-due"} {
+	for _, id := range []string{"chart-states", "chart-fires", "chart-finishes", "chart-failures", "chart-lateness", "chart-due"} {
 		if n := count(t, ctx, "#"+id+" .uplot canvas"); n != 1 {
 			t.Errorf("#%s has %d uPlot canvases, want 1", id, n)
 		}
@@ -76,6 +80,14 @@ func TestBrowserCharts(t *testing.T) {
 	// Fires: two in all over the range shown.
 	if got := legendValues(t, ctx, "#chart-fires")["fire-total"]; got != "2" {
 		t.Errorf("fired in the range = %q, want 2", got)
+	}
+
+	// Finishes and failures: one of each over the range shown.
+	if got := legendValues(t, ctx, "#chart-finishes")["finish-total"]; got != "1" {
+		t.Errorf("finished in the range = %q, want 1", got)
+	}
+	if got := legendValues(t, ctx, "#chart-failures")["failure-total"]; got != "1" {
+		t.Errorf("failed attempts in the range = %q, want 1 (the bury)", got)
 	}
 
 	// Lateness: the legend in time units.
@@ -96,15 +108,34 @@ func TestBrowserCharts(t *testing.T) {
 		t.Errorf("due labels = %v", got)
 	}
 
-	// This server keeps a minute of history: the shortest range alone is
-	// offered, and the page says why.
-	if got := eval[[]bool](t, ctx, `[...document.querySelectorAll('#chart-range button')].map(b => b.disabled)`); !cmp.Equal(got, []bool{false, true, true, true}) {
-		t.Errorf("range buttons disabled = %v, want only 15 min offered", got)
+	// The store keeps a week: every range is offered, and the page says
+	// what is kept.
+	if got := eval[[]bool](t, ctx, `[...document.querySelectorAll('#chart-range button')].map(b => b.disabled)`); !cmp.Equal(got, []bool{false, false, false, false, false}) {
+		t.Errorf("range buttons disabled = %v, want all five (15 min to 7 days) offered", got)
 	}
-	if got := text(t, ctx, "#charts-status"); !strings.Contains(got, "keeps the last 1 min of history") {
+	if got := text(t, ctx, "#charts-status"); !strings.Contains(got, "The last 1 hour in 10 s buckets") ||
+		!strings.Contains(got, "10 s buckets for 24 hours and 1 min buckets for 7 days") {
 		t.Errorf("charts status = %q", got)
 	}
 	shot(t, ctx, "delayq-dashboard-charts.png")
+
+	// A week: the page asks for it and draws one-minute buckets, with the
+	// same totals.
+	run(t, ctx, chromedp.Click(chromedp.CSS(`#chart-range button[data-range="604800"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#charts[data-span="604800"] #chart-range button.current[data-range="604800"]`)))
+	if got := text(t, ctx, "#charts-status"); !strings.Contains(got, "The last 7 days in 1 min buckets") {
+		t.Errorf("charts status of a week = %q", got)
+	}
+	for fig, want := range map[string]string{"#chart-fires": "fire-total", "#chart-finishes": "finish-total", "#chart-failures": "failure-total"} {
+		if got := text(t, ctx, fig+` li[data-series="`+want+`"]`); !strings.Contains(got, "in the last 7 days") {
+			t.Errorf("%s legend of a week = %q", fig, got)
+		}
+	}
+	if got := legendValues(t, ctx, "#chart-fires")["fire-total"]; got != "2" {
+		t.Errorf("fired in a week = %q, want 2", got)
+	}
+	run(t, ctx, chromedp.Click(chromedp.CSS(`#chart-range button[data-range="3600"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#charts[data-span="3600"]`)))
 
 	// Live: a put shows up without a reload, in the due counts and, after
 	// the next sample, in the state legend.
@@ -146,6 +177,14 @@ func waitHistory(t *testing.T, base, what string, ok func(api.TopicHistory) bool
 		}
 	}
 	t.Fatalf("history never showed %s; last: %+v", what, h)
+}
+
+func finishes(h api.TopicHistory) int {
+	n := 0
+	for _, s := range h.Samples {
+		n += s.Finishes
+	}
+	return n
 }
 
 func fires(h api.TopicHistory) int {

@@ -43,8 +43,10 @@ func newAPIs(t *testing.T) apis {
 	t.Helper()
 	st := memstore.New()
 	log := slog.New(slog.DiscardHandler)
-	hist := history.New(history.Config{Topics: st.Topics, Logger: log, Interval: sampleInterval, Span: time.Minute})
-	e := engine.New(st, engine.Config{Logger: log, Fired: hist.Fired})
+	var e *engine.Engine
+	counts := func() map[string]history.Counts { return history.MetricsCounts(e.Metrics()) }
+	hist := history.New(history.Config{Topics: st.Topics, Store: st, Counts: counts, Logger: log, Interval: sampleInterval, Span: time.Minute})
+	e = engine.New(st, engine.Config{Logger: log, Fired: hist.Fired})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
 	go func() { defer func() { done <- struct{}{} }(); _ = e.Run(ctx) }()

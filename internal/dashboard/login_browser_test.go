@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +47,7 @@ func newLoginServer(t *testing.T) *loginServer {
 	s.sessions = auth.NewSessions(s.tokens)
 	st := memstore.New()
 	log := slog.New(slog.DiscardHandler)
-	hist := history.New(history.Config{Topics: st.Topics, Logger: log, Interval: sampleInterval, Span: time.Hour})
+	hist := history.New(history.Config{Topics: st.Topics, Store: st, Logger: log, Interval: sampleInterval, Span: time.Hour})
 	s.e = engine.New(st, engine.Config{Logger: log, Fired: hist.Fired})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
@@ -138,19 +139,15 @@ func TestBrowserLogin(t *testing.T) {
 		t.Errorf("due tooltip = %q", tip)
 	}
 
-	// The range: what the server keeps (an hour) is offered, longer is
-	// not, and says why.
-	if got := eval[[]bool](t, ctx, `[...document.querySelectorAll('#chart-range button')].map(b => b.disabled)`); len(got) != 4 || got[0] || got[1] || !got[2] || !got[3] {
-		t.Errorf("range buttons disabled = %v, want 15 min and 1 hour offered, 6 and 24 hours not", got)
+	// The range: everything the store keeps (a week) is offered.
+	if got := eval[[]bool](t, ctx, `[...document.querySelectorAll('#chart-range button')].map(b => b.disabled)`); len(got) != 5 || slices.Contains(got, true) {
+		t.Errorf("range buttons disabled = %v, want all five offered", got)
 	}
-	if got := eval[string](t, ctx, `document.querySelector('#chart-range button[data-range="86400"]').title`); !strings.Contains(got, "keeps only the last 1 hour") {
+	if got := eval[string](t, ctx, `document.querySelector('#chart-range button[data-range="86400"]').title`); got != "Show the last 24 hours" {
 		t.Errorf("24 hours button says %q", got)
 	}
-	if got := text(t, ctx, "#charts-status"); !strings.Contains(got, "keeps the last 1 hour of history") {
-		t.Errorf("charts status = %q", got)
-	}
 	run(t, ctx, chromedp.Click(chromedp.CSS(`#chart-range button[data-range="900"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#charts[data-range="900"] #chart-range button.current[data-range="900"]`)))
+		chromedp.WaitVisible(chromedp.CSS(`#charts[data-range="900"][data-span="900"] #chart-range button.current[data-range="900"]`)))
 	if got := text(t, ctx, `#chart-fires li[data-series="fire-total"]`); !strings.HasPrefix(got, "fired in the last 15 min") {
 		t.Errorf("fires legend after choosing 15 min = %q", got)
 	}

@@ -1,26 +1,44 @@
-// Package history keeps the last hour of each topic's figures in memory,
-// for the dashboard's charts: every Interval (10 s) it samples each
-// topic's jobs by state, and how many delayed jobs the timer made ready
-// since the previous sample (fires) with their lateness percentiles.
+// Package history samples each topic's figures for the dashboard's
+// charts and keeps them in the store: every Interval (10 s, on the wall
+// clock's 10-second marks) it samples each topic's jobs by state, how many
+// delayed jobs the timer made ready since the previous sample (fires) with
+// their lateness, and how many jobs consumers finished and how many
+// attempts failed, and merges that into the store's series
+// (store.SeriesStore): 10-second buckets kept for a day, one-minute
+// buckets kept for a week. Read serves a range of them.
 //
-// Memory is bounded: a topic keeps one ring of Span/Interval samples (360
-// for an hour), and at most MaxTopics topics are sampled. A topic seen
-// when MaxTopics are already sampled is not sampled until a sampled topic
-// has had neither jobs nor fires for a whole Span and makes room; its
-// history answers Sampled false. Lateness is kept per interval in a
-// histogram of fixed buckets (10% apart), so a busy topic costs no more
-// than a quiet one: about 40 KB a topic with the defaults, 8 MB at the
-// topic limit.
+// Because the series live in the store, they survive a restart, and over
+// Redis every instance merges into the same buckets: job counts come from
+// the shared store, so every instance writes the same figures; fires,
+// finishes and failures are what this instance did (each instance
+// promotes only the due jobs of its own timer buckets, and each consumer
+// call reaches one instance), so the buckets add them up to the
+// deployment's totals. Lateness is kept as a histogram of fixed buckets
+// (10% apart) that merges by adding counts, so percentiles are computed
+// at read time over every instance's fires.
 //
-// Job counts come from the store, so they are the same on every instance
-// that shares it (Redis); fires and lateness are what this instance's own
-// timer did, since each instance promotes only the due jobs of its own
-// timer buckets.
+// Failures are counted as the metrics count them (delayq_jobs_failed_total,
+// and the alarms' failures): each failed attempt once, whether a consumer
+// released it, buried it, or let its TTR run out, or the server buried it
+// for spent attempts. Finishes are delayq_jobs_finished_total: jobs
+// finished with their reservation.
+//
+// Memory is bounded: besides the store, a topic keeps one ring of
+// Span/Interval samples (360 for an hour) in memory for the alarms' recent
+// lateness, and at most MaxTopics topics are sampled (in memory and in
+// the store). A topic seen when MaxTopics are already sampled is not
+// sampled until a sampled topic has had neither jobs, fires, finishes nor
+// failures for a whole Span and makes room; its history answers Sampled
+// false. Lateness is kept per interval in a histogram, so a busy topic
+// costs no more than a quiet one: about 40 KB a topic in memory with the
+// defaults, 8 MB at the topic limit.
 package history
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -28,6 +46,8 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/metrics"
+	"github.com/delayq/delayq/internal/store"
 )
 
 // Defaults of Config.
@@ -39,7 +59,9 @@ const (
 
 // Config tunes a History. Zero values take the defaults.
 type Config struct {
-	// Interval is the time between two samples. Default 10 s.
+	// Interval is the time between two samples. Default 10 s, the
+	// store's finest bucket: a shorter one merges several samples into a
+	// bucket, a longer one leaves buckets empty.
 	Interval time.Duration
 	// Span is how far back samples are kept: Span/Interval of them per
 	// topic. Default one hour.
@@ -49,8 +71,34 @@ type Config struct {
 	// Topics returns every topic's job counts (the engine's or store's
 	// Topics). Required.
 	Topics func(ctx context.Context) ([]delayq.TopicStats, error)
+	// Store keeps the series: each sample is merged into it, and Read
+	// reads it. Nil keeps the samples in memory only (Topic), and Read
+	// fails.
+	Store store.SeriesStore
+	// Counts returns every topic's finishes and failed attempts on this
+	// instance since it started (the engine's metrics.ByTopic); each
+	// sample takes what changed since the previous one. Nil counts none.
+	Counts func() map[string]Counts
 	// Logger receives a line when a sample fails. Default slog.Default().
 	Logger *slog.Logger
+}
+
+// Counts are a topic's running totals on this instance: jobs finished
+// by their consumer, and failed attempts (TTR expiries, releases, buries).
+type Counts struct {
+	Finishes, Failures uint64
+}
+
+// MetricsCounts is Config.Counts from an engine's metrics: finishes as
+// delayq_jobs_finished_total counts them, failures as the alarms and
+// delayq_jobs_failed_total do (metrics.TopicCounts.Failures).
+func MetricsCounts(m *metrics.Metrics) map[string]Counts {
+	by := m.ByTopic()
+	out := make(map[string]Counts, len(by))
+	for t, c := range by {
+		out[t] = Counts{Finishes: c.Finishes, Failures: c.Failures()}
+	}
+	return out
 }
 
 // Sample is one topic's figures at one moment.
@@ -62,9 +110,12 @@ type Sample struct {
 	Elapsed time.Duration
 	// Jobs of the topic in each state at At.
 	Ready, Delayed, Reserved, Buried int
-	// Fires is how many delayed jobs of the topic this instance's timer
-	// made ready during Elapsed.
+	// Fires is how many delayed jobs of the topic the timer made ready
+	// during Elapsed (read from the store: every instance's timer).
 	Fires int
+	// Finishes and Failures are the jobs finished and the failed
+	// attempts during Elapsed (Counts).
+	Finishes, Failures int
 	// Lateness of those fires; zero when Fires is 0.
 	Lateness Lateness
 }
@@ -94,6 +145,8 @@ type History struct {
 	mu     sync.Mutex
 	series map[string]*series // guarded by mu: the sampled topics
 	last   time.Time          // guarded by mu: when the previous sample was taken (or New ran)
+	counts map[string]Counts  // guarded by mu: Config.Counts at the previous sample
+	failed bool               // guarded by mu: the previous store write failed (logged once per streak)
 }
 
 // series is one topic's ring of samples and the fires since its last one.
@@ -162,12 +215,16 @@ func (h *History) admit(topic string) *series {
 	return s
 }
 
-// Run samples every Interval until ctx is done. A failed sample is
-// logged and skipped: the next one covers its fires.
+// Run samples every Interval, on the wall clock's multiples of it (10:00:00,
+// 10:00:10, ...) so that each sample covers one store bucket, until ctx is
+// done. A failed sample is logged and skipped: the next one covers its
+// fires.
 func (h *History) Run(ctx context.Context) error {
-	t := time.NewTicker(h.cfg.Interval)
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
+		now := time.Now()
+		t.Reset(now.Truncate(h.cfg.Interval).Add(h.cfg.Interval).Sub(now))
 		select {
 		case <-ctx.Done():
 			return nil
@@ -179,18 +236,23 @@ func (h *History) Run(ctx context.Context) error {
 	}
 }
 
-// Sample takes one sample of every topic now. Topics are admitted in name
-// order while there is room; a sampled topic that no longer has jobs gets
-// zero counts, and is dropped once it has had neither jobs nor fires for
-// a whole Span.
+// Sample takes one sample of every topic now and merges it into the
+// store. Topics are admitted in name order while there is room; a sampled
+// topic that no longer has jobs gets zero counts, and is dropped once it
+// has had neither jobs, fires, finishes nor failures for a whole Span.
+// When the store write fails the sample is still kept in memory, and its
+// counts are not written again: the store's charts miss that interval.
 func (h *History) Sample(ctx context.Context) error {
 	stats, err := h.cfg.Topics(ctx)
 	if err != nil {
 		return err
 	}
+	var counts map[string]Counts
+	if h.cfg.Counts != nil {
+		counts = h.cfg.Counts()
+	}
 	now := time.Now()
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	elapsed := now.Sub(h.last)
 	h.last = now
 	byName := make(map[string]delayq.TopicStats, len(stats))
@@ -203,16 +265,30 @@ func (h *History) Sample(ctx context.Context) error {
 		byName[st.Name] = st
 		h.admit(st.Name)
 	}
+	deltas := make(map[string]Counts)
+	for _, name := range slices.Sorted(maps.Keys(counts)) {
+		c, p := counts[name], h.counts[name]
+		if d := (Counts{c.Finishes - p.Finishes, c.Failures - p.Failures}); d != (Counts{}) {
+			deltas[name] = d
+			h.admit(name)
+		}
+	}
+	h.counts = counts
+	out := make([]store.SeriesSample, 0, len(h.series))
 	for name, s := range h.series {
-		st := byName[name]
+		st, d := byName[name], deltas[name]
 		smp := Sample{
 			At: now, Elapsed: elapsed,
 			Ready: st.Ready, Delayed: st.Delayed, Reserved: st.Reserved, Buried: st.Buried,
-			Fires: s.fires.n, Lateness: s.fires.lateness(),
+			Fires: s.fires.n, Finishes: int(d.Finishes), Failures: int(d.Failures), Lateness: s.fires.lateness(),
 		}
+		out = append(out, store.SeriesSample{Topic: name,
+			Ready: smp.Ready, Delayed: smp.Delayed, Reserved: smp.Reserved, Buried: smp.Buried,
+			Fires: smp.Fires, Finishes: smp.Finishes, Failures: smp.Failures,
+			Lateness: s.fires.sparse(), LatenessMax: s.fires.max})
 		s.fires.reset()
 		s.push(smp, h.size)
-		if st.Total() == 0 && smp.Fires == 0 {
+		if st.Total() == 0 && smp.Fires == 0 && d == (Counts{}) {
 			s.idle++
 		} else {
 			s.idle = 0
@@ -220,6 +296,24 @@ func (h *History) Sample(ctx context.Context) error {
 		if s.idle >= h.size {
 			delete(h.series, name)
 		}
+	}
+	h.mu.Unlock()
+	if h.cfg.Store == nil || len(out) == 0 {
+		return nil
+	}
+	// The sample covers the Interval before now: its middle names the
+	// bucket, so a sample taken just after a 10-second mark lands in the
+	// bucket that ended there.
+	err = h.cfg.Store.AddSeries(ctx, now.Add(-h.cfg.Interval/2), out)
+	h.mu.Lock()
+	logIt := err != nil && !h.failed
+	h.failed = err != nil
+	h.mu.Unlock()
+	if err != nil {
+		if logIt {
+			return fmt.Errorf("history: store the samples: %w", err)
+		}
+		return nil // logged when the streak began
 	}
 	return nil
 }
@@ -286,6 +380,33 @@ func (a *accumulator) add(d time.Duration) {
 
 func (a *accumulator) reset() { *a = accumulator{} }
 
+// sparse returns the histogram's used buckets: index -> count.
+func (a *accumulator) sparse() map[int]int {
+	if a.n == 0 {
+		return nil
+	}
+	m := make(map[int]int)
+	for i, c := range a.counts {
+		if c > 0 {
+			m[i] = int(c)
+		}
+	}
+	return m
+}
+
+// fromBucket is the histogram of a store bucket.
+func fromBucket(b store.SeriesBucket) accumulator {
+	var a accumulator
+	for i, c := range b.Lateness {
+		if i >= 0 && i < latBuckets && c > 0 {
+			a.counts[i] += uint32(min(c, math.MaxUint32))
+			a.n += c
+		}
+	}
+	a.max = b.LatenessMax
+	return a
+}
+
 func bucketOf(d time.Duration) int {
 	switch {
 	case d <= 0:
@@ -348,4 +469,88 @@ func (h *History) LatenessP99(topic string, since time.Time) (time.Duration, boo
 		}
 	}
 	return p99, found
+}
+
+// Resolution is one resolution the store keeps the series at: buckets of
+// Step, each kept for Keep.
+type Resolution struct {
+	Step, Keep time.Duration
+}
+
+// Resolutions are what Read can serve, finest first: 10-second buckets
+// for a day, one-minute buckets for a week (store.SeriesResolutions).
+func Resolutions() []Resolution {
+	out := make([]Resolution, len(store.SeriesResolutions))
+	for i, r := range store.SeriesResolutions {
+		out[i] = Resolution{Step: r.Step, Keep: r.Keep}
+	}
+	return out
+}
+
+// DefaultRange is the range Read serves when asked for none.
+const DefaultRange = time.Hour
+
+// MaxRange is the longest range Read serves: the coarsest resolution's
+// Keep (a week).
+func MaxRange() time.Duration { return store.SeriesResolutions[len(store.SeriesResolutions)-1].Keep }
+
+// Series is a topic's samples over a range, read from the store.
+type Series struct {
+	// Step is the resolution served: the finest one that keeps the whole
+	// range. Range is the range.
+	Step, Range time.Duration
+	// Sampled is false when the topic has no samples in the range and is
+	// not sampled now (it has had no jobs, or MaxTopics other topics are
+	// sampled).
+	Sampled bool
+	// Samples are the store's buckets, oldest first, each At its start
+	// and Elapsed its Step; buckets nobody wrote are left out.
+	Samples []Sample
+}
+
+// Read returns topic's samples of the last rng (DefaultRange when 0), at
+// the finest resolution that keeps that much: 10 s up to a day, one
+// minute up to a week. A range above MaxRange is a CodeBadRange error.
+// The figures are every instance's that shares the store.
+func (h *History) Read(ctx context.Context, topic string, rng time.Duration) (Series, error) {
+	if rng == 0 {
+		rng = DefaultRange
+	}
+	if rng < 0 || rng > MaxRange() {
+		return Series{}, delayq.Invalid(delayq.CodeBadRange, "range", "%s is not a duration above 0 and at most %s", rng, fmtDays(MaxRange()))
+	}
+	if h.cfg.Store == nil {
+		return Series{}, fmt.Errorf("history: no store to read the series from")
+	}
+	var res store.SeriesResolution
+	for _, r := range store.SeriesResolutions {
+		if r.Keep >= rng {
+			res = r
+			break
+		}
+	}
+	now := time.Now()
+	buckets, err := h.cfg.Store.ReadSeries(ctx, store.SeriesReadParams{Topic: topic, Step: res.Step, From: now.Add(-rng), To: now, Now: now})
+	if err != nil {
+		return Series{}, err
+	}
+	out := Series{Step: res.Step, Range: rng, Samples: make([]Sample, len(buckets))}
+	for i, b := range buckets {
+		a := fromBucket(b)
+		out.Samples[i] = Sample{At: b.At, Elapsed: res.Step,
+			Ready: b.Ready, Delayed: b.Delayed, Reserved: b.Reserved, Buried: b.Buried,
+			Fires: b.Fires, Finishes: b.Finishes, Failures: b.Failures, Lateness: a.lateness()}
+	}
+	h.mu.Lock()
+	out.Sampled = h.series[topic] != nil || len(buckets) > 0
+	h.mu.Unlock()
+	return out, nil
+}
+
+// fmtDays writes d in days when it is whole days ("7d"), else as Go does.
+func fmtDays(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	}
+	return d.String()
 }

@@ -2,7 +2,9 @@ package history
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -24,6 +26,7 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 	st := memstore.New()
 	t.Cleanup(func() { _ = st.Close() })
 	cfg.Topics = st.Topics
+	cfg.Store = st
 	return &fixture{t: t, st: st, h: New(cfg)}
 }
 
@@ -279,6 +282,84 @@ func TestLatenessP99Since(t *testing.T) {
 		}
 		if _, ok := f.h.LatenessP99("nosuch", start); ok {
 			t.Error("LatenessP99 of an unknown topic = ok")
+		}
+	})
+}
+
+// TestReadFromStore: samples go into the store, and a new History over
+// the same store (a restarted server) reads them: the series do not live
+// in the sampler's memory. Finishes and failures are the change in the
+// running counts between samples; a topic with only finishes is sampled.
+func TestReadFromStore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, Config{})
+		counts := map[string]Counts{}
+		f.h.cfg.Counts = func() map[string]Counts { return maps.Clone(counts) }
+		f.put("t", "a")
+		f.h.Fired("t", []time.Duration{0, 5 * time.Millisecond})
+		counts["t"] = Counts{Finishes: 3, Failures: 1}
+		counts["quick"] = Counts{Finishes: 2} // no jobs left, but finishes
+		f.sample(10 * time.Second)
+		counts["t"] = Counts{Finishes: 4, Failures: 1}
+		f.sample(10 * time.Second)
+		f.sample(10 * time.Second) // nothing new
+
+		again := New(Config{Topics: f.st.Topics, Store: f.st}) // a restart: empty memory, same store
+		got, err := again.Read(context.Background(), "t", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Step != 10*time.Second || got.Range != time.Hour || !got.Sampled || len(got.Samples) != 3 {
+			t.Fatalf("Read(t) = %+v, want three 10 s samples of the last hour", got)
+		}
+		want := [][3]int{{2, 3, 1}, {0, 1, 0}, {0, 0, 0}} // fires, finishes, failures
+		for i, smp := range got.Samples {
+			if g := [3]int{smp.Fires, smp.Finishes, smp.Failures}; g != want[i] || smp.Delayed != 1 || smp.Elapsed != 10*time.Second {
+				t.Errorf("sample %d = %+v, want fires/finishes/failures %v and 1 delayed", i, smp, want[i])
+			}
+		}
+		if l := got.Samples[0].Lateness; l.P50 != 0 || l.Max != 5*time.Millisecond || l.P99 < 5*time.Millisecond {
+			t.Errorf("lateness of the first sample = %+v, want p50 0 and max/p99 5ms", l)
+		}
+		quick, err := again.Read(context.Background(), "quick", 0)
+		if err != nil || len(quick.Samples) != 3 || quick.Samples[0].Finishes != 2 {
+			t.Errorf("Read(quick) = %+v, %v; want its finishes though it never had jobs at a sample", quick, err)
+		}
+		week, err := again.Read(context.Background(), "t", 7*24*time.Hour)
+		if err != nil || week.Step != time.Minute || len(week.Samples) != 1 || week.Samples[0].Fires != 2 || week.Samples[0].Finishes != 4 {
+			t.Errorf("Read(t, 7d) = %+v, %v; want one minute bucket with every sample's counts", week, err)
+		}
+		for _, bad := range []time.Duration{-time.Second, 7*24*time.Hour + time.Second} {
+			if _, err := again.Read(context.Background(), "t", bad); !errors.Is(err, delayq.ErrInvalid) {
+				t.Errorf("Read(t, %v) = %v, want an invalid-range error", bad, err)
+			}
+		}
+	})
+}
+
+// TestRunAlignsToTheMarks: Run samples on the wall clock's 10 s
+// marks, so each sample fills one store bucket, whenever it started.
+func TestRunAlignsToTheMarks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, Config{})
+		f.put("t", "a")
+		time.Sleep(3 * time.Second) // start off the mark
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- f.h.Run(ctx) }()
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		cancel()
+		<-done
+		got, _ := f.h.Topic("t")
+		for _, s := range got {
+			if s.At.Truncate(10*time.Second) != s.At {
+				t.Errorf("sample at %s, want on a 10 s mark", s.At.Format(time.TimeOnly))
+			}
+		}
+		series, err := f.h.Read(context.Background(), "t", 0)
+		if err != nil || len(series.Samples) != 3 {
+			t.Fatalf("Read = %+v, %v; want the three samples in three buckets", series, err)
 		}
 	})
 }

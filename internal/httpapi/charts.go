@@ -8,6 +8,7 @@ import (
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/api"
 	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/history"
 )
 
 // defaultWithin are the due-count bounds when a request names none: the
@@ -81,8 +82,9 @@ func clipQuery(s string) string {
 	return s
 }
 
-// topicHistory: GET /v1/topics/{topic}/history → the topic's samples of
-// the last hour (package history).
+// topicHistory: GET /v1/topics/{topic}/history?range=1h → the topic's
+// samples over the range, read from the store (package history): 10 s
+// buckets up to a day, one-minute buckets up to a week.
 func (h *handler) topicHistory(w http.ResponseWriter, r *http.Request) {
 	topic, err := pathTopic(r)
 	if err != nil {
@@ -94,17 +96,39 @@ func (h *handler) topicHistory(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, &httpError{http.StatusNotFound, api.CodeNotFound, "this server keeps no history"})
 		return
 	}
-	cfg := hist.Config()
-	samples, sampled := hist.Topic(topic)
-	resp := api.TopicHistory{
-		Topic: topic, Interval: cfg.Interval.Seconds(), Span: cfg.Span.Seconds(),
-		Sampled: sampled, MaxTopics: cfg.MaxTopics, SampledTopics: hist.Sampled(),
-		Samples: make([]api.HistorySample, len(samples)),
+	var rng time.Duration
+	if q := r.URL.Query(); q.Has("range") {
+		if rng, err = delayq.ParseDuration(q.Get("range")); err != nil || rng <= 0 {
+			h.writeError(w, r, delayq.Invalid(delayq.CodeBadRange, "range", "%q is not a duration such as 1h, 24h or 7d", clipQuery(q.Get("range"))))
+			return
+		}
 	}
-	for i, s := range samples {
+	series, err := hist.Read(r.Context(), topic, rng)
+	if err != nil {
+		h.writeError(w, r, err)
+		return
+	}
+	cfg := hist.Config()
+	resp := api.TopicHistory{
+		Topic: topic, Interval: series.Step.Seconds(), Span: series.Range.Seconds(),
+		Sampled: series.Sampled, MaxTopics: cfg.MaxTopics, SampledTopics: hist.Sampled(),
+		Samples: make([]api.HistorySample, len(series.Samples)),
+	}
+	for _, res := range history.Resolutions() {
+		resp.Resolutions = append(resp.Resolutions, api.HistoryResolution{Step: res.Step.Seconds(), Keep: res.Keep.Seconds()})
+	}
+	per := func(n int, d time.Duration) float64 {
+		if d <= 0 {
+			return 0
+		}
+		return float64(n) / d.Seconds()
+	}
+	for i, s := range series.Samples {
 		out := api.HistorySample{
 			At: api.Time{Time: s.At.UTC()}, Ready: s.Ready, Delayed: s.Delayed, Reserved: s.Reserved, Buried: s.Buried,
 			Fires: s.Fires, FiresPerSec: s.FiresPerSecond(),
+			Finishes: s.Finishes, FinishesPerSec: per(s.Finishes, s.Elapsed),
+			Failures: s.Failures, FailuresPerSec: per(s.Failures, s.Elapsed),
 		}
 		if s.Fires > 0 {
 			out.Lateness = &api.HistoryLateness{

@@ -69,8 +69,10 @@ func TestDueCounts(t *testing.T) {
 func TestTopicHistory(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := memstore.New()
-		hist := history.New(history.Config{Topics: st.Topics, Logger: discard()})
-		e := engine.New(st, engine.Config{Logger: discard(), Fired: hist.Fired})
+		var e *engine.Engine
+		counts := func() map[string]history.Counts { return history.MetricsCounts(e.Metrics()) }
+		hist := history.New(history.Config{Topics: st.Topics, Store: st, Counts: counts, Logger: discard()})
+		e = engine.New(st, engine.Config{Logger: discard(), Fired: hist.Fired})
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { defer close(done); _ = e.Run(ctx) }()
@@ -100,6 +102,33 @@ func TestTopicHistory(t *testing.T) {
 		}
 		if s.Lateness.P50 != s.Lateness.Max || s.Lateness.Max < 0 || s.Lateness.Max > 1 {
 			t.Errorf("lateness of one fire = %+v, want every figure equal to its max, under a second", *s.Lateness)
+		}
+		if s.Finishes != 0 || s.Failures != 0 {
+			t.Errorf("sample = %+v, want no finishes or failures yet", s)
+		}
+		// A finish and a release (a failed attempt) in the next interval.
+		got := a.reserve("t", 2)
+		a.must(http.StatusOK, "POST", "/v1/jobs/"+got[0].ID+"/finish", `{"reservation":"`+got[0].Reservation+`"}`, nil)
+		a.must(http.StatusOK, "POST", "/v1/jobs/"+got[1].ID+"/release", `{"reservation":"`+got[1].Reservation+`","delay":"1h"}`, nil)
+		time.Sleep(10 * time.Second)
+		if err := hist.Sample(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		a.must(http.StatusOK, "GET", "/v1/topics/t/history", "", &h)
+		if len(h.Samples) != 2 || h.Samples[1].Finishes != 1 || h.Samples[1].Failures != 1 || h.Samples[1].FinishesPerSec != 0.1 || h.Samples[1].Delayed != 2 {
+			t.Fatalf("history after a finish and a release = %+v, want a second sample with 1 finish, 1 failure, 2 delayed", h.Samples)
+		}
+		// A week's range: one-minute buckets, the two samples merged.
+		a.must(http.StatusOK, "GET", "/v1/topics/t/history?range=7d", "", &h)
+		if h.Interval != 60 || h.Span != 7*86400 || len(h.Resolutions) != 2 || len(h.Samples) != 1 ||
+			h.Samples[0].Fires != 1 || h.Samples[0].Finishes != 1 || h.Samples[0].Failures != 1 {
+			t.Fatalf("history of a week = %+v, want one minute bucket holding both samples", h)
+		}
+		for _, bad := range []string{"0s", "-1h", "8d", "soon", "1e400h"} {
+			status, body := a.do("GET", "/v1/topics/t/history?range="+bad, "")
+			if status != http.StatusBadRequest || errorOf(t, body).Code != delayq.CodeBadRange {
+				t.Errorf("GET history?range=%s = %d %s, want 400 bad_range", bad, status, body)
+			}
 		}
 		status, body := a.do("GET", "/v1/topics/-bad/history", "")
 		if status != http.StatusBadRequest || errorOf(t, body).Code != delayq.CodeBadTopic {

@@ -415,7 +415,7 @@ func TestOpenAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hist := history.New(history.Config{Topics: st.Topics, Logger: discard()})
+	hist := history.New(history.Config{Topics: st.Topics, Store: st, Logger: discard()})
 	e := engine.New(st, engine.Config{Logger: discard(), Fired: hist.Fired})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -568,6 +568,12 @@ func TestOpenAPI(t *testing.T) {
 	if len(th.Samples) != 1 || th.Samples[0].Lateness == nil {
 		t.Errorf("history = %+v, want one sample with a fire's lateness", th)
 	}
+	var week api.TopicHistory
+	ops.call(200, "GET", "/v1/topics/charts/history?range=7d", "", &week)
+	if week.Interval != 60 || week.Span != 7*86400 || len(week.Samples) != 1 || len(week.Resolutions) != 2 {
+		t.Errorf("history of a week = %+v, want one-minute buckets, the one sample and both resolutions", week)
+	}
+	ops.call(400, "GET", "/v1/topics/charts/history?range=8d", "", nil)
 	ops.call(200, "GET", tp+"/due", "", nil)
 	ops.call(200, "GET", tp+"/due?within=1m,1h,7d", "", nil)
 	ops.call(400, "GET", tp+"/due?within=soon", "", nil)

@@ -5,19 +5,23 @@ import (
 	"sync/atomic"
 )
 
-// counts keeps the consumer-failure counters as plain numbers beside the
-// Prometheus vectors: beanstalkd's stats and the alarms read them without
-// gathering a registry, and so report the very counts /metrics exports.
+// counts keeps the consumer-failure and finish counters as plain numbers
+// beside the Prometheus vectors: beanstalkd's stats, the alarms and the
+// chart history read them without gathering a registry, and so report the
+// very counts /metrics exports.
 type counts struct {
-	timeouts, releases, buries atomic.Uint64 // over every topic
+	timeouts, releases, buries, finishes atomic.Uint64 // over every topic
 
 	mu      sync.Mutex
 	byTopic map[string]*TopicCounts // guarded by mu
 }
 
-// TopicCounts are one topic's failure counters since the start.
+// TopicCounts are one topic's failure and finish counters since the
+// start.
 type TopicCounts struct {
 	Timeouts, Releases, Buries uint64
+	// Finishes counts jobs their consumer finished (delayq_jobs_finished_total).
+	Finishes uint64
 }
 
 // Failures is what alarms count as failed attempts: TTR expiries,
@@ -42,6 +46,8 @@ func (c *counts) add(topic string, total *atomic.Uint64, n int) {
 		t.Releases += uint64(n)
 	case &c.buries:
 		t.Buries += uint64(n)
+	case &c.finishes:
+		t.Finishes += uint64(n)
 	}
 	c.mu.Unlock()
 }
@@ -59,7 +65,7 @@ func (m *Metrics) ReleasesTotal() uint64 { return m.counts.releases.Load() }
 // BuriesTotal is delayq_buries_total over all topics.
 func (m *Metrics) BuriesTotal() uint64 { return m.counts.buries.Load() }
 
-// ByTopic returns a copy of every topic's failure counters on this
+// ByTopic returns a copy of every topic's failure and finish counters on this
 // instance since it started.
 func (m *Metrics) ByTopic() map[string]TopicCounts {
 	m.counts.mu.Lock()

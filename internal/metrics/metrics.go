@@ -171,6 +171,7 @@ func (m *Metrics) JobsPut(topic string, n int) {
 func (m *Metrics) JobsFinished(topic string, n int) {
 	if n > 0 {
 		m.jobsFinished.WithLabelValues(m.topicLabels.label(topic)).Add(float64(n))
+		m.counts.add(topic, &m.counts.finishes, n)
 	}
 }
 

@@ -124,7 +124,7 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.st = st
 	s.cluster, _ = st.(store.Cluster)
-	s.hist = history.New(history.Config{Topics: st.Topics, Logger: s.log.With("component", "history")})
+	s.hist = history.New(history.Config{Topics: st.Topics, Store: st, Counts: s.jobCounts, Logger: s.log.With("component", "history")})
 	s.eng = engine.New(st, engine.Config{
 		MaxBody:          s.cfg.MaxBody,
 		MaxWait:          s.cfg.MaxWait,

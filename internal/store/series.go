@@ -35,10 +35,9 @@ type SeriesStore interface {
 	// distinct topics. An invalid sample (SeriesSample.Check) fails the
 	// whole call and writes nothing.
 	//
-	// A series write is not a transition: a store may answer it before
-	// it is durable (diskstore writes without its own fsync; the next
-	// synced write carries it), since losing the last seconds of a chart
-	// in a crash costs nothing a client was promised.
+	// A series write is not a transition, but it must survive a
+	// restart, kill -9 included: it is durable (written to the OS at
+	// least, as the store's fsync mode says) when AddSeries returns.
 	AddSeries(ctx context.Context, at time.Time, samples []SeriesSample) error
 
 	// ReadSeries returns the buckets of p.Topic at resolution p.Step whose

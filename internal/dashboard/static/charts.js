@@ -1,4 +1,5 @@
-// delayq dashboard charts: a topic's history and due times, drawn by uPlot
+// delayq dashboard charts: a topic's history (jobs by state, fires,
+// finishes, failures, fire lateness) and due times, drawn by uPlot
 // (vendor/uplot, vendored from the npm registry; nothing to build). app.js
 // mounts them on a topic's page with its own API caller; this file names
 // no endpoint itself. Data reaches the DOM only as text nodes and
@@ -10,8 +11,10 @@ window.DelayqCharts = (() => {
   const PERCENTILES = ['p50', 'p90', 'p99'];
   const DUE_WITHIN = [['1m', 'next minute'], ['1h', 'next hour'], ['24h', 'next day']];
   // RANGES are the spans a chart can show; those longer than the history
-  // the server keeps (its answer's span) are not offered.
-  const RANGES = [[900, '15 min'], [3600, '1 hour'], [21600, '6 hours'], [86400, '24 hours']];
+  // the server keeps (its answer's resolutions: 10 s buckets for a day,
+  // one-minute buckets for a week) are not offered. The server picks the
+  // bucket size for the range asked.
+  const RANGES = [[900, '15 min'], [3600, '1 hour'], [21600, '6 hours'], [86400, '24 hours'], [604800, '7 days']];
   const REFRESH_MS = 3000;
   const HEIGHT = 170;
 
@@ -42,9 +45,17 @@ window.DelayqCharts = (() => {
   function fmtSpan(s) {
     const known = RANGES.find(([r]) => r === s);
     if (known) return known[1];
+    if (s % 86400 === 0) return `${s / 86400} day${s === 86400 ? '' : 's'}`;
     if (s % 3600 === 0) return `${s / 3600} hour${s === 3600 ? '' : 's'}`;
     return `${Math.round(s / 60)} min`;
   }
+
+  // fmtStep writes a bucket size: 10 s, 1 min.
+  const fmtStep = (s) => (s % 60 === 0 ? `${s / 60} min` : `${s} s`);
+
+  // kept is the longest history the server keeps: its coarsest
+  // resolution's keep (or span, from a server that names none).
+  const kept = (hist) => Math.max(hist.span, ...(hist.resolutions || []).map((r) => r.keep));
 
   const clock = (sec) => new Date(sec * 1000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
 
@@ -63,7 +74,7 @@ window.DelayqCharts = (() => {
   }
   const COLOURS = {
     ready: '--ok', delayed: '--accent', reserved: '--amber', buried: '--warn',
-    fires: '--accent', p50: '--ok', p90: '--amber', p99: '--warn', due: '--accent',
+    fires: '--accent', finishes: '--ok', failures: '--warn', p50: '--ok', p90: '--amber', p99: '--warn', due: '--accent',
   };
   const col = (k) => colour(COLOURS[k]);
 
@@ -184,16 +195,18 @@ window.DelayqCharts = (() => {
       return fit.length ? fit : RANGES.slice(0, 1);
     }
 
-    drawPicker(span) {
+    drawPicker(hist) {
+      const span = kept(hist);
       const offered = this.offered(span);
       if (!offered.some(([r]) => r === range)) range = offered.length ? offered[offered.length - 1][0] : RANGES[0][0];
       this.box.setAttribute('data-range', range);
+      this.box.setAttribute('data-span', hist.span); // the range of the data drawn (range once its answer came)
       this.picker.replaceChildren(...RANGES.map(([r, label]) => {
         const ok = offered.some(([x]) => x === r);
         return el('button', {
           type: 'button', 'data-range': r, 'aria-pressed': String(r === range), class: r === range ? 'current' : undefined,
           disabled: !ok, title: ok ? `Show the last ${label}` : `This server keeps only the last ${fmtSpan(span)} of history`,
-          onclick: () => { range = r; this.render(); },
+          onclick: () => { range = r; this.render(); if (this.reload) this.reload(); },
         }, label);
       }));
     }
@@ -206,15 +219,17 @@ window.DelayqCharts = (() => {
         this.picker.replaceChildren();
         this.status.textContent = 'This server keeps no history: only the due-time distribution is shown.';
       } else {
-        this.drawPicker(hist.span);
-        const kept = `The server keeps the last ${fmtSpan(hist.span)} of history, a sample every ${hist.interval} s`;
-        const longer = this.offered(hist.span).length < RANGES.length ? '; longer ranges are not offered' : '';
-        if (!hist.sampled) {
+        this.drawPicker(hist);
+        const res = hist.resolutions || [{ step: hist.interval, keep: hist.span }];
+        const shown = `The last ${fmtSpan(hist.span)} in ${fmtStep(hist.interval)} buckets`;
+        const keeps = `the store keeps ${res.map((r) => `${fmtStep(r.step)} buckets for ${fmtSpan(r.keep)}`).join(' and ')}, for every instance together`;
+        const longer = this.offered(kept(hist)).length < RANGES.length ? '; longer ranges are not offered' : '';
+        if (!hist.sampled || !hist.samples.length) {
           this.status.textContent = (hist.sampled_topics >= hist.max_topics
             ? `Not sampled: ${hist.max_topics} other topics are (the history keeps at most that many).`
-            : `No samples yet: the first is taken within ${hist.interval} s of the topic's first job.`) + ` ${kept}${longer}.`;
+            : `No samples yet: the first is taken within ${fmtStep(res[0].step)} of the topic's first job.`) + ` The ${keeps.slice(4)}${longer}.`;
         } else {
-          this.status.textContent = `${kept}${longer}; fires and lateness are this instance's own.`;
+          this.status.textContent = `${shown}; ${keeps}${longer}.`;
           parts.push('history');
         }
       }
@@ -233,8 +248,10 @@ window.DelayqCharts = (() => {
       if (withHistory) {
         cards.states = card('chart-states', 'Jobs by state');
         cards.fires = card('chart-fires', 'Fires per second');
+        cards.finishes = card('chart-finishes', 'Finishes per second');
+        cards.failures = card('chart-failures', 'Failures per second');
         cards.lateness = card('chart-lateness', 'Fire lateness');
-        this.grid.replaceChildren(cards.states.fig, cards.fires.fig, cards.lateness.fig, cards.due.fig);
+        this.grid.replaceChildren(cards.states.fig, cards.fires.fig, cards.finishes.fig, cards.failures.fig, cards.lateness.fig, cards.due.fig);
       } else {
         this.grid.replaceChildren(cards.due.fig);
       }
@@ -252,27 +269,47 @@ window.DelayqCharts = (() => {
 
     drawHistory(hist) {
       const t1 = Date.now() / 1000, t0 = t1 - range;
-      const samples = hist.samples.map((s) => ({ ...s, t: Date.parse(s.at) / 1000 })).filter((s) => s.t >= t0);
+      const step = hist.interval;
+      // A bucket nobody wrote (the server was down, the topic idle) is a
+      // gap, not a line drawn across it: a null row after each hole.
+      const samples = [];
+      for (const s of hist.samples.map((x) => ({ ...x, t: Date.parse(x.at) / 1000 })).filter((x) => x.t >= t0 - step)) {
+        const prev = samples[samples.length - 1];
+        if (prev && s.t - prev.t > 1.5 * step) samples.push({ t: prev.t + step, gap: true });
+        samples.push(s);
+      }
+      const val = (s, k) => (s.gap ? null : s[k]);
+      const real = samples.filter((s) => !s.gap);
       const xs = samples.map((s) => s.t);
       this.xr = [t0, t1]; // read by the plots' x scale at every setData
       const xRange = () => this.xr;
       const c = this.cards;
 
       this.update('states', (data) => plot(c.states.box, 'Jobs by state', STATES.map((k) => [k, k, fmtNum, 'area']), fmtNum, { data, xRange }),
-        [xs, ...STATES.map((k) => samples.map((s) => s[k]))]);
+        [xs, ...STATES.map((k) => samples.map((s) => val(s, k)))]);
       const last = hist.samples[hist.samples.length - 1];
       c.states.below.replaceChildren(legend(STATES.map((k) => [k, k, fmtNum(last[k])])));
 
-      this.update('fires', (data) => plot(c.fires.box, 'Fires per second', [['fires', 'fires/s', (v) => fmtNum(v) + '/s', 'bars']], fmtNum, { data, xRange }),
-        [xs, samples.map((s) => s.fires_per_sec)]);
-      const total = samples.reduce((n, s) => n + s.fires, 0);
-      c.fires.below.replaceChildren(legend([['fires', 'now', fmtNum(last.fires_per_sec) + '/s'], ['fire-total', `fired in the last ${fmtSpan(range)}`, fmtNum(total)]]));
+      // Fires, finishes and failures: a rate per bucket, the latest
+      // rate and the total over the range.
+      for (const [name, title, unit, total, done] of [
+        ['fires', 'Fires per second', 'fires/s', 'fire-total', 'fired'],
+        ['finishes', 'Finishes per second', 'finishes/s', 'finish-total', 'finished'],
+        ['failures', 'Failures per second', 'failures/s', 'failure-total', 'failed attempts'],
+      ]) {
+        const rate = name + '_per_sec';
+        this.update(name, (data) => plot(c[name].box, title, [[name, unit, (v) => fmtNum(v) + '/s', 'bars']], fmtNum, { data, xRange }),
+          [xs, samples.map((s) => val(s, rate))]);
+        const n = real.reduce((sum, s) => sum + (s[name] || 0), 0);
+        c[name].below.replaceChildren(legend([[name, 'now', fmtNum(last[rate] || 0) + '/s'], [total, `${done} in the last ${fmtSpan(range)}`, fmtNum(n)]]));
+      }
+      c.failures.below.append(el('p', { class: 'muted note' }, 'Failed attempts: releases, buries and TTR expiries.'));
 
       // At least a millisecond high: stores keep times in whole ms, so a
       // quiet hour's latenesses are often all 0.
       this.update('lateness', (data) => plot(c.lateness.box, 'Fire lateness', PERCENTILES.map((p) => [p, p, fmtSeconds, 'line']), fmtSeconds, { data, xRange, yMin: 0.001 }),
         [xs, ...PERCENTILES.map((p) => samples.map((s) => (s.lateness ? s.lateness[p] : null)))]);
-      const fired = samples.filter((s) => s.lateness);
+      const fired = real.filter((s) => s.lateness);
       const lf = fired[fired.length - 1];
       c.lateness.below.replaceChildren(legend(lf ? PERCENTILES.map((p) => [p, p, fmtSeconds(lf.lateness[p])]) : [['none', `no fires in the last ${fmtSpan(range)}`, '']]));
     }
@@ -301,23 +338,31 @@ window.DelayqCharts = (() => {
     el = deps.el;
     const charts = new Charts(topic, deps);
     charts.status.textContent = 'Loading charts…';
+    // seq numbers the fetches: a range click fetches at once, and only
+    // the newest fetch draws and schedules the next.
+    let seq = 0, timer = null;
     const tick = async () => {
+      const my = ++seq;
+      clearTimeout(timer);
       if (!deps.alive()) { charts.destroy(); return; }
       try {
         const [hist, due] = await Promise.all([
-          deps.call('history', { topic }).catch((e) => { if (e.status === 404) return null; throw e; }),
+          deps.call('history', { topic }, undefined, { range: range + 's' }).catch((e) => { if (e.status === 404) return null; throw e; }),
           deps.call('due', { topic }, undefined, { within: DUE_WITHIN.map(([w]) => w).join(',') }),
         ]);
+        if (my !== seq) return;
         if (!deps.alive()) { charts.destroy(); return; }
         charts.hist = hist;
         charts.due = due;
         charts.render();
       } catch (e) {
+        if (my !== seq) return;
         if (!deps.alive()) { charts.destroy(); return; }
         charts.status.textContent = 'Charts unavailable: ' + e.message;
       }
-      setTimeout(tick, REFRESH_MS);
+      timer = setTimeout(tick, REFRESH_MS);
     };
+    charts.reload = tick;
     tick();
     return charts.box;
   }

@@ -137,9 +137,8 @@ func decodeBucket(start int64, v []byte) (store.SeriesBucket, error) {
 }
 
 // AddSeries implements store.SeriesStore: for each sample and resolution
-// a read of the bucket, the merge and a write back, all in one batch
-// written without a sync of its own, with the range delete of any epoch
-// that expired since the last write.
+// a read of the bucket, the merge and a write back, all in one batch, with the range delete of any epoch
+// that expired since the last write; one synced commit.
 func (s *Store) AddSeries(ctx context.Context, at time.Time, samples []store.SeriesSample) error {
 	for _, smp := range samples {
 		if err := smp.Check(); err != nil {
@@ -189,7 +188,10 @@ func (s *Store) AddSeries(ctx context.Context, at time.Time, samples []store.Ser
 				}
 			}
 		}
-		if err := b.Commit(pebble.NoSync); err != nil {
+		// Synced: Pebble keeps an unsynced write in its own buffer until a
+		// later sync, so an idle server's kill -9 would lose it. One
+		// fsync per sample, for every topic at once, every 10 s.
+		if err := b.Commit(pebble.Sync); err != nil {
 			return unavailable("write series", err)
 		}
 		for step, cut := range pruned {
