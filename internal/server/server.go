@@ -22,6 +22,7 @@ import (
 	"github.com/delayq/delayq/internal/config"
 	"github.com/delayq/delayq/internal/dashboard"
 	"github.com/delayq/delayq/internal/engine"
+	"github.com/delayq/delayq/internal/gcfloor"
 	"github.com/delayq/delayq/internal/history"
 	"github.com/delayq/delayq/internal/httpapi"
 	"github.com/delayq/delayq/internal/schedule"
@@ -88,6 +89,9 @@ func New(cfg config.Config, logger *slog.Logger) *Server {
 // cfg.ShutdownTimeout. It returns the failure, if any, joined with any
 // shutdown error (see Shutdown).
 func Run(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	// The process's GC pacing (see gcfloor): Run serves one server per
+	// process, unlike New and Start, which tests call many times.
+	defer gcfloor.Start(gcfloor.DefaultFloor).Stop()
 	s := New(cfg, logger)
 	if err := s.Start(ctx); err != nil {
 		return err
