@@ -213,6 +213,7 @@ func (s *Store) skipCorrupt(t *txn, e *entry, err error) {
 	if n := len(t.popped); n > 0 && t.popped[n-1] == e {
 		t.popped = t.popped[:n-1]
 	}
+	s.drop(e) // take left it in the maps; out of the queues already
 	s.log.Error("diskstore: skipping a job whose record cannot be read; stop the server and run `delayq repair` to salvage the store",
 		"job", e.id, "seq", e.seq, "err", err)
 }

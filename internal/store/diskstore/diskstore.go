@@ -168,6 +168,8 @@ type Store struct {
 	ballast   *ballast                  // headroom released when the disk is full (ballast.go)
 	recBuf    []byte                    // scratch for encoding records (txn.stage); guarded by mu
 	txnBatch  *pebble.Batch             // an empty batch for the next txn, or nil; guarded by mu
+	txnFree   *txn                      // the txn the last transition released, for the next; guarded by mu
+	topicBuf  []*topic                  // scratch for serving; guarded by mu
 	spare     chan spareBatch           // empty group batches for reuse (recycle)
 	series    seriesState               // chart series writes (series.go)
 }
@@ -411,8 +413,9 @@ func (s *Store) write(ctx context.Context, op string, fn func(t *txn) error) err
 	}
 	// A transition is acknowledged only once durable: ctx does not cut
 	// the wait short, so a caller never sees "canceled" for a change
-	// that then survives.
-	return s.wait(context.WithoutCancel(ctx), g)
+	// that then survives. (Background rather than WithoutCancel(ctx):
+	// the same wait, without an allocation per transition.)
+	return s.wait(context.Background(), g)
 }
 
 // stage is write without the wait: it returns the group that holds the

@@ -113,8 +113,24 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.J
 }
 
 // serving returns the topics of names that are not paused at now, each
-// once. Requires mu.
+// once. The slice is valid until the next call. Requires mu.
 func (s *Store) serving(names []string, now time.Time) []*topic {
+	if len(names) <= 8 { // the usual reserve: a few names, no set to build
+		out := s.topicBuf[:0]
+	next:
+		for i, name := range names {
+			for _, prev := range names[:i] {
+				if prev == name {
+					continue next
+				}
+			}
+			if tp := s.topics[name]; tp != nil && !now.Before(tp.paused) {
+				out = append(out, tp)
+			}
+		}
+		s.topicBuf = out
+		return out
+	}
 	var out []*topic
 	seen := make(map[string]bool, len(names))
 	for _, name := range names {
@@ -165,11 +181,14 @@ func (s *Store) change(ctx context.Context, op string, fn func() (old, new *dela
 			return err
 		}
 		t.stage(old, n)
-		out = n
 		if n == nil {
+			// No copy of a deleted job, as in DeleteBatch: once the
+			// delete is applied nothing in the store refers to the
+			// record any more.
 			out = old
+			return nil
 		}
-		out = out.Clone()
+		out = n.Clone()
 		return nil
 	})
 	return out, err

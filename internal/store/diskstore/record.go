@@ -35,7 +35,7 @@ func encodeRecord(dst []byte, j *delayq.Job) []byte {
 	dst = binary.AppendUvarint(dst, j.Seq)
 	dst = appendString(dst, j.Topic)
 	dst = appendString(dst, j.ID)
-	dst = appendString(dst, string(j.Body))
+	dst = appendBytes(dst, j.Body) // not string(j.Body): that conversion copied every body once more
 	dst = binary.AppendUvarint(dst, uint64(j.Priority))
 	dst = binary.AppendVarint(dst, j.TTR.Milliseconds())
 	dst = binary.AppendUvarint(dst, uint64(j.MaxAttempts))
@@ -46,9 +46,10 @@ func encodeRecord(dst []byte, j *delayq.Job) []byte {
 	dst = binary.AppendVarint(dst, j.Delay.Milliseconds())
 	dst = appendString(dst, j.Reservation)
 	dst = appendTime(dst, j.Deadline)
-	for _, n := range []int{j.Timeouts, j.Releases, j.Buries, j.Kicks} {
-		dst = binary.AppendUvarint(dst, uint64(n))
-	}
+	dst = binary.AppendUvarint(dst, uint64(j.Timeouts))
+	dst = binary.AppendUvarint(dst, uint64(j.Releases))
+	dst = binary.AppendUvarint(dst, uint64(j.Buries))
+	dst = binary.AppendUvarint(dst, uint64(j.Kicks))
 	if j.LastReason != "" || !j.LastFailed.IsZero() {
 		dst = appendString(dst, j.LastReason)
 		dst = appendTime(dst, j.LastFailed)
@@ -59,6 +60,12 @@ func encodeRecord(dst []byte, j *delayq.Job) []byte {
 func appendString(dst []byte, s string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))
 	return append(dst, s...)
+}
+
+// appendBytes encodes b exactly as appendString encodes string(b).
+func appendBytes(dst, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
 }
 
 func appendTime(dst []byte, t time.Time) []byte {
