@@ -219,7 +219,10 @@ func (j *Job) Clone() *Job {
 // reservation of job seq. A stale consumer holds an older attempt's token,
 // so it cannot act on the job once another consumer has reserved it.
 func ReservationToken(seq uint64, attempts int) string {
-	return strconv.FormatUint(seq, 10) + "-" + strconv.Itoa(attempts)
+	var b [48]byte // one allocation (the string) per reserve, not three
+	t := strconv.AppendUint(b[:0], seq, 10)
+	t = append(t, '-')
+	return string(strconv.AppendInt(t, int64(attempts), 10))
 }
 
 // Ref names a job by ID, or by Seq when ID is empty (the beanstalkd

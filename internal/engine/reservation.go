@@ -92,7 +92,7 @@ type reservationKeys struct {
 	ds   store.DocStore // the store's documents; nil (a benchmark's bare keys): a key per process
 	mu   sync.Mutex     // serialises loading
 	key  atomic.Pointer[[]byte]
-	macs sync.Pool // of hash.Hash keyed with key
+	macs sync.Pool // of *mac keyed with key
 }
 
 func (k *reservationKeys) get(ctx context.Context) ([]byte, error) {
@@ -108,7 +108,7 @@ func (k *reservationKeys) get(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	k.macs.New = func() any { return hmac.New(sha256.New, key) }
+	k.macs.New = func() any { return &mac{h: hmac.New(sha256.New, key)} }
 	k.key.Store(&key)
 	return key, nil
 }
@@ -146,21 +146,31 @@ func loadReservationKey(ctx context.Context, ds store.DocStore) ([]byte, error) 
 	return nil, fmt.Errorf("engine: reservation key kept changing while it was read: %w", delayq.ErrUnavailable)
 }
 
+// mac is a keyed HMAC with buffers for its input and sum: passed to the
+// hash through an interface, a token's bytes and the sum would each
+// escape to the heap, two objects per tag on every reserve and finish.
+type mac struct {
+	h   hash.Hash
+	in  []byte
+	sum [sha256.Size]byte
+}
+
 // tag is the hex HMAC tag of a store token.
 func (k *reservationKeys) tag(dst []byte, token string) []byte {
-	m := k.macs.Get().(hash.Hash)
-	m.Reset()
-	m.Write([]byte(token))
-	var sum [sha256.Size]byte
-	full := m.Sum(sum[:0])
+	m := k.macs.Get().(*mac)
+	m.h.Reset()
+	m.in = append(m.in[:0], token...)
+	m.h.Write(m.in)
+	full := m.h.Sum(m.sum[:0])
+	dst = hex.AppendEncode(dst, full[:reservationTagLen])
 	k.macs.Put(m)
-	return hex.AppendEncode(dst, full[:reservationTagLen])
+	return dst
 }
 
 // seal turns a store token into the token clients get.
 func (k *reservationKeys) seal(token string) string {
-	b := make([]byte, 0, len(token)+1+2*reservationTagLen)
-	b = append(b, token...)
+	var buf [96]byte // a store token is two decimal integers: the string below is the only allocation
+	b := append(buf[:0], token...)
 	b = append(b, '-')
 	return string(k.tag(b, token))
 }
