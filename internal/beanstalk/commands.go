@@ -111,7 +111,7 @@ func (c *conn) cmdPut(cmd *command) error {
 	}
 	c.srv.stats.totalJobs.Add(1)
 	c.srv.tubes.update(c.use, func(t *tube) { t.totalJobs++ })
-	c.writeLine("INSERTED " + strconv.FormatUint(jobs[0].Seq, 10))
+	c.writeUintLine("INSERTED ", jobs[0].Seq)
 	return nil
 }
 

@@ -37,6 +37,8 @@ type conn struct {
 	n       int               // how many of buf are filled
 	readErr error             // sticky read error, seen while a reserve waited
 	out     bytes.Buffer      // replies not yet sent; sent whole by flush
+	line    [lineBufSize]byte // the command line readLine returned last
+	wdl     time.Time         // the write deadline set on nc; flush renews it
 
 	use      string
 	watch    []string        // in beanstalkd's order (an ignore moves the last in its place)
@@ -181,12 +183,14 @@ func lineEnd(b []byte) int {
 
 // readLine returns the next command line without its "\r\n". A line that
 // does not fit in lineBufSize is read to its end and refused with
-// errBadFormat; other errors mean the connection is done.
+// errBadFormat; other errors mean the connection is done. The line is
+// valid until the next call: it is copied into c.line, not allocated
+// (nothing keeps a command's line once the command ran).
 func (c *conn) readLine() ([]byte, error) {
 	discarding := false
 	for {
 		if i := lineEnd(c.buf[:c.n]); i >= 0 {
-			line := bytes.Clone(c.buf[:i])
+			line := c.line[:copy(c.line[:], c.buf[:i])]
 			c.consume(i + 2)
 			if discarding {
 				return nil, errBadFormat
@@ -296,9 +300,22 @@ func (c *conn) writeLine(s string) {
 	c.out.WriteString("\r\n")
 }
 
+// writeUintLine writes "<word><n>\r\n" (word ends with its space)
+// without building the line as a string first.
+func (c *conn) writeUintLine(word string, n uint64) {
+	b := append(c.out.AvailableBuffer(), word...)
+	b = strconv.AppendUint(b, n, 10)
+	c.out.Write(append(b, '\r', '\n'))
+}
+
 // writeJob writes "<word> <id> <bytes>\r\n<body>\r\n".
 func (c *conn) writeJob(word string, j *delayq.Job) {
-	c.writeLine(word + " " + strconv.FormatUint(j.Seq, 10) + " " + strconv.Itoa(len(j.Body)))
+	b := append(c.out.AvailableBuffer(), word...)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, j.Seq, 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(len(j.Body)), 10)
+	c.out.Write(append(b, '\r', '\n'))
 	c.out.Write(j.Body)
 	c.out.WriteString("\r\n")
 }
@@ -312,11 +329,21 @@ func (c *conn) writeData(data []byte) {
 
 // flush sends the replies within Limits.WriteTimeout, so a client that
 // never reads cannot hold this goroutine.
+//
+// The deadline is not set anew for every flush: it is set a quarter of
+// WriteTimeout further out than needed and renewed only once less than
+// WriteTimeout is left, so every write still gets at least WriteTimeout
+// (at most 1.25 times that) and a busy connection changes its runtime
+// timer a few times a WriteTimeout instead of at every reply.
 func (c *conn) flush() error {
 	if c.out.Len() == 0 {
 		return nil
 	}
-	c.nc.SetWriteDeadline(time.Now().Add(c.srv.limits.WriteTimeout))
+	now, wt := time.Now(), c.srv.limits.WriteTimeout
+	if c.wdl.Sub(now) < wt {
+		c.wdl = now.Add(wt + wt/4)
+		c.nc.SetWriteDeadline(c.wdl)
+	}
 	_, err := c.out.WriteTo(c.nc)
 	if c.out.Cap() > 64<<10 {
 		c.out = bytes.Buffer{} // do not keep a big body's buffer for an idle connection
