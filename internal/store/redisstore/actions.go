@@ -247,9 +247,20 @@ if finished then j.state = 'finished'
 elseif j.state == 'buried' then j.state = 'failed'
 else j.state = 'deleted' end
 clear(j)
-save(seq, j)
-redis.call('HSET', K_JOB .. seq, 'ended', fmt(now))
-if ARGV[7] ~= '1' then redis.call('HDEL', K_JOB .. seq, 'body') end
+j.ended = fmt(now)
+-- The record is written anew, without what a retained job no longer
+-- needs (its claim, the empty reservation fields, the body unless kept):
+-- a hash whose values are all short fits Redis's compact listpack
+-- encoding again, several times smaller than the hashtable a 100-byte
+-- body had made it (docs/redis.md has the figures).
+local a = {}
+for f, v in pairs(j) do
+  if f ~= 'hdirty' and f ~= 'claim' and (v ~= '' or f == 'body') and (f ~= 'body' or ARGV[7] == '1') then
+    a[#a + 1] = f; a[#a + 1] = v
+  end
+end
+redis.call('DEL', K_JOB .. seq)
+redis.call('HSET', K_JOB .. seq, unpack(a))
 redis.call('PEXPIRE', K_JOB .. seq, keep)
 redis.call('SET', K_RET .. j.id, seq, 'PX', keep)
 local idx = K_ENDED[j.state]
