@@ -339,6 +339,22 @@ redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
 return 1
 `)
 
+// retainSeqScript moves a retained job's seq -> topic entry from its
+// shard's hash to a key of its own with the retention as TTL, in one
+// step (both keys share the shard's hash tag), so a reader finds one or
+// the other.
+//
+//	KEYS[1] -> the retained seq key
+//	KEYS[2] -> the seq's shard
+//	ARGV[1] -> the topic
+//	ARGV[2] -> the retention (ms)
+//	ARGV[3] -> the seq
+var retainSeqScript = rueidis.NewLuaScript(`
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('HDEL', KEYS[2], ARGV[3])
+return 1
+`)
+
 // retainIndex keeps a retained job's global entries for the retention:
 // its seq -> topic (a key of its own with a TTL, written before the
 // shard's field is dropped, so a reader always finds one) and its id
@@ -349,12 +365,9 @@ func (s *Store) retainIndex(ctx context.Context, r record, keep int64) {
 	j, seq := r.job, strconv.FormatUint(r.job.Seq, 10)
 	ttl := strconv.FormatInt(keep, 10)
 	retained := j.Topic + "|0|" + nonce()
-	for _, res := range s.c.DoMulti(ctx,
-		s.c.B().Set().Key(s.k.retainedSeq(j.Seq)).Value(j.Topic).PxMilliseconds(keep).Build(),
-		s.c.B().Hdel().Key(s.k.seqShard(j.Seq)).Field(seq).Build()) {
-		if err := res.Error(); err != nil {
-			s.log.Warn("redisstore: could not index a retained job by seq", "seq", seq, "err", err)
-		}
+	if err := retainSeqScript.Exec(ctx, s.c, []string{s.k.retainedSeq(j.Seq), s.k.seqShard(j.Seq)},
+		[]string{j.Topic, ttl, seq}).Error(); err != nil {
+		s.log.Warn("redisstore: could not index a retained job by seq", "seq", seq, "err", err)
 	}
 	if err := retainScript.Exec(ctx, s.c, []string{s.k.claim(j.ID)}, []string{r.claim, retained, ttl}).Error(); err != nil {
 		s.log.Warn("redisstore: could not keep a retained job's id claim", "id", j.ID, "err", err)
