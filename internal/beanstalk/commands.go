@@ -1,7 +1,9 @@
 package beanstalk
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"time"
@@ -116,12 +118,24 @@ func (c *conn) cmdPut(cmd *command) error {
 }
 
 func (c *conn) cmdPeek(cmd *command) error {
-	j, err := c.srv.Engine.Get(c.ctx, delayq.Ref{Seq: cmd.id})
+	j, err := c.liveJob(c.ctx, cmd.id)
 	if err != nil {
 		return err
 	}
 	c.writeJob("FOUND", j)
 	return nil
+}
+
+// liveJob reads job seq as beanstalkd knows jobs: a job that ended and
+// is only retained (--retain: finished, deleted, failed) is not found,
+// as beanstalkd, which has no such states, would answer.
+func (c *conn) liveJob(ctx context.Context, seq uint64) (*delayq.Job, error) {
+	ref := delayq.Ref{Seq: seq}
+	j, err := c.srv.Engine.Get(ctx, ref)
+	if err == nil && j.State.Retained() {
+		return nil, delayq.ForJob(ref, fmt.Errorf("beanstalk: job #%d is %s: %w", seq, j.State, delayq.ErrNotFound))
+	}
+	return j, err
 }
 
 func (c *conn) cmdPeekReady(*command) error   { return c.peekFirst(delayq.StateReady) }
@@ -148,7 +162,7 @@ func (c *conn) cmdReserveWithTimeout(cmd *command) error { return c.reserve(cmd.
 
 func (c *conn) cmdReserveJob(cmd *command) error {
 	c.setWorker()
-	j, err := c.srv.Engine.ReserveJob(c.ctx, delayq.Ref{Seq: cmd.id})
+	j, err := c.srv.Engine.ReserveJob(c.ctx, delayq.Ref{Seq: cmd.id}, c.by())
 	if err != nil {
 		return err
 	}

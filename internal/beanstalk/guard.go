@@ -190,7 +190,7 @@ func (c *conn) jobAllows(seq uint64, o auth.Op) (bool, error) {
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
-	j, err := c.srv.Engine.Get(ctx, delayq.Ref{Seq: seq})
+	j, err := c.liveJob(ctx, seq)
 	if errors.Is(err, delayq.ErrNotFound) {
 		return true, nil
 	}

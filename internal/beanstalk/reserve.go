@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/auth"
 	"github.com/delayq/delayq/internal/engine"
 )
 
@@ -29,7 +30,7 @@ func (c *conn) reserve(timeout int64) error {
 	// read whatever follows it, so a client that half-closes its socket
 	// (shutdown(SHUT_WR)) right after reserve-with-timeout gets RESERVED.
 	// Only a wait ends at a hangup (TIMED_OUT, as in beanstalkd).
-	jobs, err := c.srv.Engine.Reserve(c.ctx, engine.ReserveRequest{Topics: c.watch})
+	jobs, err := c.srv.Engine.Reserve(c.ctx, engine.ReserveRequest{Topics: c.watch, By: c.by()})
 	if err != nil {
 		return err
 	}
@@ -59,7 +60,7 @@ func (c *conn) reserve(timeout int64) error {
 		if holds {
 			wait = min(wait, time.Until(soon.Add(-deadlineMargin)))
 		}
-		jobs, err := c.srv.Engine.Reserve(ctx, engine.ReserveRequest{Topics: c.watch, Wait: max(wait, 0)})
+		jobs, err := c.srv.Engine.Reserve(ctx, engine.ReserveRequest{Topics: c.watch, Wait: max(wait, 0), By: c.by()})
 		if err != nil {
 			return err
 		}
@@ -82,7 +83,7 @@ func (c *conn) reserve(timeout int64) error {
 
 // reserveNow takes a ready job without waiting, or returns orElse.
 func (c *conn) reserveNow(orElse error) error {
-	jobs, err := c.srv.Engine.Reserve(c.ctx, engine.ReserveRequest{Topics: c.watch})
+	jobs, err := c.srv.Engine.Reserve(c.ctx, engine.ReserveRequest{Topics: c.watch, By: c.by()})
 	if err != nil {
 		return err
 	}
@@ -91,6 +92,16 @@ func (c *conn) reserveNow(orElse error) error {
 	}
 	c.sendReserved(jobs[0])
 	return nil
+}
+
+// by names this connection's client in the attempts it reserves
+// (Job.History): its principal when it authenticated as one, else the
+// connection itself, by its remote address.
+func (c *conn) by() string {
+	if c.principal != nil && c.principal != auth.Open {
+		return c.principal.Name
+	}
+	return "beanstalk " + c.remote
 }
 
 // sendReserved records the reservation as this connection's and sends it.

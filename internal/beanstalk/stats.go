@@ -83,7 +83,7 @@ func (s *Server) tubeStats(ctx context.Context, name string) (delayq.TopicStats,
 }
 
 func (c *conn) cmdStatsJob(cmd *command) error {
-	j, err := c.srv.Engine.Get(c.ctx, delayq.Ref{Seq: cmd.id})
+	j, err := c.liveJob(c.ctx, cmd.id)
 	if err != nil {
 		return err
 	}

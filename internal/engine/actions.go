@@ -16,11 +16,31 @@ func (e *Engine) Finish(ctx context.Context, ref delayq.Ref) (*delayq.Job, error
 	if err := needReservation("finish", ref); err != nil {
 		return nil, e.record("finish", err)
 	}
-	j, err := e.st.Delete(ctx, store.DeleteParams{Ref: ref})
+	j, err := e.st.Delete(ctx, store.DeleteParams{Ref: ref, Now: time.Now()})
 	if err == nil {
 		e.metrics.JobsFinished(j.Topic, 1)
 	}
 	return j, e.record("finish", delayq.ForJob(ref, err))
+}
+
+// FinishByID finishes a job by its id alone, whoever holds it: the
+// original protocol's finish, which has no reservations. A reserved job
+// is deleted under the reservation it holds, so it is kept (--retain) as
+// finished, as a consumer's finish keeps it; a job not reserved is
+// deleted (it was never handed out, so it did not finish).
+func (e *Engine) FinishByID(ctx context.Context, id string) (*delayq.Job, error) {
+	ref := delayq.Ref{ID: id}
+	if err := checkRef(ref); err != nil {
+		return nil, e.record("finish", err)
+	}
+	if j, err := e.st.Get(ctx, ref); err == nil && j.State == delayq.StateReserved {
+		ref.Reservation = j.Reservation
+	}
+	j, err := e.st.Delete(ctx, store.DeleteParams{Ref: ref, Force: true, Now: time.Now()})
+	if err == nil && ref.Reservation != "" {
+		e.metrics.JobsFinished(j.Topic, 1)
+	}
+	return j, e.record("finish", delayq.ForJob(delayq.Ref{ID: id}, err))
 }
 
 // needReservation refuses a consumer action (finish, release, touch, bury)
@@ -52,7 +72,7 @@ func (e *Engine) Delete(ctx context.Context, ref delayq.Ref, force bool) (*delay
 	if err := checkRef(ref); err != nil {
 		return nil, e.record("delete", err)
 	}
-	j, err := e.st.Delete(ctx, store.DeleteParams{Ref: ref, Force: force})
+	j, err := e.st.Delete(ctx, store.DeleteParams{Ref: ref, Force: force, Now: time.Now()})
 	if err == nil && ref.Reservation != "" {
 		// beanstalkd's delete of a job the connection holds is its finish
 		e.metrics.JobsFinished(j.Topic, 1)
@@ -274,8 +294,8 @@ func (e *Engine) List(ctx context.Context, r ListRequest) (*ListResult, error) {
 	if err := delayq.CheckTopic(r.Topic); err != nil {
 		return nil, err
 	}
-	if r.State != "" && !r.State.Valid() {
-		return nil, delayq.Invalid(delayq.CodeBadState, "state", "%q is not delayed, ready, reserved or buried", r.State)
+	if r.State != "" && !r.State.Valid() && !r.State.Retained() {
+		return nil, delayq.Invalid(delayq.CodeBadState, "state", "%q is not delayed, ready, reserved, buried, finished, deleted or failed", r.State)
 	}
 	if r.Limit == 0 {
 		r.Limit = DefaultListLimit
@@ -343,6 +363,7 @@ func (e *Engine) FinishBatch(ctx context.Context, refs []delayq.Ref) (errs []err
 		return nil, e.record("finish", err)
 	}
 	errs = make([]error, len(refs))
+	now := time.Now()
 	ps := make([]store.DeleteParams, 0, len(refs))
 	idx := make([]int, 0, len(refs))
 	for i, ref := range refs {
@@ -354,7 +375,7 @@ func (e *Engine) FinishBatch(ctx context.Context, refs []delayq.Ref) (errs []err
 			errs[i] = delayq.CheckID(ref.ID)
 			continue
 		}
-		ps = append(ps, store.DeleteParams{Ref: ref})
+		ps = append(ps, store.DeleteParams{Ref: ref, Now: now})
 		idx = append(idx, i)
 	}
 	if len(ps) > 0 {

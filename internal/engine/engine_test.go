@@ -496,7 +496,7 @@ func TestErrorsNameTheJob(t *testing.T) {
 	}
 	batch := []PutRequest{{ID: "b", Topic: "t", TTR: ptr(time.Second)}, put[0]}
 	_, err = e.Put(ctx, batch)
-	if !errors.Is(err, delayq.ErrExists) || delayq.Message(err) != `job "a" already exists` {
+	if !errors.Is(err, delayq.ErrExists) || delayq.Message(err) != `job "a" already exists (ready)` {
 		t.Errorf("Put of a live id = %v (message %q), want ErrExists naming \"a\"", err, delayq.Message(err))
 	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/store"
@@ -40,7 +41,7 @@ func (e *Engine) Purge(ctx context.Context, topic string, state delayq.State) (i
 		}
 		ps := make([]store.DeleteParams, len(page.Jobs))
 		for i, j := range page.Jobs {
-			ps[i] = store.DeleteParams{Ref: delayq.Ref{ID: j.ID}, Force: true}
+			ps[i] = store.DeleteParams{Ref: delayq.Ref{ID: j.ID}, Force: true, Now: time.Now()}
 		}
 		_, errs, err := e.st.DeleteBatch(ctx, ps)
 		if err != nil {

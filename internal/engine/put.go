@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"time"
 
@@ -120,22 +121,46 @@ func checkBatch(n int) error {
 	return nil
 }
 
-// existing names the job whose id made a put fail with ErrExists: the
-// store's error says it in the store's words, so look the ids up (only
-// on this failure path) and name the first that is live.
+// existing names the job whose id made a put fail with ErrExists, with
+// that job's state (live, or retained within the idempotency window), so
+// every front end can tell a producer whose retried put was refused
+// whether its job waits or is done. The store's *delayq.ExistsError says
+// which id, and its state when the store knew it; otherwise (a store
+// that does not say) the ids are looked up, only on this failure path.
 func (e *Engine) existing(ctx context.Context, jobs []*delayq.Job, err error) error {
 	if !errors.Is(err, delayq.ErrExists) {
 		return err
 	}
+	var ee *delayq.ExistsError
+	if errors.As(err, &ee) && ee.ID != "" {
+		taken := *ee // the store's error stays as it gave it
+		if taken.State == "" {
+			if j, gerr := e.st.Get(ctx, delayq.Ref{ID: taken.ID}); gerr == nil {
+				taken.State = j.State
+			}
+		}
+		return existsErr(&taken, err)
+	}
 	for _, j := range jobs {
-		if _, gerr := e.st.Get(ctx, delayq.Ref{ID: j.ID}); gerr == nil {
-			return delayq.ForJob(delayq.Ref{ID: j.ID}, err)
+		if live, gerr := e.st.Get(ctx, delayq.Ref{ID: j.ID}); gerr == nil {
+			return existsErr(&delayq.ExistsError{ID: j.ID, State: live.State}, err)
 		}
 	}
 	if len(jobs) == 1 {
-		return delayq.ForJob(delayq.Ref{ID: jobs[0].ID}, err)
+		return existsErr(&delayq.ExistsError{ID: jobs[0].ID}, err)
 	}
 	return err
+}
+
+// existsErr names the taken id and its state in the error a front end
+// shows (`job "x" already exists (finished)`), keeping the store's error
+// as the cause and ee where errors.As finds it.
+func existsErr(ee *delayq.ExistsError, cause error) error {
+	detail := map[error]string{}
+	if ee.State != "" {
+		detail[delayq.ErrExists] = "already exists (" + string(ee.State) + ")"
+	}
+	return delayq.ForJobDetail(delayq.Ref{ID: ee.ID}, fmt.Errorf("%w (%w)", ee, cause), detail)
 }
 
 // newJob validates r and builds the job it asks for, with what the

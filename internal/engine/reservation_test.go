@@ -133,7 +133,7 @@ func TestTopicCheckActsOnTheCheckedJob(t *testing.T) {
 			return err
 		}},
 		{"reserve-job", func(ctx context.Context, _ string) error {
-			_, err := e.ReserveJob(ctx, delayq.Ref{ID: "x"})
+			_, err := e.ReserveJob(ctx, delayq.Ref{ID: "x"}, "test")
 			return err
 		}},
 		{"finish", func(ctx context.Context, res string) error {

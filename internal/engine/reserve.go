@@ -15,6 +15,9 @@ type ReserveRequest struct {
 	Topics []string
 	N      int           // 1 to delayq.MaxReserveN; 0 means 1
 	Wait   time.Duration // 0 answers at once; at most Config.MaxWait
+	// By names who reserves, kept in each job's attempt (Job.History):
+	// the caller's principal, or its connection when it has none.
+	By string
 }
 
 // Reserve hands out up to r.N ready jobs, in priority-then-seq order. It
@@ -82,7 +85,7 @@ func (e *Engine) reserveNow(ctx context.Context, r ReserveRequest) ([]*delayq.Jo
 	// exact: the store truncates it to act at, and rounds the deadline up
 	// from it, so the TTR runs from this instant (store.BeginTTR).
 	now := time.Now()
-	jobs, err := e.st.Reserve(ctx, store.ReserveParams{Topics: r.Topics, Max: r.N, Now: now})
+	jobs, err := e.st.Reserve(ctx, store.ReserveParams{Topics: r.Topics, Max: r.N, Now: now, By: r.By})
 	if err != nil || len(jobs) == 0 {
 		return nil, err
 	}

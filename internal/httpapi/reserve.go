@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/api"
+	"github.com/delayq/delayq/internal/auth"
 	"github.com/delayq/delayq/internal/engine"
 )
 
@@ -19,7 +20,7 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	er := engine.ReserveRequest{Topics: req.Topics, N: req.N}
+	er := engine.ReserveRequest{Topics: req.Topics, N: req.N, By: reserver(r)}
 	if req.Wait != nil {
 		er.Wait = time.Duration(*req.Wait)
 	}
@@ -32,4 +33,14 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJobs(w, &api.JobsResponse{Jobs: api.FromJobs(jobs)})
+}
+
+// reserver names r's caller in the attempts it reserves (Job.History):
+// its principal, or on a server without tokens ("open") the client's
+// address, which is all that tells one consumer from another there.
+func reserver(r *http.Request) string {
+	if c, ok := auth.CallerOf(r.Context()); ok && c.Principal != nil && c.Principal != auth.Open {
+		return c.Principal.Name
+	}
+	return "http " + r.RemoteAddr
 }
