@@ -157,6 +157,28 @@ type Job struct {
 	Kicks      int    `json:"kicks"`
 	LastReason string `json:"last_reason,omitempty"`
 	LastFailed *Time  `json:"last_failed,omitempty"`
+
+	// History is the job's most recent attempts (at most 20), oldest
+	// first; absent while it was never reserved.
+	History []Attempt `json:"history,omitempty"`
+	// EndedAt is when a retained job (state finished, deleted or failed)
+	// ended; absent for a live job.
+	EndedAt *Time `json:"ended_at,omitempty"`
+}
+
+// Attempt is one reservation of a job and how it ended.
+type Attempt struct {
+	// Attempt is the job's attempts count this reservation made (1 for
+	// the first; a give-back costs none, so the next one has the same).
+	Attempt    int    `json:"attempt"`
+	ReservedAt Time   `json:"reserved_at"`
+	By         string `json:"by"` // the principal, or the connection without one
+	// EndedAt, Outcome and Reason are absent while the attempt runs.
+	// Outcome is finished, released, ttr_expired, buried, gave_back or
+	// deleted; Reason is the consumer's (release, bury) or "ttr expired".
+	EndedAt *Time  `json:"ended_at,omitempty"`
+	Outcome string `json:"outcome,omitempty"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // UpdateRequest is the body of PATCH /v1/jobs/{id}; absent fields are kept.
@@ -254,6 +276,11 @@ type ClusterResponse struct {
 type ErrorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// State is, with code exists, the state of the job that has the id:
+	// live (delayed, ready, reserved, buried) or retained (finished,
+	// deleted, failed), so a producer retrying a put learns its job is
+	// there or done.
+	State string `json:"state,omitempty"`
 }
 
 // ErrorResponse is every error answer: {"error":{"code","message"}}.
@@ -280,4 +307,7 @@ type CommandResponse struct {
 	Error   string `json:"error"`
 	ID      string `json:"id"`
 	Value   string `json:"value"`
+	// State is, when an add failed because the id is taken, the state
+	// of the job that has it (see ErrorBody.State).
+	State string `json:"state,omitempty"`
 }

@@ -57,6 +57,18 @@ func FromJob(j *delayq.Job) Job {
 		w.Reservation = j.Reservation
 		w.Deadline = &Time{Time: j.Deadline}
 	}
+	if !j.Ended.IsZero() {
+		w.EndedAt = &Time{Time: j.Ended}
+	}
+	if len(j.History) > 0 {
+		w.History = make([]Attempt, len(j.History))
+		for i, a := range j.History {
+			w.History[i] = Attempt{Attempt: a.N, ReservedAt: Time{Time: a.Reserved}, By: a.By, Outcome: string(a.Outcome), Reason: a.Reason}
+			if !a.Ended.IsZero() {
+				w.History[i].EndedAt = &Time{Time: a.Ended}
+			}
+		}
+	}
 	return w
 }
 
@@ -85,6 +97,16 @@ func (w *Job) ToJob() (*delayq.Job, error) {
 	}
 	if w.LastFailed != nil {
 		j.LastFailed = w.LastFailed.Time
+	}
+	if w.EndedAt != nil {
+		j.Ended = w.EndedAt.Time
+	}
+	for _, a := range w.History {
+		h := delayq.Attempt{N: a.Attempt, Reserved: a.ReservedAt.Time, By: a.By, Outcome: delayq.Outcome(a.Outcome), Reason: a.Reason}
+		if a.EndedAt != nil {
+			h.Ended = a.EndedAt.Time
+		}
+		j.History = append(j.History, h)
 	}
 	b, err := DecodeBody(w.Body, w.BodyBase64)
 	if err != nil {

@@ -105,3 +105,48 @@ func TestDurationRange(t *testing.T) {
 		t.Errorf(`"soon" = %v, want an error naming it`, err)
 	}
 }
+
+// TestHistoryRoundTrip: a retained job's attempts and end survive
+// FromJob, JSON and ToJob, an attempt in progress without end, outcome
+// or reason.
+func TestHistoryRoundTrip(t *testing.T) {
+	at := time.UnixMilli(1_700_000_000_123).UTC()
+	j := &delayq.Job{
+		ID: "a", Seq: 7, Topic: "t", Body: []byte("x"), TTR: time.Second, Attempts: 2,
+		State: delayq.StateFinished, Due: at, Created: at, Ended: at.Add(3 * time.Second),
+		History: []delayq.Attempt{
+			{N: 1, Reserved: at, By: "alice", Ended: at.Add(time.Second), Outcome: delayq.OutcomeReleased, Reason: "503"},
+			{N: 2, Reserved: at.Add(2 * time.Second), By: "http 127.0.0.1:5", Ended: at.Add(3 * time.Second), Outcome: delayq.OutcomeFinished},
+		},
+	}
+	b, err := json.Marshal(FromJob(j))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"ended_at":"2023-11-14T22:13:23.123Z"`, `"history":[{"attempt":1,"reserved_at":"2023-11-14T22:13:20.123Z","by":"alice","ended_at":"2023-11-14T22:13:21.123Z","outcome":"released","reason":"503"},`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("FromJob(retained job) = %s, want it to hold %s", b, want)
+		}
+	}
+	var w Job
+	if err := json.Unmarshal(b, &w); err != nil {
+		t.Fatal(err)
+	}
+	got, err := w.ToJob()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Ended.Equal(j.Ended) || len(got.History) != len(j.History) {
+		t.Fatalf("round trip: ended %s, %d attempts; want %s, %d", got.Ended, len(got.History), j.Ended, len(j.History))
+	}
+	for i, a := range got.History {
+		want := j.History[i]
+		if a.N != want.N || !a.Reserved.Equal(want.Reserved) || a.By != want.By || !a.Ended.Equal(want.Ended) || a.Outcome != want.Outcome || a.Reason != want.Reason {
+			t.Errorf("round trip: attempt %d = %+v, want %+v", i, a, want)
+		}
+	}
+	live := FromJob(&delayq.Job{ID: "b", State: delayq.StateReserved, History: []delayq.Attempt{{N: 1, Reserved: at, By: "bob"}}})
+	if live.EndedAt != nil || live.History[0].EndedAt != nil || live.History[0].Outcome != "" {
+		t.Errorf("FromJob(live job, attempt in progress) = ended %v, attempt %+v; want neither ended", live.EndedAt, live.History[0])
+	}
+}

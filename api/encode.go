@@ -90,6 +90,43 @@ func (j *Job) AppendJSON(b []byte) []byte {
 		b = append(b, `,"last_failed":`...)
 		b = j.LastFailed.appendJSON(b)
 	}
+	if len(j.History) > 0 {
+		b = append(b, `,"history":[`...)
+		for i := range j.History {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = j.History[i].appendJSON(b)
+		}
+		b = append(b, ']')
+	}
+	if j.EndedAt != nil {
+		b = append(b, `,"ended_at":`...)
+		b = j.EndedAt.appendJSON(b)
+	}
+	return append(b, '}')
+}
+
+// appendJSON appends a as encoding/json would marshal it.
+func (a *Attempt) appendJSON(b []byte) []byte {
+	b = append(b, `{"attempt":`...)
+	b = strconv.AppendInt(b, int64(a.Attempt), 10)
+	b = append(b, `,"reserved_at":`...)
+	b = a.ReservedAt.appendJSON(b)
+	b = append(b, `,"by":`...)
+	b = appendString(b, a.By)
+	if a.EndedAt != nil {
+		b = append(b, `,"ended_at":`...)
+		b = a.EndedAt.appendJSON(b)
+	}
+	if a.Outcome != "" {
+		b = append(b, `,"outcome":`...)
+		b = appendString(b, a.Outcome)
+	}
+	if a.Reason != "" {
+		b = append(b, `,"reason":`...)
+		b = appendString(b, a.Reason)
+	}
 	return append(b, '}')
 }
 

@@ -17,7 +17,10 @@ func sampleJobs() []Job {
 		{ID: "a", Seq: 1, Topic: "q", State: "ready", Body: ptr("hello"), Priority: 1024, TTR: 60, Due: t0, Created: t0},
 		{ID: "b\"<>&\\", Seq: math.MaxUint64, Topic: "t.é", State: "reserved", BodyBase64: ptr("AAEC"), Priority: math.MaxUint32,
 			TTR: 0.0000001, MaxAttempts: 3, Attempts: 2, Due: t0, Created: Time{}, Reservation: "7-2", Deadline: &t0,
-			Timeouts: 1, Releases: 2, Buries: 3, Kicks: 4, LastReason: "ttr expired\n\u2028\x00", LastFailed: &t0},
+			Timeouts: 1, Releases: 2, Buries: 3, Kicks: 4, LastReason: "ttr expired\n\u2028\x00", LastFailed: &t0,
+			History: []Attempt{{Attempt: 1, ReservedAt: t0, By: "alice", EndedAt: &t0, Outcome: "released", Reason: "503 \"<x>\""}, {Attempt: 2, ReservedAt: t0, By: "http 127.0.0.1:5"}}},
+		{ID: "e", State: "finished", Body: ptr("done"), Due: t0, Created: t0, EndedAt: &t0,
+			History: []Attempt{{Attempt: 1, ReservedAt: Time{}, By: "é", EndedAt: &t0, Outcome: "finished"}}},
 		{ID: "c", Body: ptr("\xff\xfe invalid utf-8"), TTR: 1e21, Due: t0, Created: t0},
 		{ID: "d", Body: ptr(""), TTR: 1.5, Due: t0, Created: t0},
 	}
@@ -51,8 +54,9 @@ func FuzzJobsResponseJSON(f *testing.F) {
 			Timeouts: int(n), Releases: int(n), Buries: int(n), Kicks: int(n), LastReason: reason}
 		if text {
 			j.Body, j.Deadline = &body, &at
+			j.History = []Attempt{{Attempt: int(n), ReservedAt: at, By: topic}, {Attempt: int(n), ReservedAt: at, By: id, EndedAt: &at, Outcome: reason, Reason: body}}
 		} else {
-			j.BodyBase64, j.LastFailed = &body, &at
+			j.BodyBase64, j.LastFailed, j.EndedAt = &body, &at, &at
 		}
 		r := JobsResponse{Jobs: []Job{j, j}, Next: topic}
 		want, err := json.Marshal(r)

@@ -61,7 +61,18 @@ func CodeOf(err error) (code string, status int) {
 // for people (delayq.Message), never the layers it passed through.
 func ErrorOf(err error) ErrorBody {
 	code, _ := CodeOf(err)
-	return ErrorBody{Code: code, Message: delayq.Message(err)}
+	return ErrorBody{Code: code, Message: delayq.Message(err), State: StateOf(err)}
+}
+
+// StateOf is the state of the job whose id made a put fail (an
+// *delayq.ExistsError's State), or "" for any other error: the
+// ErrorBody's state.
+func StateOf(err error) string {
+	var ee *delayq.ExistsError
+	if errors.As(err, &ee) {
+		return string(ee.State)
+	}
+	return ""
 }
 
 // Err turns an error answer back into an error that wraps the matching
@@ -72,7 +83,7 @@ func (e ErrorResponse) Err(status int) error { return e.Error.Err(status) }
 // Err is ErrorResponse.Err for a bare error object, such as one entry of
 // a batch finish's results.
 func (e ErrorBody) Err(status int) error {
-	re := &RemoteError{Status: status, Code: e.Code, Message: e.Message, sentinel: delayq.SentinelOf(e.Code)}
+	re := &RemoteError{Status: status, Code: e.Code, Message: e.Message, State: e.State, sentinel: delayq.SentinelOf(e.Code)}
 	switch {
 	case re.sentinel != nil:
 	case IsLimitCode(e.Code):
@@ -87,9 +98,12 @@ func (e ErrorBody) Err(status int) error {
 // server's message, which names the problem ("job \"x\" not found"); the
 // code is in Code for programs.
 type RemoteError struct {
-	Status   int
-	Code     string
-	Message  string
+	Status  int
+	Code    string
+	Message string
+	// State is, for code exists, the state of the job that has the id
+	// (ErrorBody.State); "" otherwise.
+	State    string
 	sentinel error
 }
 

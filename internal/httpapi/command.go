@@ -45,7 +45,7 @@ func (h *handler) command(w http.ResponseWriter, r *http.Request) {
 var commands = map[string]func(*handler, *http.Request, *api.CommandRequest) (api.CommandResponse, error){
 	"add":    (*handler).cmdAdd,
 	"pop":    (*handler).cmdPop,
-	"finish": (*handler).cmdDelete,
+	"finish": (*handler).cmdFinish,
 	"delete": (*handler).cmdDeleteAudited,
 }
 
@@ -110,20 +110,34 @@ func (h *handler) cmdPop(r *http.Request, req *api.CommandRequest) (api.CommandR
 	if err != nil {
 		return api.CommandResponse{}, err
 	}
-	jobs, err := h.e.Reserve(r.Context(), engine.ReserveRequest{Topics: []string{req.Topic}, N: 1, Wait: wait})
+	jobs, err := h.e.Reserve(r.Context(), engine.ReserveRequest{Topics: []string{req.Topic}, N: 1, Wait: wait, By: reserver(r)})
 	if err != nil || len(jobs) == 0 {
 		return api.CommandResponse{}, err
 	}
 	return api.CommandResponse{ID: jobs[0].ID, Value: string(jobs[0].Body)}, nil
 }
 
-// cmdDelete serves finish and delete: by id alone, whoever holds the job
+// cmdDelete serves delete: by id alone, whoever holds the job
 // (the original protocol has no reservations; v1 is stricter).
 func (h *handler) cmdDelete(r *http.Request, req *api.CommandRequest) (api.CommandResponse, error) {
 	if req.ID == "" {
 		return api.CommandResponse{}, delayq.CheckID(req.ID) // a ref without id or seq names nothing
 	}
 	j, err := h.e.Delete(r.Context(), delayq.Ref{ID: req.ID}, true)
+	if err != nil {
+		return api.CommandResponse{}, err
+	}
+	return api.CommandResponse{ID: j.ID}, nil
+}
+
+// cmdFinish serves finish: by id alone, whoever holds the job, as the
+// original protocol has no reservations; the engine finishes it under
+// the reservation it holds, so it is kept as finished.
+func (h *handler) cmdFinish(r *http.Request, req *api.CommandRequest) (api.CommandResponse, error) {
+	if req.ID == "" {
+		return api.CommandResponse{}, delayq.CheckID(req.ID) // a ref without id or seq names nothing
+	}
+	j, err := h.e.FinishByID(r.Context(), req.ID)
 	if err != nil {
 		return api.CommandResponse{}, err
 	}
@@ -186,7 +200,7 @@ func failed(err error) api.CommandResponse {
 	if errors.As(err, new(*http.MaxBytesError)) {
 		return api.CommandResponse{Error: "request body is too large"}
 	}
-	return api.CommandResponse{Error: delayq.Message(err)}
+	return api.CommandResponse{Error: delayq.Message(err), State: api.StateOf(err)}
 }
 
 func quote(s string) string {

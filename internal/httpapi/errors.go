@@ -56,7 +56,7 @@ func (h *handler) writeError(w http.ResponseWriter, r *http.Request, err error) 
 			msg = "internal error; see the server log"
 		}
 	}
-	writeJSON(w, status, api.ErrorResponse{Error: api.ErrorBody{Code: code, Message: msg}})
+	writeJSON(w, status, api.ErrorResponse{Error: api.ErrorBody{Code: code, Message: msg, State: api.StateOf(err)}})
 }
 
 // writeJSON answers v with status.
