@@ -146,6 +146,8 @@ func defaultVars() kong.Vars {
 		"min_free_mib":       strconv.Itoa(d.MinFreeMiB),
 		"ballast_mib":        strconv.Itoa(d.BallastMiB),
 		"max_wait":           d.MaxWait.String(),
+		"retain":             d.Retain.String(),
+		"retain_bodies":      strconv.FormatBool(d.RetainBodies),
 		"max_reserve_topics": strconv.Itoa(d.MaxReserveTopics),
 		"shutdown_timeout":   d.ShutdownTimeout.String(),
 		"alarm_interval":     d.AlarmInterval.String(),

@@ -24,6 +24,8 @@ type serveCmd struct {
 	Fsync            fsyncFlag     `name:"fsync" env:"DELAYQ_FSYNC" default:"always" help:"always: answer each write once it is fsynced (the default). A duration such as 50ms: answer once the write reaches the operating system (a kill -9 loses nothing) and fsync at least that often (a power loss loses at most that window), like beanstalkd -f and Redis appendfsync everysec. Not with --redis (Redis's appendfsync governs)."`
 	BallastMiB       int           `name:"ballast-mib" env:"DELAYQ_BALLAST_MIB" default:"${ballast_mib}" help:"Disk space the embedded store holds in reserve (a file in the data directory) and releases when the disk is full, so reserves, finishes and deletes keep working, in MiB (0 keeps none)."`
 	MaxBody          int           `name:"max-body" env:"DELAYQ_MAX_BODY" default:"${max_body}" help:"Largest job body, in bytes."`
+	Retain           time.Duration `name:"retain" env:"DELAYQ_RETAIN" default:"${retain}" help:"How long a job that ended (finished, deleted, or failed for good) stays readable with its attempts, and its id refused to a new put (0 keeps none)."`
+	RetainBodies     bool          `name:"retain-bodies" env:"DELAYQ_RETAIN_BODIES" default:"${retain_bodies}" negatable:"" help:"Keep the bodies of the ended jobs --retain keeps (--retain-bodies=false or --no-retain-bodies keeps them without)."`
 	MaxWait          time.Duration `name:"max-wait" env:"DELAYQ_MAX_WAIT" default:"${max_wait}" help:"Longest a reserve may long-poll."`
 	MaxReserveTopics int           `name:"max-reserve-topics" env:"DELAYQ_MAX_RESERVE_TOPICS" default:"${max_reserve_topics}" help:"Most topics one reserve may list."`
 	AdvertiseURL     string        `name:"advertise-url" env:"DELAYQ_ADVERTISE_URL" help:"Base URL clients use to reach this instance (default: from the listen address)."`
@@ -61,6 +63,8 @@ func (c *serveCmd) config() config.Config {
 		BallastMiB:       c.BallastMiB,
 		MaxBody:          c.MaxBody,
 		MaxWait:          c.MaxWait,
+		Retain:           c.Retain,
+		RetainBodies:     c.RetainBodies,
 		MaxReserveTopics: c.MaxReserveTopics,
 		AdvertiseURL:     c.AdvertiseURL,
 		ShutdownTimeout:  c.ShutdownTimeout,

@@ -83,6 +83,14 @@ type Config struct {
 	// reopen and take reserves, finishes and deletes. Default 64; 0 keeps
 	// none. Ignored with Redis.
 	BallastMiB int
+	// Retain is how long a job that ended (finished, deleted, or failed
+	// for good) stays readable with its attempts, and its id taken so a
+	// retried put is refused as a duplicate (the idempotency window).
+	// Default 1h; 0 keeps none.
+	Retain time.Duration
+	// RetainBodies keeps the retained jobs' bodies; without it they are
+	// kept without one. Default true.
+	RetainBodies bool
 	// MaxBody is the largest job body, in bytes. Default 65,535
 	// (beanstalkd's max-job-size); at most MaxBodyLimit.
 	MaxBody int
@@ -145,6 +153,8 @@ func Default() Config {
 		MinFreeMiB:       256,
 		BallastMiB:       64,
 		MaxBody:          delayq.MaxBodyDefault,
+		Retain:           time.Hour,
+		RetainBodies:     true,
 		MaxWait:          delayq.MaxWaitDefault,
 		MaxReserveTopics: 1000,
 		ShutdownTimeout:  30 * time.Second,
@@ -206,6 +216,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBody < 1 || c.MaxBody > MaxBodyLimit {
 		add("max-body", "%d is out of range (1 to %d bytes)", c.MaxBody, MaxBodyLimit)
+	}
+	if c.Retain < 0 {
+		add("retain", "%v is negative (0 keeps no ended job)", c.Retain)
 	}
 	if c.MaxWait <= 0 || c.MaxWait > MaxWaitLimit {
 		add("max-wait", "%v is out of range (more than 0, at most %v)", c.MaxWait, MaxWaitLimit)

@@ -184,6 +184,12 @@ func openInterruptible[T interface{ Close() error }](ctx context.Context, log *s
 	}
 }
 
+// retention is how long the store keeps the jobs that end (--retain,
+// --retain-bodies).
+func (s *Server) retention() store.Retention {
+	return store.Retention{For: s.cfg.Retain, Bodies: s.cfg.RetainBodies}
+}
+
 // openStore opens the backend the configuration names: Redis when
 // cfg.Redis is set (DataDir is then ignored), else the embedded store.
 func (s *Server) openStore(ctx context.Context) (store.Store, error) {
@@ -191,7 +197,7 @@ func (s *Server) openStore(ctx context.Context) (store.Store, error) {
 	if s.cfg.Redis != "" {
 		st, err := redisstore.New(ctx, redisstore.Options{URL: s.cfg.Redis, Logger: s.log.With("component", "redisstore"),
 			Prefix: s.cfg.RedisPrefix, Buckets: s.cfg.RedisBuckets, Volatile: s.cfg.RedisVolatile,
-			WaitReplicas: s.cfg.RedisWaitReplicas, WaitTimeout: s.cfg.RedisWaitTimeout})
+			WaitReplicas: s.cfg.RedisWaitReplicas, WaitTimeout: s.cfg.RedisWaitTimeout, Retention: s.retention()})
 		if err != nil {
 			return nil, fmt.Errorf("server: open redis store: %w", err)
 		}
@@ -206,6 +212,7 @@ func (s *Server) openStore(ctx context.Context) (store.Store, error) {
 			MinFree:   minFreeBytes(s.cfg.MinFreeMiB),
 			SyncEvery: s.cfg.Fsync,
 			Ballast:   int64(s.cfg.BallastMiB) << 20,
+			Retention: s.retention(),
 		})
 	})
 	if err != nil {

@@ -72,6 +72,10 @@ type Options struct {
 	// data directory and releases when the disk is full (ballast.go).
 	// 0 keeps none.
 	Ballast int64
+	// Retention is how long the store keeps the jobs it removes
+	// (finished, deleted, failed; see store.Retention); the zero value
+	// keeps none.
+	Retention store.Retention
 
 	// nearChunk is how many due-index entries one load brings into memory;
 	// tests lower it. Defaults to defaultNearChunk.
