@@ -56,9 +56,13 @@ func (r *PutRequest) wire() api.PutRequest {
 // A put with an ID is retried after a network error, on another address if
 // there is one; when the retry answers "already exists" for a job with the
 // same topic and body, the first attempt was applied and Put reports it as
-// a success. A put without an ID is sent again only when it certainly never
+// a success, whether that job still waits or already ended (finished,
+// deleted or failed within the server's --retain, the idempotency window:
+// a job kept without its body, --retain-bodies=false, is matched by its
+// topic). A put without an ID is sent again only when it certainly never
 // reached a server, so it can never create two jobs; Producer always sets an
-// ID.
+// ID. A put refused outright as a duplicate fails with delayq.ErrExists;
+// ExistingState says what became of the job that has the id.
 func (c *Client) Put(ctx context.Context, topic string, r PutRequest) (api.PutResponse, error) {
 	var out api.PutResponse
 	mode := retryUnsent
@@ -72,21 +76,40 @@ func (c *Client) Put(ctx context.Context, topic string, r PutRequest) (api.PutRe
 	return out, err
 }
 
-// ownPut decides whether the live job that made a retried put answer
-// "already exists" is the one the first, unanswered attempt created.
+// ownPut decides whether the job that made a retried put answer "already
+// exists", live or retained, is the one the first, unanswered attempt
+// created.
 func (c *Client) ownPut(ctx context.Context, topic string, r PutRequest, existsErr error) (api.PutResponse, error) {
 	j, err := c.Get(ctx, r.ID)
 	switch {
 	case errors.Is(err, delayq.ErrNotFound):
-		// Created, then already consumed and finished: still ours.
+		// Created, then consumed, finished and gone: still ours.
 		return api.PutResponse{ID: r.ID}, nil
 	case err != nil:
 		// Cannot tell; the put was sent with our id and a job has it.
 		return api.PutResponse{ID: r.ID}, nil
-	case j.Topic != topic || string(j.Body) != string(r.Body):
+	case j.Topic != topic:
+		return api.PutResponse{}, existsErr
+	case j.State.Retained() && len(j.Body) == 0:
+		// Ended and kept without its body (--retain-bodies=false): the
+		// topic is all there is to compare.
+	case string(j.Body) != string(r.Body):
 		return api.PutResponse{}, existsErr
 	}
 	return api.PutResponse{ID: j.ID, Seq: j.Seq}, nil
+}
+
+// ExistingState returns, for a put refused because its id is taken
+// (errors.Is(err, delayq.ErrExists)), the state of the job that has the
+// id: live (delayed, ready, reserved, buried), or ended and retained
+// within the server's --retain (finished, deleted, failed). It is "" for
+// any other error, or when the server did not say.
+func ExistingState(err error) delayq.State {
+	var re *api.RemoteError
+	if errors.Is(err, delayq.ErrExists) && errors.As(err, &re) {
+		return delayq.State(re.State)
+	}
+	return ""
 }
 
 // PutBatch puts up to delayq.MaxBatch jobs into topic in one durable write

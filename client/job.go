@@ -26,6 +26,11 @@ type Job struct {
 	Deadline time.Time
 	// Reservation is the token that proves this consumer holds the job.
 	Reservation string
+	// History is the job's most recent attempts (at most 20), oldest
+	// first, this one last: who reserved each, and how and why the
+	// earlier ones ended (released with the handler's error, TTR
+	// expired, ...).
+	History []delayq.Attempt
 
 	c      *Client
 	margin time.Duration
@@ -42,7 +47,7 @@ func newJob(c *Client, dj *delayq.Job, sent time.Time, margin time.Duration) *Jo
 	return &Job{
 		ID: dj.ID, Seq: dj.Seq, Topic: dj.Topic, Body: dj.Body, Priority: dj.Priority,
 		TTR: dj.TTR, MaxAttempts: dj.MaxAttempts, Attempts: dj.Attempts,
-		Deadline: dj.Deadline, Reservation: dj.Reservation,
+		Deadline: dj.Deadline, Reservation: dj.Reservation, History: dj.History,
 		c: c, margin: margin, kick: make(chan struct{}, 1), local: sent.Add(dj.TTR),
 	}
 }
