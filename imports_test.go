@@ -19,7 +19,7 @@ func TestImportRules(t *testing.T) {
 	}
 	const mod = "github.com/delayq/delayq"
 	concrete := []string{mod + "/internal/store/diskstore", mod + "/internal/store/redisstore", mod + "/internal/store/memstore"}
-	frontends := []string{mod + "/internal/httpapi", mod + "/internal/beanstalk"}
+	frontends := []string{mod + "/internal/httpapi", mod + "/internal/beanstalk", mod + "/internal/grpcapi"}
 	rules := map[string]func(imp string) bool{ // package → is this import allowed?
 		mod:             stdlibOr(),
 		mod + "/api":    stdlibOr(mod),
@@ -29,6 +29,7 @@ func TestImportRules(t *testing.T) {
 		},
 		mod + "/internal/httpapi":   func(imp string) bool { return !hasAny(imp, append(concrete, mod+"/internal/store")) },
 		mod + "/internal/beanstalk": func(imp string) bool { return !hasAny(imp, append(concrete, mod+"/internal/store")) },
+		mod + "/internal/grpcapi":   func(imp string) bool { return !hasAny(imp, append(concrete, mod+"/internal/store")) },
 	}
 	// Below the front ends: the engine, the stores and what they use.
 	below := func(pkg string) bool {
@@ -38,7 +39,7 @@ func TestImportRules(t *testing.T) {
 		pkg, imps, _ := strings.Cut(line, ":")
 		if below(pkg) {
 			for _, imp := range strings.Fields(imps) {
-				if imp == mod+"/api" {
+				if imp == mod+"/api" || strings.HasPrefix(imp, mod+"/api/gen/") {
 					t.Errorf("%s imports %s: below the front ends nothing knows the wire types (see docs/architecture.md)", pkg, imp)
 				}
 			}

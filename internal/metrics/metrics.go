@@ -24,6 +24,7 @@ type Metrics struct {
 	jobsFinished *prometheus.CounterVec
 	jobsFailed   *prometheus.CounterVec
 	httpDuration *prometheus.HistogramVec
+	grpcDuration *prometheus.HistogramVec
 	topicLabels  topicLabels
 	fireLateness prometheus.Histogram
 	readyWait    prometheus.Histogram
@@ -80,6 +81,11 @@ func New(topics func(context.Context) ([]delayq.TopicStats, error)) *Metrics {
 			Help:    "HTTP requests by route pattern (\"unmatched\" when none serves the path), method (\"other\" beyond the usual ones) and status code: how long each took to answer. A long-polling reserve counts its wait.",
 			Buckets: httpBuckets,
 		}, []string{"route", "method", "code"}),
+		grpcDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "delayq_grpc_request_duration_seconds",
+			Help:    "gRPC, gRPC-Web and Connect calls of delayq.v1.DelayQService by procedure (\"unmatched\" when none serves the path) and status code (\"ok\", \"not_found\", ...): how long each took to answer. A long-polling Reserve counts its wait.",
+			Buckets: httpBuckets,
+		}, []string{"procedure", "code"}),
 		fireLateness: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "delayq_fire_lateness_seconds",
 			Help:    "How long after its due time a delayed job was made ready.",
@@ -118,7 +124,7 @@ func New(topics func(context.Context) ([]delayq.TopicStats, error)) *Metrics {
 	}
 	m.counts.init()
 	m.topicLabels.init(DefaultTopicLabels)
-	reg.MustRegister(m.admin, m.jobsPut, m.jobsFinished, m.jobsFailed, m.httpDuration)
+	reg.MustRegister(m.admin, m.jobsPut, m.jobsFinished, m.jobsFailed, m.httpDuration, m.grpcDuration)
 	reg.MustRegister(m.ops, m.fireLateness, m.readyWait, m.timeouts, m.releases, m.buries, m.buried, m.waiters, m.commit, buildInfo(buildinfo.Read()),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if topics != nil {
@@ -187,6 +193,12 @@ func (m *Metrics) JobsFailed(topic, class string, n int) {
 // from bounded sets (the caller maps the rest to fixed values).
 func (m *Metrics) HTTPRequest(route, method, code string, d time.Duration) {
 	m.httpDuration.WithLabelValues(route, method, code).Observe(d.Seconds())
+}
+
+// GRPCRequest records one call of the gRPC API. procedure and code must
+// come from bounded sets (the service's procedures, the status codes).
+func (m *Metrics) GRPCRequest(procedure, code string, d time.Duration) {
+	m.grpcDuration.WithLabelValues(procedure, code).Observe(d.Seconds())
 }
 
 // LimitTopicLabels bounds the distinct topic label values of the

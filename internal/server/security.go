@@ -83,7 +83,8 @@ func (s *Server) secureHTTP(l net.Listener) net.Listener {
 		}
 	})
 	if tlsOn {
-		return tls.NewListener(s.sec.conns, s.sec.tls.Config())
+		// HTTP/2 first: gRPC clients need it (grpc.go).
+		return tls.NewListener(s.sec.conns, s.sec.tls.Config("h2", "http/1.1"))
 	}
 	return s.sec.conns
 }

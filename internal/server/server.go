@@ -301,8 +301,8 @@ func (s *Server) httpServer(api http.Handler) *http.Server {
 		// A hostile web page must not make an operator's browser put, kick
 		// or delete jobs: refuse cross-origin unsafe requests (browsers say
 		// where they come from; curl and SDK clients send no such headers).
-		Handler: httpapi.Observe(s.eng, s.guardHTTP(http.NewCrossOriginProtection().Handler(api)),
-			httpapi.ObserveOptions{Logger: s.log.With("component", "http"), AccessLog: s.cfg.AccessLog}),
+		Handler: s.withGRPC(httpapi.Observe(s.eng, s.guardHTTP(http.NewCrossOriginProtection().Handler(api)),
+			httpapi.ObserveOptions{Logger: s.log.With("component", "http"), AccessLog: s.cfg.AccessLog})),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      s.cfg.MaxWait + writeSlack,
@@ -310,6 +310,7 @@ func (s *Server) httpServer(api http.Handler) *http.Server {
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.With("component", "http").Handler(), slog.LevelWarn),
 	}
+	srv.Protocols = httpProtocols()
 	// http.Server.Shutdown closes the listeners first, then calls this and
 	// waits for in-flight requests: draining the engine now makes every
 	// long-poll return, so the wait is short.

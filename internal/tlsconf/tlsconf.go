@@ -112,8 +112,14 @@ func (r *Reloader) current() (*tls.Certificate, *x509.CertPool) {
 }
 
 // Config returns a server configuration that asks the Reloader for the
-// certificate and client CAs of every handshake.
-func (r *Reloader) Config() *tls.Config {
+// certificate and client CAs of every handshake. nextProtos are the
+// application protocols it offers by ALPN, most preferred first; none
+// offers "http/1.1" alone. The HTTP listener offers "h2" too, which
+// gRPC clients need.
+func (r *Reloader) Config(nextProtos ...string) *tls.Config {
+	if len(nextProtos) == 0 {
+		nextProtos = []string{"http/1.1"}
+	}
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
@@ -121,7 +127,7 @@ func (r *Reloader) Config() *tls.Config {
 			c := &tls.Config{
 				MinVersion:   tls.VersionTLS12,
 				Certificates: []tls.Certificate{*cert},
-				NextProtos:   []string{"http/1.1"},
+				NextProtos:   nextProtos,
 			}
 			if pool != nil {
 				c.ClientCAs = pool
