@@ -8,8 +8,8 @@
 // errors become status codes with the delayq code in an ErrorInfo detail
 // (errors.go). The checks that come before a call are the HTTP API's,
 // applied to the call: the Host header, the bearer token or client
-// certificate, the token's request rate, its scope for the method
-// (rules.go, one table), the request bytes in flight and the request's
-// size (handler.go). Audit records, the access log and the request
+// certificate, the token's request rate, its scope for the method (auth's
+// scope table, by the operation each method maps to in rules.go), the
+// request bytes in flight and the request's size (handler.go). Audit records, the access log and the request
 // duration histogram are written as the HTTP API writes them.
 package grpcapi

@@ -137,7 +137,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx = audit.WithActor(ctx, &in.actor)
 	r = r.WithContext(ctx)
 	procedure := r.URL.Path
-	if _, ok := rules[procedure]; !ok {
+	if _, ok := ops[procedure]; !ok {
 		procedure = "unmatched"
 	}
 	rec := &recorder{ResponseWriter: w}
@@ -231,7 +231,7 @@ func codeIn(ce *connect.Error) string {
 }
 
 // intercept runs around every method, once its request is decoded: the
-// scope check of rules (which needs the request's topic), the call, the
+// scope check of allow (which needs the request's topic), the call, the
 // audit record of the calls that change something outside the job hot
 // path, and the mapping of the call's error to its status.
 func (h *handler) intercept(next connect.UnaryFunc) connect.UnaryFunc {
@@ -242,7 +242,7 @@ func (h *handler) intercept(next connect.UnaryFunc) connect.UnaryFunc {
 			p = auth.Open // served without ServeHTTP's checks: nothing checks tokens
 		}
 		var resp connect.AnyResponse
-		cctx, err := rules[procedure](ctx, p, req.Any())
+		cctx, err := allow(ctx, p, ops[procedure], req.Any())
 		if err == nil {
 			resp, err = next(cctx, req)
 		}

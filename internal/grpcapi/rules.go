@@ -2,7 +2,6 @@ package grpcapi
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/api/gen/delayq/v1/delayqv1connect"
@@ -10,92 +9,80 @@ import (
 	"github.com/delayq/delayq/internal/engine"
 )
 
-// rule decides whether p may make a call with request message msg; it
-// returns the context to serve the call with (ctx, or ctx with the
-// engine's check of each named job's topic: see onJob), or the refusal.
-type rule func(ctx context.Context, p *auth.Principal, msg any) (context.Context, error)
-
-// rules maps each method of DelayQService to the scope it needs: the same
-// scope as the HTTP route it mirrors (docs/security.md), so a token may do
-// the same over both. Calls that name a job by id check the scope against
-// that job's own topic, in the engine's step that acts on it (onJob); the
-// calls that act on a reservation included: a reservation proves the
-// caller holds the job, not that its token may use the job's topic.
-// TestEveryMethodHasARule keeps this table and the service equal.
-var rules = map[string]rule{
-	delayqv1connect.DelayQServicePutProcedure:         onTopic(auth.Produce),
-	delayqv1connect.DelayQServicePutBatchProcedure:    onTopic(auth.Produce),
-	delayqv1connect.DelayQServiceReserveProcedure:     onTopics(auth.Consume),
-	delayqv1connect.DelayQServiceFinishProcedure:      onJob(auth.Consume),
-	delayqv1connect.DelayQServiceFinishBatchProcedure: onJob(auth.Consume), // each entry checked against its job's topic
-	delayqv1connect.DelayQServiceReleaseProcedure:     onJob(auth.Consume),
-	delayqv1connect.DelayQServiceTouchProcedure:       onJob(auth.Consume),
-	delayqv1connect.DelayQServiceBuryProcedure:        onJob(auth.Consume),
-	delayqv1connect.DelayQServiceKickProcedure:        onJob(auth.Admin),
-	delayqv1connect.DelayQServiceKickTopicProcedure:   onTopic(auth.Admin),
-	delayqv1connect.DelayQServiceGetProcedure:         onJob(auth.Read),
-	delayqv1connect.DelayQServiceUpdateProcedure:      onJob(auth.Admin),
-	delayqv1connect.DelayQServiceDeleteProcedure:      onJob(auth.Produce, auth.Admin), // a producer revokes its jobs
-	delayqv1connect.DelayQServiceListProcedure:        onTopic(auth.Read),
+// ops maps each method of DelayQService to its operation in auth's scope
+// table, the one every protocol uses: the same operation as the HTTP
+// route it mirrors, so a token may do the same over both.
+// TestEveryMethodHasAnOp keeps this table and the service equal.
+var ops = map[string]auth.Op{
+	delayqv1connect.DelayQServicePutProcedure:         auth.OpPut,
+	delayqv1connect.DelayQServicePutBatchProcedure:    auth.OpPut,
+	delayqv1connect.DelayQServiceReserveProcedure:     auth.OpReserve,
+	delayqv1connect.DelayQServiceFinishProcedure:      auth.OpFinish,
+	delayqv1connect.DelayQServiceFinishBatchProcedure: auth.OpFinish, // each entry checked against its job's topic
+	delayqv1connect.DelayQServiceReleaseProcedure:     auth.OpRelease,
+	delayqv1connect.DelayQServiceTouchProcedure:       auth.OpTouch,
+	delayqv1connect.DelayQServiceBuryProcedure:        auth.OpBury,
+	delayqv1connect.DelayQServiceKickProcedure:        auth.OpKickJob,
+	delayqv1connect.DelayQServiceKickTopicProcedure:   auth.OpKick,
+	delayqv1connect.DelayQServiceGetProcedure:         auth.OpGet,
+	delayqv1connect.DelayQServiceUpdateProcedure:      auth.OpUpdate,
+	delayqv1connect.DelayQServiceDeleteProcedure:      auth.OpDelete,
+	delayqv1connect.DelayQServiceListProcedure:        auth.OpList,
 }
 
-func forbidden(format string, args ...any) error {
-	return &refusal{code: delayq.CodeForbidden, msg: "forbidden: " + fmt.Sprintf(format, args...)}
+func forbidden(msg string) error {
+	return &refusal{code: delayq.CodeForbidden, msg: "forbidden: " + msg}
 }
 
-// onTopic checks s on the request's topic field.
-func onTopic(s auth.Scope) rule {
-	return func(ctx context.Context, p *auth.Principal, msg any) (context.Context, error) {
-		t := msg.(interface{ GetTopic() string }).GetTopic()
-		if !p.Allows(s, t) {
-			return nil, forbidden("this token has no %s scope on topic %q", s, t)
-		}
-		return ctx, nil
+// allow decides whether p may run op with request message msg, as auth's
+// table says: on the topics the request names (its topic or topics
+// field), on every topic, or, for a call that names jobs by id, on some
+// topic now and on each job's own topic in the engine's step that acts
+// on it (engine.WithTopicCheck): checking before the call would leave a
+// job deleted and put again in another topic meanwhile unchecked, and a
+// reservation proves the caller holds a job, not that its token may use
+// the job's topic. It returns the context to serve the call with.
+func allow(ctx context.Context, p *auth.Principal, op auth.Op, msg any) (context.Context, error) {
+	n, ok := auth.NeedOf(op)
+	if !ok {
+		return nil, forbidden("this call is not in the scope table")
 	}
-}
-
-// onTopics checks s on every topic of the request's topics field.
-func onTopics(s auth.Scope) rule {
-	return func(ctx context.Context, p *auth.Principal, msg any) (context.Context, error) {
-		if !p.AllowsSome(s) {
-			return nil, forbidden("this call needs the %s scope", s)
+	switch n.On {
+	case auth.OnTopics:
+		var topics []string
+		switch m := msg.(type) {
+		case interface{ GetTopics() []string }:
+			topics = m.GetTopics()
+		case interface{ GetTopic() string }:
+			topics = []string{m.GetTopic()}
 		}
-		for _, t := range msg.(interface{ GetTopics() []string }).GetTopics() {
-			if !p.Allows(s, t) {
-				return nil, forbidden("this token has no %s scope on topic %q", s, t)
+		if !p.MaySome(op) {
+			return nil, forbidden(p.Denied(op, ""))
+		}
+		for _, t := range topics {
+			if !p.May(op, t) {
+				return nil, forbidden(p.Denied(op, t))
 			}
 		}
-		return ctx, nil
-	}
-}
-
-// onJob lets a call that names jobs by id through when p has one of
-// scopes on some topic, and has the engine check the topic of each job
-// the call names (engine.WithTopicCheck) in the same step that acts on
-// it, as the HTTP API does: checking before the call would leave a job
-// deleted and put again in another topic meanwhile unchecked. A
-// principal with a scope on every topic needs no check.
-func onJob(scopes ...auth.Scope) rule {
-	return func(ctx context.Context, p *auth.Principal, _ any) (context.Context, error) {
-		some := false
-		for _, s := range scopes {
-			if p.AllowsAll(s) {
-				return ctx, nil
-			}
-			some = some || p.AllowsSome(s)
+	case auth.OnJobs:
+		if p.MayAll(op) {
+			return ctx, nil // allowed on every topic: nothing to look up
 		}
-		if !some {
-			return nil, forbidden("this call needs the %s scope", scopes[0])
+		if !p.MaySome(op) {
+			return nil, forbidden(p.Denied(op, ""))
 		}
 		return engine.WithTopicCheck(ctx, func(topic string) error {
-			for _, s := range scopes {
-				if p.Allows(s, topic) {
-					return nil
-				}
+			if p.May(op, topic) {
+				return nil
 			}
 			return delayq.ErrForbidden
 		}), nil
+	case auth.OnEvery:
+		if !p.MayAll(op) {
+			return nil, forbidden(p.Denied(op, ""))
+		}
 	}
+	return ctx, nil
 }
 
 // hideReservations blanks the reservation of every job whose topic p may
