@@ -11,11 +11,11 @@ import (
 	delayqv1 "github.com/delayq/delayq/api/gen/delayq/v1"
 )
 
-// statusOf maps each delayq code that has a status of its own to it, in
-// one place (docs/grpc.md shows the table). Codes not listed take their
-// kind's: every validation code (bad_id, body_too_big, ...) is
-// InvalidArgument, every limit code (rate_limited, topic_full, ...)
-// ResourceExhausted; an unknown error is Internal.
+// statusOf maps each delayq code that is not a validation or a limit
+// code to its status, in one place (docs/grpc.md shows the table). Every
+// validation code (bad_id, body_too_big, ...) is InvalidArgument, every
+// limit code (rate_limited, topic_full, ...) ResourceExhausted (codeOf);
+// an unknown error is Internal.
 var statusOf = map[string]connect.Code{
 	delayq.CodeNotFound:        connect.CodeNotFound,
 	delayq.CodeExists:          connect.CodeAlreadyExists,
@@ -40,7 +40,9 @@ type refusal struct {
 func (r *refusal) Error() string { return r.msg }
 
 // codeOf is err's delayq code, the ErrorInfo's field and the status code
-// it is answered with.
+// it is answered with. A validation error is InvalidArgument whatever its
+// code (bad_state names both a List of no state and the sentinel
+// ErrState, which is FailedPrecondition).
 func codeOf(err error) (code, field string, status connect.Code) {
 	var rf *refusal
 	var ve *delayq.ValidationError
@@ -48,17 +50,16 @@ func codeOf(err error) (code, field string, status connect.Code) {
 	case errors.As(err, &rf):
 		code = rf.code
 	case errors.As(err, &ve):
-		code, field = ve.Code, ve.Field
+		return ve.Code, ve.Field, connect.CodeInvalidArgument
+	case errors.Is(err, delayq.ErrLimit):
+		return delayq.CodeOf(err), "", connect.CodeResourceExhausted
 	default:
 		code = delayq.CodeOf(err)
 	}
 	if s, ok := statusOf[code]; ok {
 		return code, field, s
 	}
-	switch {
-	case errors.Is(err, delayq.ErrLimit):
-		return code, field, connect.CodeResourceExhausted
-	case errors.Is(err, delayq.ErrInvalid):
+	if errors.Is(err, delayq.ErrInvalid) {
 		return code, field, connect.CodeInvalidArgument
 	}
 	return delayq.CodeInternal, "", connect.CodeInternal

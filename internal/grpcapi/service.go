@@ -103,6 +103,16 @@ func (s *service) Reserve(ctx context.Context, req *connect.Request[delayqv1.Res
 	return connect.NewResponse(&delayqv1.ReserveResponse{Jobs: fromJobs(jobs)}), nil
 }
 
+// refOf names the job of a call by id. An empty id is refused as bad_id
+// here: a Ref with neither id nor seq names nothing, and over HTTP the id
+// is a path segment that cannot be empty.
+func refOf(id, reservation string) (delayq.Ref, error) {
+	if id == "" {
+		return delayq.Ref{}, delayq.CheckID(id)
+	}
+	return delayq.Ref{ID: id, Reservation: reservation}, nil
+}
+
 // answer returns what answers the job a call returned, its reservation
 // hidden from a caller that may not consume from its topic:
 // answer(ctx)(s.e.Get(ctx, ref)).
@@ -117,7 +127,11 @@ func answer(ctx context.Context) func(*delayq.Job, error) (*delayqv1.Job, error)
 }
 
 func (s *service) Finish(ctx context.Context, req *connect.Request[delayqv1.FinishRequest]) (*connect.Response[delayqv1.FinishResponse], error) {
-	j, err := answer(ctx)(s.e.Finish(ctx, delayq.Ref{ID: req.Msg.GetId(), Reservation: req.Msg.GetReservation()}))
+	ref, err := refOf(req.Msg.GetId(), req.Msg.GetReservation())
+	if err != nil {
+		return nil, err
+	}
+	j, err := answer(ctx)(s.e.Finish(ctx, ref))
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +160,11 @@ func (s *service) FinishBatch(ctx context.Context, req *connect.Request[delayqv1
 
 func (s *service) Release(ctx context.Context, req *connect.Request[delayqv1.ReleaseRequest]) (*connect.Response[delayqv1.ReleaseResponse], error) {
 	m := req.Msg
-	r := engine.ReleaseRequest{Ref: delayq.Ref{ID: m.GetId(), Reservation: m.GetReservation()}, Reason: m.GetReason()}
+	ref, err := refOf(req.Msg.GetId(), m.GetReservation())
+	if err != nil {
+		return nil, err
+	}
+	r := engine.ReleaseRequest{Ref: ref, Reason: m.GetReason()}
 	r.Priority = m.Priority
 	d, err := duration(m.GetDelay(), delayq.CodeBadDelay, "delay")
 	if err != nil {
@@ -163,7 +181,11 @@ func (s *service) Release(ctx context.Context, req *connect.Request[delayqv1.Rel
 }
 
 func (s *service) Touch(ctx context.Context, req *connect.Request[delayqv1.TouchRequest]) (*connect.Response[delayqv1.TouchResponse], error) {
-	j, err := answer(ctx)(s.e.Touch(ctx, delayq.Ref{ID: req.Msg.GetId(), Reservation: req.Msg.GetReservation()}))
+	ref, err := refOf(req.Msg.GetId(), req.Msg.GetReservation())
+	if err != nil {
+		return nil, err
+	}
+	j, err := answer(ctx)(s.e.Touch(ctx, ref))
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +194,11 @@ func (s *service) Touch(ctx context.Context, req *connect.Request[delayqv1.Touch
 
 func (s *service) Bury(ctx context.Context, req *connect.Request[delayqv1.BuryRequest]) (*connect.Response[delayqv1.BuryResponse], error) {
 	m := req.Msg
-	r := engine.BuryRequest{Ref: delayq.Ref{ID: m.GetId(), Reservation: m.GetReservation()}, Reason: m.GetReason()}
+	ref, err := refOf(req.Msg.GetId(), m.GetReservation())
+	if err != nil {
+		return nil, err
+	}
+	r := engine.BuryRequest{Ref: ref, Reason: m.GetReason()}
 	r.Priority = m.Priority
 	j, err := answer(ctx)(s.e.Bury(ctx, r))
 	if err != nil {
@@ -182,7 +208,11 @@ func (s *service) Bury(ctx context.Context, req *connect.Request[delayqv1.BuryRe
 }
 
 func (s *service) Kick(ctx context.Context, req *connect.Request[delayqv1.KickRequest]) (*connect.Response[delayqv1.KickResponse], error) {
-	j, err := answer(ctx)(s.e.KickJob(ctx, delayq.Ref{ID: req.Msg.GetId()}))
+	ref, err := refOf(req.Msg.GetId(), "")
+	if err != nil {
+		return nil, err
+	}
+	j, err := answer(ctx)(s.e.KickJob(ctx, ref))
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +235,11 @@ func (s *service) KickTopic(ctx context.Context, req *connect.Request[delayqv1.K
 }
 
 func (s *service) Get(ctx context.Context, req *connect.Request[delayqv1.GetRequest]) (*connect.Response[delayqv1.GetResponse], error) {
-	j, err := answer(ctx)(s.e.Get(ctx, delayq.Ref{ID: req.Msg.GetId()}))
+	ref, err := refOf(req.Msg.GetId(), "")
+	if err != nil {
+		return nil, err
+	}
+	j, err := answer(ctx)(s.e.Get(ctx, ref))
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +248,11 @@ func (s *service) Get(ctx context.Context, req *connect.Request[delayqv1.GetRequ
 
 func (s *service) Update(ctx context.Context, req *connect.Request[delayqv1.UpdateRequest]) (*connect.Response[delayqv1.UpdateResponse], error) {
 	m := req.Msg
-	u := engine.UpdateRequest{Ref: delayq.Ref{ID: m.GetId()}}
+	ref, err := refOf(req.Msg.GetId(), "")
+	if err != nil {
+		return nil, err
+	}
+	u := engine.UpdateRequest{Ref: ref}
 	if m.Body != nil { // set, even empty: replaces the body (nil keeps it)
 		u.Body = m.Body
 		if err := chargePut(ctx, len(u.Body), 0); err != nil {
@@ -222,7 +260,6 @@ func (s *service) Update(ctx context.Context, req *connect.Request[delayqv1.Upda
 		}
 	}
 	u.Priority = m.Priority
-	var err error
 	if u.Delay, err = duration(m.GetDelay(), delayq.CodeBadDelay, "delay"); err != nil {
 		return nil, err
 	}
@@ -237,7 +274,11 @@ func (s *service) Update(ctx context.Context, req *connect.Request[delayqv1.Upda
 }
 
 func (s *service) Delete(ctx context.Context, req *connect.Request[delayqv1.DeleteRequest]) (*connect.Response[delayqv1.DeleteResponse], error) {
-	j, err := answer(ctx)(s.e.Delete(ctx, delayq.Ref{ID: req.Msg.GetId()}, true))
+	ref, err := refOf(req.Msg.GetId(), "")
+	if err != nil {
+		return nil, err
+	}
+	j, err := answer(ctx)(s.e.Delete(ctx, ref, true))
 	if err != nil {
 		return nil, err
 	}
