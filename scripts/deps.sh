@@ -5,7 +5,9 @@
 # (the dashboard's browser tests), nc (the README's beanstalkd
 # examples), promtool (checks docs/alerts/prometheus-rules.yaml; Debian
 # ships it in the prometheus package), podman (builds the Containerfile's
-# image) and systemd-analyze (verifies packaging/delayq.service). Debian packages only; needs root (or sudo) the first time.
+# image), systemd-analyze (verifies packaging/delayq.service) and npm
+# (fetches buf for scripts/gen-proto.sh, which TestGeneratedCodeIsCurrent
+# runs). Debian packages only; needs root (or sudo) the first time.
 set -euo pipefail
 
 need=()
@@ -18,6 +20,7 @@ command -v nc >/dev/null || need+=(netcat-openbsd)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v podman >/dev/null || need+=(podman)
 command -v systemd-analyze >/dev/null || need+=(systemd)
+command -v npm >/dev/null || need+=(nodejs npm)
 [ -d /usr/share/php/Pheanstalk ] || dpkg -s php-pda-pheanstalk >/dev/null 2>&1 || need+=(php-pda-pheanstalk)
 
 if [ ${#need[@]} -eq 0 ]; then
