@@ -89,6 +89,7 @@ func New(e *engine.Engine, o Options) (string, http.Handler) {
 	path, ch := delayqv1connect.NewDelayQServiceHandler(&service{e: e},
 		connect.WithInterceptors(connect.UnaryInterceptorFunc(h.intercept)),
 		connect.WithReadMaxBytes(int(batch)),
+		connect.WithCodec(strictJSON{}),
 	)
 	h.connect = ch
 	return path, h
