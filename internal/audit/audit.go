@@ -26,7 +26,8 @@ type Actor struct {
 	// was refused before it was authenticated.
 	Principal string
 	// Protocol is "http" (the /v1 API), "json" (the original protocol),
-	// "beanstalk" or "signal" (SIGHUP).
+	// "grpc" (the gRPC API, any of its wire protocols), "beanstalk" or
+	// "signal" (SIGHUP).
 	Protocol string
 	// Remote is the client's address, host:port.
 	Remote string
