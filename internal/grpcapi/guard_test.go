@@ -12,7 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/delayq/delayq"
@@ -225,4 +227,20 @@ func TestAuditAndAccessLog(t *testing.T) {
 	waitFor(t, func() bool {
 		return testutil.CollectAndCount(a.e.Metrics().Registry, "delayq_grpc_request_duration_seconds") == 4
 	})
+}
+
+// TestCompressedRequestRefused: a gzip-compressed request is refused
+// before it is decompressed (its decoded size would escape the bytes
+// budget, which charges bytes as they arrive), and nothing is put.
+func TestCompressedRequestRefused(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, Options{})
+	err := a.call(t.Context(), "Put", &delayqv1.PutRequest{Topic: "t", Id: "z", Body: make([]byte, 60<<10)}, &delayqv1.PutResponse{},
+		grpc.UseCompressor(gzip.Name))
+	if status.Code(err) != codes.Unimplemented {
+		t.Fatalf("compressed put = %v, want unimplemented", err)
+	}
+	if _, err := a.e.Get(context.Background(), delayq.Ref{ID: "z"}); err == nil {
+		t.Fatal("the refused put stored its job")
+	}
 }

@@ -45,10 +45,10 @@ type Options struct {
 	Bytes *limits.Bytes
 }
 
-// Request size bounds, per call, on the bytes as sent (the envelope and
-// any compression included); a larger request is refused as
-// RESOURCE_EXHAUSTED request_too_large. Decompressed, no message may pass
-// the batch bound either (connect.WithReadMaxBytes).
+// Request size bounds, per call, on the bytes as sent (the envelope
+// included); a larger request is refused as RESOURCE_EXHAUSTED
+// request_too_large. No message may pass the batch bound either
+// (connect.WithReadMaxBytes).
 const (
 	// perJobOverhead is room for one job's fields besides its body.
 	perJobOverhead = 4 << 10
@@ -90,6 +90,11 @@ func New(e *engine.Engine, o Options) (string, http.Handler) {
 		connect.WithInterceptors(connect.UnaryInterceptorFunc(h.intercept)),
 		connect.WithReadMaxBytes(int(batch)),
 		connect.WithCodec(strictJSON{}),
+		// No gzip: a compressed request would decode to many times the
+		// bytes the budget charged as they arrived (a few KiB of zeros
+		// to a batch's worth), and the HTTP API takes no compressed
+		// bodies either. A client that sends one is told UNIMPLEMENTED.
+		connect.WithCompression("gzip", nil, nil),
 	)
 	h.connect = ch
 	return path, h

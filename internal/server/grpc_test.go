@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/delayq/delayq"
 	delayqv1 "github.com/delayq/delayq/api/gen/delayq/v1"
@@ -290,4 +292,34 @@ func TestGRPCOverTLS(t *testing.T) {
 func portOf(s *Server) string {
 	a := s.Addr().String()
 	return a[strings.LastIndexByte(a, ':')+1:]
+}
+
+// TestShutdownEndsGRPCLongPoll: a gRPC reserve waiting on an HTTP/2
+// stream when the server shuts down gets its answer (no jobs) at once,
+// not after its wait, and the shutdown completes.
+func TestShutdownEndsGRPCLongPoll(t *testing.T) {
+	t.Parallel()
+	s := New(testConfig(t), slog.New(slog.DiscardHandler))
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	conn := grpcConn(t, s)
+	errc := make(chan error, 1)
+	var res delayqv1.ReserveResponse
+	start := time.Now()
+	go func() {
+		errc <- invoke(t.Context(), conn, "Reserve", &delayqv1.ReserveRequest{Topics: []string{"t"}, Wait: durationpb.New(4 * time.Minute)}, &res)
+	}()
+	waitUntil(t, "the reserve waits", func() bool { return s.Engine().Waiting("t") == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown() = %v", err)
+	}
+	if err := <-errc; err != nil || len(res.Jobs) != 0 {
+		t.Fatalf("the waiting reserve = %v, %v; want no jobs and no error", &res, err)
+	}
+	if d := time.Since(start); d > time.Minute {
+		t.Fatalf("the reserve ended after %s: it waited out its wait", d)
+	}
 }
