@@ -77,13 +77,12 @@ func putJobOf(m *delayqv1.PutJob) putFields {
 	return putFields{m.GetId(), m.GetBody(), m.GetDelay(), m.GetTtr(), m.GetAt(), m.Priority, m.MaxAttempts}
 }
 
-// toPut turns a put of topic into an engine put, filling the defaults the
-// HTTP API fills (ttr 60 s, priority 1024; the topic policy's ttr and
-// max_attempts, if any, replace those left unset). field prefixes the
-// names in its errors ("jobs[3]." in a batch).
+// toPut turns a put of topic into an engine put. It only translates: an
+// unset ttr, priority or max_attempts stays nil, and the engine fills the
+// default or the topic policy's value, as for every protocol. field
+// prefixes the names in its errors ("jobs[3]." in a batch).
 func toPut(topic string, p putFields, field string) (engine.PutRequest, error) {
-	r := engine.PutRequest{ID: p.id, Topic: topic, Body: p.body, TTR: delayq.DefaultTTR, Priority: delayq.DefaultPriority,
-		InheritTTR: p.ttr == nil, InheritMaxAttempts: p.maxAttempts == nil}
+	r := engine.PutRequest{ID: p.id, Topic: topic, Body: p.body, Priority: p.priority}
 	if r.Body == nil {
 		r.Body = []byte{}
 	}
@@ -94,16 +93,12 @@ func toPut(topic string, p putFields, field string) (engine.PutRequest, error) {
 	if r.At, err = timestamp(p.at, delayq.CodeBadAt, field+"at"); err != nil {
 		return r, err
 	}
-	if ttr, err := duration(p.ttr, delayq.CodeBadTTR, field+"ttr"); err != nil {
+	if r.TTR, err = duration(p.ttr, delayq.CodeBadTTR, field+"ttr"); err != nil {
 		return r, err
-	} else if ttr != nil {
-		r.TTR = *ttr
-	}
-	if p.priority != nil {
-		r.Priority = *p.priority
 	}
 	if p.maxAttempts != nil {
-		r.MaxAttempts = int(*p.maxAttempts)
+		n := int(*p.maxAttempts)
+		r.MaxAttempts = &n
 	}
 	return r, nil
 }
