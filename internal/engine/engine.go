@@ -34,7 +34,9 @@ type Config struct {
 	// MaxTopics is the most topics; a put that would make one more is
 	// refused with too_many_topics. Default 0: no bound.
 	MaxTopics int
-	// TickBatch is the most jobs one timer step moves. Default 1,000.
+	// TickBatch is the most jobs one store Tick moves. Default 1,000.
+	// The first Tick of a timer step moves at most 64 (firstTickBatch), so
+	// the first consumers of a burst are served before the rest is moved.
 	TickBatch int
 	// Logger receives the engine's log lines. Default slog.Default().
 	Logger *slog.Logger

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"runtime"
 	"time"
 
 	"github.com/delayq/delayq/internal/metrics"
@@ -11,6 +12,15 @@ import (
 // tickRetry is how long the timer waits after a failed step before it
 // tries again, so a store outage does not become a busy loop.
 const tickRetry = 250 * time.Millisecond
+
+// firstTickBatch is the most jobs the first store Tick of a timer step
+// moves; the later Ticks of the same step move Config.TickBatch. Waiters
+// are woken after each Tick, and a Tick holds the store while it stages
+// its moves: when many jobs fall due at once (100,000 at one instant),
+// a first Tick of 1,000 kept every consumer waiting for a thousand
+// promotions (milliseconds) before the first job went out. 64 wakes a few
+// dozen consumers at once and costs a burst a handful of extra Ticks.
+const firstTickBatch = 64
 
 // Run drives the timer until ctx is done: it asks the store to make due work
 // ready, wakes the waiters of the topics that gained ready jobs, and sleeps
@@ -63,6 +73,7 @@ func (e *Engine) step(ctx context.Context) time.Time {
 }
 
 func (e *Engine) tickUntilIdle(ctx context.Context) time.Time {
+	batch := min(firstTickBatch, e.cfg.TickBatch)
 	for ctx.Err() == nil {
 		now := time.Now()
 		var backoffs map[string]store.Backoff
@@ -72,7 +83,7 @@ func (e *Engine) tickUntilIdle(ctx context.Context) time.Time {
 			// Better a TTR expiry ready at once than a timer that stops.
 			e.log.Warn("timer step without topic backoffs: policies unreadable", "err", err)
 		}
-		res, err := e.st.Tick(ctx, store.TickParams{Now: now, Max: e.cfg.TickBatch, Backoff: backoffs})
+		res, err := e.st.Tick(ctx, store.TickParams{Now: now, Max: batch, Backoff: backoffs})
 		if err != nil {
 			if ctx.Err() == nil && e.tickErrs.log(now, err) {
 				e.log.Error("timer step failed; retrying", "err", err, "retry_in", tickRetry)
@@ -84,6 +95,10 @@ func (e *Engine) tickUntilIdle(ctx context.Context) time.Time {
 		if res.Next.IsZero() || res.Next.After(now) {
 			return res.Next
 		}
+		// More is due. The consumers just woken take the store first:
+		// they need a few jobs now, the next batch can follow.
+		batch = e.cfg.TickBatch
+		runtime.Gosched()
 	}
 	return time.Time{}
 }
