@@ -21,7 +21,7 @@ import (
 //	P:{t}:buried     ZSET   by the time buried
 //	P:{t}:pause      STRING pause end, unix ms
 //	P:{t}:now        STRING the latest Now the topic was acted at (Now never goes back)
-//	P:{t}:s:<step>:<start> HASH a chart series bucket: step and start in seconds (series.go); PEXPIREAT start+Keep
+//	P:{t}:s:<step>:<start> HASH six chart series buckets from start, fields <i><f> (series.go); PEXPIREAT the last one's start+Keep
 //	P:{t}:r:<id>     STRING seq of the retained job with that id; PEXPIRE = the retention
 //	P:{t}:finished   ZSET   retained finished jobs by Ended, member %020d(seq); trimmed to the
 //	P:{t}:deleted    ZSET   retention window on every write, and PEXPIREd with it, so none
@@ -115,8 +115,9 @@ func bucketOf(topic string, buckets int) int {
 func (k keys) doc(kind, name string) string { return k.prefix + ":{doc}:" + kind + ":d:" + name }
 func (k keys) docNames(kind string) string  { return k.prefix + ":{doc}:" + kind + ":names" }
 
-// series is the key of topic t's chart series bucket of step starting at
-// start (Unix seconds); same hash tag as the topic's other keys.
+// series is the key of topic t's chart series group of step starting at
+// start (Unix seconds; seriesGroupStart); same hash tag as the topic's
+// other keys.
 func (k keys) series(t string, step time.Duration, start int64) string {
 	return k.prefix + ":{" + t + "}:s:" + strconv.FormatInt(int64(step/time.Second), 10) + ":" + strconv.FormatInt(start, 10)
 }

@@ -45,7 +45,8 @@ func TestSeriesTwoInstancesShareBuckets(t *testing.T) {
 
 // Buckets expire by themselves, by their keys' PEXPIREAT: a sample
 // written 25 hours ago has no 10-second key left (its day is over) while
-// its one-minute key stays until its week ends. Nothing scans for them.
+// its one-minute key stays until its week ends (for the last bucket its
+// hash holds). Nothing scans for them.
 func TestSeriesKeysExpireByThemselves(t *testing.T) {
 	s := openStore(t, redisAddrs(t, "DELAYQ_TEST_REDIS"), Options{Prefix: "t" + nonce()})
 	defer s.Close()
@@ -55,20 +56,48 @@ func TestSeriesKeysExpireByThemselves(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range store.SeriesResolutions {
-		key := s.k.series("t", r.Step, store.SeriesBucketStart(at, r.Step))
-		ms, err := s.c.Do(ctx, s.c.B().Pttl().Key(key).Build()).AsInt64()
+		start := store.SeriesBucketStart(at, r.Step)
+		group, _ := seriesGroupStart(r, start)
+		ms, err := s.c.Do(ctx, s.c.B().Pttl().Key(s.k.series("t", r.Step, group)).Build()).AsInt64()
 		if err != nil {
 			t.Fatal(err)
 		}
 		left := time.Duration(ms) * time.Millisecond
-		want := time.Unix(store.SeriesBucketStart(at, r.Step), 0).Add(r.Keep)
+		lo := time.Until(time.Unix(start, 0).Add(r.Keep)) // the bucket's own end
+		hi := lo + seriesGroup*r.Step                      // its group's last bucket's end
 		switch {
 		case r.Keep < 25*time.Hour:
 			if ms != -2 {
-				t.Errorf("step %v: PTTL = %d, want -2 (the key is gone: its bucket expired)", r.Step, ms)
+				t.Errorf("step %v: PTTL = %d, want -2 (the key is gone: its buckets expired)", r.Step, ms)
 			}
-		case ms < 0 || time.Until(want)-left > time.Minute || left-time.Until(want) > time.Minute:
-			t.Errorf("step %v: PTTL = %v, want about %v (until the bucket's start + %v)", r.Step, left, time.Until(want), r.Keep)
+		case ms < 0 || left < lo-time.Minute || left > hi+time.Minute:
+			t.Errorf("step %v: PTTL = %v, want between %v and %v (its bucket's end and its group's)", r.Step, left, lo, hi)
 		}
+	}
+}
+
+// A group hash holds six buckets; each reads back as its own bucket,
+// and a read range cuts inside a group.
+func TestSeriesGroupsHoldSixBuckets(t *testing.T) {
+	s := openStore(t, redisAddrs(t, "DELAYQ_TEST_REDIS"), Options{Prefix: "t" + nonce()})
+	defer s.Close()
+	ctx := t.Context()
+	r := store.SeriesResolutions[0]
+	g0 := time.Unix(store.SeriesBucketStart(time.Now(), time.Minute), 0)
+	for i := range 12 { // two groups
+		if err := s.AddSeries(ctx, g0.Add(time.Duration(i)*r.Step), []store.SeriesSample{{Topic: "t", Ready: i, Fires: i + 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := s.c.Do(ctx, s.c.B().Exists().Key(s.k.series("t", r.Step, g0.Unix()), s.k.series("t", r.Step, g0.Unix()+60)).Build()).AsInt64()
+	if err != nil || n != 2 {
+		t.Fatalf("EXISTS of the two group keys = %d, %v; want 2 (twelve buckets in two hashes)", n, err)
+	}
+	got, err := s.ReadSeries(ctx, store.SeriesReadParams{Topic: "t", Step: r.Step, From: g0.Add(4 * r.Step), To: g0.Add(7 * r.Step), Now: g0.Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 || got[0].Fires != 5 || got[3].Fires != 8 || got[3].Ready != 7 || !got[0].At.Equal(g0.Add(4*r.Step)) {
+		t.Fatalf("ReadSeries(buckets 4..7) = %+v, want four buckets across the two groups", got)
 	}
 }
