@@ -64,7 +64,7 @@ func TestSeriesKeysExpireByThemselves(t *testing.T) {
 		}
 		left := time.Duration(ms) * time.Millisecond
 		lo := time.Until(time.Unix(start, 0).Add(r.Keep)) // the bucket's own end
-		hi := lo + seriesGroup*r.Step                      // its group's last bucket's end
+		hi := lo + seriesGroup*r.Step                     // its group's last bucket's end
 		switch {
 		case r.Keep < 25*time.Hour:
 			if ms != -2 {
