@@ -73,8 +73,8 @@ type Options struct {
 	// 0 keeps none.
 	Ballast int64
 	// Retention is how long the store keeps the jobs it removes
-	// (finished, deleted, failed; see store.Retention); the zero value
-	// keeps none.
+	// (finished, deleted, failed; see store.Retention), readable with
+	// their ids taken (retain.go); the zero value keeps none.
 	Retention store.Retention
 
 	// nearChunk is how many due-index entries one load brings into memory;
@@ -171,6 +171,7 @@ type Store struct {
 	space     space                     // guarded by mu
 	ballast   *ballast                  // headroom released when the disk is full (ballast.go)
 	recBuf    []byte                    // scratch for encoding records (txn.stage); guarded by mu
+	exp       expiry                    // what memory knows of the retained jobs' expiry index (retain.go); guarded by mu
 	txnBatch  *pebble.Batch             // an empty batch for the next txn, or nil; guarded by mu
 	txnFree   *txn                      // the txn the last transition released, for the next; guarded by mu
 	topicBuf  []*topic                  // scratch for serving; guarded by mu
@@ -266,6 +267,7 @@ func (s *Store) openDB(readOnly bool) error {
 	s.reserved = queue{less: byAt}
 	s.near = nearFuture{q: queue{less: byAt}}
 	s.seq = 0
+	s.exp = expiry{}
 	s.txnBatch = nil // it belonged to the instance before a reopen
 	s.open, s.tail = s.newGroup(), closedGroup
 	if err := s.load(readOnly); err != nil {
@@ -476,8 +478,19 @@ func (s *Store) peek(key []byte) (val []byte, found bool, err error) {
 }
 
 // lookup returns the live job ref names, from memory when it is hot,
-// else from Pebble. The job must not be modified. Requires mu.
+// else from Pebble: a retained job is not found. The job must not be
+// modified. Requires mu.
 func (s *Store) lookup(ref delayq.Ref) (*delayq.Job, error) {
+	j, err := s.lookupAny(ref)
+	if err == nil && j.State.Retained() {
+		return nil, fmt.Errorf("diskstore: job %s: %w", ref, delayq.ErrNotFound)
+	}
+	return j, err
+}
+
+// lookupAny is lookup that also finds a retained job, expired or not.
+// Requires mu.
+func (s *Store) lookupAny(ref delayq.Ref) (*delayq.Job, error) {
 	var e *entry
 	if ref.ID != "" {
 		e = s.byID[ref.ID]

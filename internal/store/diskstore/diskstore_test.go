@@ -33,27 +33,37 @@ func TestConformance(t *testing.T) {
 }
 
 // runSuite runs storetest on stores in temp dirs; Reopen closes and opens
-// the same dir.
+// the same dir with the same options (a retaining store's retention
+// included).
 func runSuite(t *testing.T, opts Options) {
+	type opened struct {
+		dir  string
+		opts Options
+	}
 	var mu sync.Mutex
-	dirs := map[store.Store]string{}
-	openDir := func(t *testing.T, dir string) store.Store {
-		s := openAt(t, dir, opts)
+	dirs := map[store.Store]opened{}
+	openDir := func(t *testing.T, dir string, o Options) store.Store {
+		s := openAt(t, dir, o)
 		mu.Lock()
-		dirs[s] = dir
+		dirs[s] = opened{dir, o}
 		mu.Unlock()
 		return s
 	}
 	storetest.Run(t, storetest.Factory{
-		Open: func(t *testing.T) store.Store { return openDir(t, t.TempDir()) },
+		Open: func(t *testing.T) store.Store { return openDir(t, t.TempDir(), opts) },
 		Reopen: func(t *testing.T, s store.Store) store.Store {
 			mu.Lock()
-			dir := dirs[s]
+			o := dirs[s]
 			mu.Unlock()
 			if err := s.Close(); err != nil {
 				t.Fatalf("Close() = %v, want nil", err)
 			}
-			return openDir(t, dir)
+			return openDir(t, o.dir, o.opts)
+		},
+		OpenRetaining: func(t *testing.T, r store.Retention) store.Store {
+			o := opts
+			o.Retention = r
+			return openDir(t, t.TempDir(), o)
 		},
 	})
 }

@@ -2,6 +2,8 @@ package diskstore
 
 import (
 	"encoding/binary"
+	"fmt"
+	"time"
 
 	"github.com/delayq/delayq"
 )
@@ -23,14 +25,23 @@ import (
 //	1: first format.
 //	2: every job record (J) sealed with a CRC-32C of its bytes (checksum.go);
 //	   Open migrates a version 1 store (migrate.go).
-const formatVersion uint32 = 2
+//	3: job history and retained jobs (retain.go): a record may be of
+//	   record version 2 (attempts, Ended, the retained states), and the
+//	   retained jobs' E keys and X keys of the retained states. Every
+//	   version 2 key and record reads as it is, so Open upgrades a
+//	   version 2 store by writing the version alone (upgradeV2); the
+//	   number keeps an older build from opening a store it cannot read.
+const formatVersion uint32 = 3
 
 // Key space. Every key starts with a one-byte prefix naming its kind:
 //
 //	J<id>                          -> job record (record.go)
 //	S<seq>                         -> id
 //	X<topic>\x00<state><sort key>  -> due ms (8 bytes) + id: a topic's jobs of one state in serving order
+//	                                  (retained states: by Ended then seq, List's order)
 //	G<due><seq>                    -> id: every delayed job, in due order (the timer's index)
+//	E<ended><seq>                  -> state byte + topic length (uvarint) + topic + id: every
+//	                                  retained job, in the order it expires (Tick's expiry index)
 //	C<topic>                       -> topic counters and pause (topicStats codec)
 //	M<name>                        -> meta values (format version, last seq)
 //	P<kind>\x00<name>               -> a document: rev (8 bytes) + data (schedules, policies, alarms; docs.go)
@@ -48,6 +59,7 @@ const (
 	prefixMeta    = 'M'
 	prefixDoc     = 'P'
 	prefixSeries  = 'Z'
+	prefixExpiry  = 'E'
 )
 
 // State bytes inside X keys and records.
@@ -56,6 +68,12 @@ const (
 	stDelayed  byte = 'd'
 	stReserved byte = 'v'
 	stBuried   byte = 'b'
+
+	// The retained states (retain.go): in records of record version 2
+	// and in the X keys of retained jobs only.
+	stFinished byte = 'f'
+	stDeleted  byte = 'x'
+	stFailed   byte = 'F'
 )
 
 var (
@@ -65,6 +83,10 @@ var (
 
 // listOrder is the order List walks the states when none is given.
 var listOrder = []byte{stReady, stDelayed, stReserved, stBuried}
+
+// cursorOrder ranks every state a List cursor may name: the live ones
+// in listOrder, then the retained ones (listed one state at a time).
+var cursorOrder = []byte{stReady, stDelayed, stReserved, stBuried, stFinished, stDeleted, stFailed}
 
 func stateByte(s delayq.State) byte {
 	switch s {
@@ -76,6 +98,12 @@ func stateByte(s delayq.State) byte {
 		return stReserved
 	case delayq.StateBuried:
 		return stBuried
+	case delayq.StateFinished:
+		return stFinished
+	case delayq.StateDeleted:
+		return stDeleted
+	case delayq.StateFailed:
+		return stFailed
 	}
 	return 0
 }
@@ -90,6 +118,12 @@ func stateOf(b byte) delayq.State {
 		return delayq.StateReserved
 	case stBuried:
 		return delayq.StateBuried
+	case stFinished:
+		return delayq.StateFinished
+	case stDeleted:
+		return delayq.StateDeleted
+	case stFailed:
+		return delayq.StateFailed
 	}
 	return ""
 }
@@ -128,11 +162,14 @@ func appendStateIndexPrefix(dst []byte, topic string, st byte) []byte {
 }
 
 // sortKey is the serving-order part of j's X key: priority then seq for
-// ready jobs, deadline then seq for reserved ones, due then seq otherwise.
+// ready jobs, deadline then seq for reserved ones, ended then seq for
+// retained ones, due then seq otherwise.
 func sortKey(j *delayq.Job) []byte { return appendSortKey(make([]byte, 0, 16), j) }
 
 func appendSortKey(k []byte, j *delayq.Job) []byte {
 	switch j.State {
+	case delayq.StateFinished, delayq.StateDeleted, delayq.StateFailed:
+		k = binary.BigEndian.AppendUint64(k, sortable(j.Ended.UnixMilli()))
 	case delayq.StateReady:
 		k = binary.BigEndian.AppendUint32(k, j.Priority)
 	case delayq.StateReserved:
@@ -166,6 +203,42 @@ func appendDueKey(dst []byte, dueMS int64, seq uint64) []byte {
 }
 
 func dueKey(j *delayq.Job) []byte { return dueKeyOf(j.Due.UnixMilli(), j.Seq) }
+
+// expiryKey is a retained job's E key: its Ended, then its seq. Keyed by
+// Ended rather than by the end of its retention, the index stays in
+// expiry order when a restart changes the retention.
+func expiryKey(j *delayq.Job) []byte {
+	k := make([]byte, 1, 17)
+	k[0] = prefixExpiry
+	k = binary.BigEndian.AppendUint64(k, sortable(j.Ended.UnixMilli()))
+	return binary.BigEndian.AppendUint64(k, j.Seq)
+}
+
+// expiryValue is what an E key holds: enough to remove the retained
+// job's keys (J, S, X, E) without reading its record.
+func expiryValue(j *delayq.Job) []byte {
+	v := make([]byte, 0, 1+binary.MaxVarintLen64+len(j.Topic)+len(j.ID))
+	v = append(v, stateByte(j.State))
+	v = appendString(v, j.Topic)
+	return append(v, j.ID...)
+}
+
+// decodeExpiry is the job an E key and its value name, with the fields
+// its keys need (ID, Seq, Topic, State, Ended).
+func decodeExpiry(k, v []byte) (*delayq.Job, error) {
+	if len(k) != 17 || len(v) < 2 {
+		return nil, fmt.Errorf("%w: expiry entry %x", errCorrupt, k)
+	}
+	d := decoder{b: v[1:]}
+	j := &delayq.Job{State: stateOf(v[0]), Topic: d.string()}
+	j.ID = string(d.b)
+	j.Ended = time.UnixMilli(int64(binary.BigEndian.Uint64(k[1:9]) ^ (1 << 63)))
+	j.Seq = binary.BigEndian.Uint64(k[9:])
+	if d.err != nil || !j.State.Retained() || j.ID == "" {
+		return nil, fmt.Errorf("%w: expiry entry %x", errCorrupt, k)
+	}
+	return j, nil
+}
 
 // prefixEnd is the smallest key greater than every key starting with p.
 func prefixEnd(p []byte) []byte {

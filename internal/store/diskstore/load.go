@@ -43,10 +43,11 @@ func (s *Store) load(readOnly bool) error {
 }
 
 // checkVersion writes the format version into a new store, migrates a
-// store of version 1 (migrate.go) and refuses one of any other version.
-// Read-only it writes nothing: a new store's version waits for the
-// reopen, and a version 1 store, which needs its migration written, is
-// refused.
+// store of version 1 or 2 (migrate.go) and refuses one of any other
+// version. Read-only it writes nothing: a new store's version waits for
+// the reopen, a version 2 store is read as it is (it holds nothing this
+// build reads differently), and a version 1 store, which needs its
+// migration written, is refused.
 func (s *Store) checkVersion(readOnly bool) error {
 	v, ok, err := s.get(metaVersionKey)
 	if err != nil {
@@ -58,6 +59,12 @@ func (s *Store) checkVersion(readOnly bool) error {
 				return fmt.Errorf("%w: the store is in format version 1 and must be migrated to version %d, which writes every record; free space on the data directory's filesystem and start again", delayq.ErrDiskFull, formatVersion)
 			}
 			return s.migrateV1()
+		}
+		if len(v) == 4 && binary.BigEndian.Uint32(v) == 2 {
+			if readOnly {
+				return nil
+			}
+			return s.upgradeV2()
 		}
 		if len(v) != 4 || binary.BigEndian.Uint32(v) != formatVersion {
 			return fmt.Errorf("on-disk format version %x is not %d, the one this build reads; see keys.go", v, formatVersion)

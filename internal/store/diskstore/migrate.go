@@ -16,15 +16,16 @@ const migrateBatch = 10_000
 // got; tests set it to 0 to see every step.
 var progressEvery = 2 * time.Second
 
-// migrateV1 upgrades a store of format version 1 to 2: it seals every job
-// record in its checksum frame (checksum.go), keeping the record's bytes,
-// in batches, then sets the version. Each record is decoded first, so a
+// migrateV1 upgrades a store of format version 1 to the current one: it
+// seals every job record in its checksum frame (checksum.go, version 2),
+// keeping the record's bytes, in batches, then sets the version (version
+// 3 needs nothing more, see upgradeV2). Each record is decoded first, so a
 // damaged one is refused (a *CorruptionError naming it) instead of being
 // sealed as good. An interrupted migration is resumed: a record that is
 // already sealed is left alone.
 func (s *Store) migrateV1() error {
 	start := time.Now()
-	s.log.Info("diskstore: migrating the store from format version 1 to 2 (a checksum on every job record)", "dir", s.dir)
+	s.log.Info(fmt.Sprintf("diskstore: migrating the store from format version 1 to %d (a checksum on every job record)", formatVersion), "dir", s.dir)
 	prefix := []byte{prefixJob}
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: prefixEnd(prefix)})
 	if err != nil {
@@ -75,7 +76,22 @@ func (s *Store) migrateV1() error {
 	if err := b.Commit(pebble.Sync); err != nil {
 		return err
 	}
-	s.log.Info("diskstore: migrated the store to format version 2", "records_sealed", sealed, "already_sealed", already,
+	s.log.Info(fmt.Sprintf("diskstore: migrated the store to format version %d", formatVersion), "records_sealed", sealed, "already_sealed", already,
 		"elapsed", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// upgradeV2 upgrades a store of format version 2 to 3 by writing the
+// version alone: version 3 adds a record layout (record version 2) and
+// keys (E, and X keys of the retained states) that only the new code
+// writes, and every version 2 record is a record of the first layout,
+// which version 3 reads unchanged. The new number is what keeps an
+// older build, which would take a record of the new layout for a
+// damaged one, from opening the store once it holds any.
+func (s *Store) upgradeV2() error {
+	if err := s.db.Set(metaVersionKey, binary.BigEndian.AppendUint32(nil, formatVersion), pebble.Sync); err != nil {
+		return err
+	}
+	s.log.Info(fmt.Sprintf("diskstore: upgraded the store from format version 2 to %d (job history and retained jobs; no record rewritten)", formatVersion), "dir", s.dir)
 	return nil
 }

@@ -35,10 +35,13 @@ func (s *Store) put(ctx context.Context, jobs []*delayq.Job, check bool) error {
 			return err
 		}
 		if check {
-			if err := s.checkNew(jobs); err != nil {
+			expired, err := s.checkNew(jobs)
+			if err != nil {
 				return err
 			}
+			t.takeOver(expired)
 		}
+		first := len(t.changes)
 		for _, j := range jobs {
 			t.seq++
 			c := j.Clone()
@@ -47,18 +50,23 @@ func (s *Store) put(ctx context.Context, jobs []*delayq.Job, check bool) error {
 			t.stage(nil, c)
 		}
 		for i, j := range jobs {
-			j.Seq = t.changes[i].new.Seq
+			j.Seq = t.changes[first+i].new.Seq
 		}
 		return nil
 	})
 }
 
-// checkNew refuses jobs whose id is live or repeated. Requires mu.
-func (s *Store) checkNew(jobs []*delayq.Job) error {
+// checkNew refuses jobs whose id is live, retained or repeated, with a
+// *delayq.ExistsError; it returns the retained jobs whose ids the put
+// may take because their retention ran out. Requires mu.
+func (s *Store) checkNew(jobs []*delayq.Job) (expired []*delayq.Job, err error) {
 	seen := make(map[string]bool, len(jobs))
 	for _, j := range jobs {
-		if s.byID[j.ID] != nil || seen[j.ID] {
-			return fmt.Errorf("diskstore: put %q: %w", j.ID, delayq.ErrExists)
+		if e := s.byID[j.ID]; e != nil {
+			return nil, fmt.Errorf("diskstore: put: %w", &delayq.ExistsError{ID: j.ID, State: stateOf(e.state)})
+		}
+		if seen[j.ID] {
+			return nil, fmt.Errorf("diskstore: put: %w", &delayq.ExistsError{ID: j.ID})
 		}
 		// Only a record the open group writes needs that group
 		// committed first; any other is as Pebble has it.
@@ -66,16 +74,26 @@ func (s *Store) checkNew(jobs []*delayq.Job) error {
 		if s.open.ids[j.ID] {
 			get = s.get
 		}
-		_, found, err := get(jobKey(j.ID))
+		v, found, err := get(jobKey(j.ID))
 		if err != nil {
-			return unavailable("put", err)
+			return nil, unavailable("put", err)
 		}
-		if found || seen[j.ID] {
-			return fmt.Errorf("diskstore: put %q: %w", j.ID, delayq.ErrExists)
+		if found {
+			// The taken job's state costs a decode, on a conflict only;
+			// a record that does not decode still takes its id.
+			old, err := openRecord(v)
+			switch {
+			case err != nil:
+				return nil, fmt.Errorf("diskstore: put: %w", &delayq.ExistsError{ID: j.ID})
+			case old.State.Retained() && !s.visible(old):
+				expired = append(expired, old)
+			default:
+				return nil, fmt.Errorf("diskstore: put: %w", &delayq.ExistsError{ID: j.ID, State: old.State})
+			}
 		}
 		seen[j.ID] = true
 	}
-	return nil
+	return expired, nil
 }
 
 // Reserve implements store.Store.
@@ -101,6 +119,7 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.J
 			}
 			n := successor(j)
 			store.ApplyReserve(n, store.ReserveStart(n, begin))
+			startAttempt(n, now, p.By)
 			t.stage(j, n)
 			out = append(out, n.Clone())
 		}
@@ -216,7 +235,9 @@ func (s *Store) ReserveJob(ctx context.Context, p store.ReserveJobParams) (*dela
 		if err := store.CheckReservable(n); err != nil {
 			return err
 		}
-		store.ApplyReserve(n, store.BeginTTR(s.clock.At(p.Now), p.Now))
+		now := s.clock.At(p.Now)
+		store.ApplyReserve(n, store.BeginTTR(now, p.Now))
+		startAttempt(n, now, p.By)
 		return nil
 	})
 }
@@ -227,7 +248,13 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) (*delayq.Job
 		if err := store.CheckHeld(n, p.Ref); err != nil {
 			return err
 		}
-		store.ApplyRelease(n, p, s.clock.At(p.Now))
+		now := s.clock.At(p.Now)
+		store.ApplyRelease(n, p, now)
+		how := delayq.OutcomeReleased
+		if n.State == delayq.StateBuried {
+			how = delayq.OutcomeBuried
+		}
+		endAttempt(n, now, how, p.Reason)
 		return nil
 	})
 }
@@ -243,14 +270,17 @@ func (s *Store) Touch(ctx context.Context, p store.TouchParams) (*delayq.Job, er
 	})
 }
 
-// GiveBack implements store.Store. It changes only fields every record
-// already has (state, attempts, reservation, deadline): no format change.
+// GiveBack implements store.Store. The attempt stays in History, ended
+// at its own Reserved: a give-back acts at no time.
 func (s *Store) GiveBack(ctx context.Context, p store.GiveBackParams) (*delayq.Job, error) {
 	return s.edit(ctx, "give back", p.Ref, func(n *delayq.Job) error {
 		if err := store.CheckHeld(n, p.Ref); err != nil {
 			return err
 		}
 		store.ApplyGiveBack(n)
+		if k := len(n.History); k > 0 {
+			endAttempt(n, n.History[k-1].Reserved, delayq.OutcomeGaveBack, "")
+		}
 		return nil
 	})
 }
@@ -261,7 +291,9 @@ func (s *Store) Bury(ctx context.Context, p store.BuryParams) (*delayq.Job, erro
 		if err := store.CheckHeld(n, p.Ref); err != nil {
 			return err
 		}
-		store.ApplyBury(n, p, s.clock.At(p.Now))
+		now := s.clock.At(p.Now)
+		store.ApplyBury(n, p, now)
+		endAttempt(n, now, delayq.OutcomeBuried, p.Reason)
 		return nil
 	})
 }
@@ -277,12 +309,24 @@ func (s *Store) KickJob(ctx context.Context, p store.KickJobParams) (*delayq.Job
 	})
 }
 
-// Delete implements store.Store.
+// Delete implements store.Store. It returns the job as the delete
+// found it, its attempt ended; with the retention on the job stays as a
+// retained job (retain.go).
 func (s *Store) Delete(ctx context.Context, p store.DeleteParams) (*delayq.Job, error) {
-	return s.change(ctx, "delete", func() (*delayq.Job, *delayq.Job, error) {
+	var out *delayq.Job
+	err := s.write(ctx, "delete", func(t *txn) error {
 		j, err := s.deletable(p)
-		return j, nil, err
+		if err != nil {
+			return err
+		}
+		// No copy, as in DeleteBatch below.
+		out = s.remove(t, j, p, s.deleteNow(p))
+		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // deletable returns the job p may delete. Requires mu.
@@ -340,10 +384,11 @@ func (s *Store) DeleteBatch(ctx context.Context, ps []store.DeleteParams) ([]*de
 				continue
 			}
 			gone[j.Seq] = true
-			t.stage(j, nil)
-			// No copy: once the delete is applied nothing in the store
-			// refers to the record any more (an abort returns no jobs).
-			jobs[i] = j
+			// No copy: what remove returns is a successor the store
+			// keeps no reference to (a retained record is another one),
+			// and an abort returns no jobs. Its body is the record's,
+			// which nothing in the store writes into.
+			jobs[i] = s.remove(t, j, p, s.deleteNow(p))
 		}
 		return nil
 	})

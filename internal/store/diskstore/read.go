@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -13,11 +15,15 @@ import (
 	"github.com/delayq/delayq/internal/store"
 )
 
-// Get implements store.Store.
+// Get implements store.Store: a live job, or a retained one within its
+// retention.
 func (s *Store) Get(ctx context.Context, ref delayq.Ref) (*delayq.Job, error) {
 	var out *delayq.Job
 	err := s.read(ctx, func() error {
-		j, err := s.lookup(ref)
+		j, err := s.lookupAny(ref)
+		if err == nil && j.State.Retained() && !s.visible(j) {
+			err = fmt.Errorf("diskstore: job %s: %w", ref, delayq.ErrNotFound)
+		}
 		if err == nil {
 			out = j.Clone()
 		}
@@ -65,8 +71,12 @@ func (s *Store) List(ctx context.Context, p store.ListParams) (*store.ListResult
 		return nil, err
 	}
 	res := &store.ListResult{Jobs: []*delayq.Job{}}
+	states := listOrder
+	if p.State.Retained() {
+		states = []byte{stateByte(p.State)}
+	}
 	err = s.read(ctx, func() error {
-		for _, st := range listOrder {
+		for _, st := range states {
 			if p.State != "" && stateByte(p.State) != st {
 				continue
 			}
@@ -85,8 +95,8 @@ func (s *Store) List(ctx context.Context, p store.ListParams) (*store.ListResult
 	return res, nil
 }
 
-// rank is a state's place in listOrder.
-func rank(st byte) int { return bytes.IndexByte(listOrder, st) }
+// rank is a state's place in cursorOrder.
+func rank(st byte) int { return bytes.IndexByte(cursorOrder, st) }
 
 // listState appends the jobs of one state to res, after the cursor. It
 // reports done when the page is full. Requires mu.
@@ -95,6 +105,14 @@ func (s *Store) listState(p store.ListParams, st byte, after []byte, res *store.
 	lower := prefix
 	if after != nil && after[0] == st {
 		lower = append(append(bytes.Clone(prefix), after[1:]...), 0)
+	}
+	if r := stateOf(st); r.Retained() {
+		// Expired jobs Tick has not removed yet are the oldest: start
+		// past them (those that ended at or before now - For).
+		past := s.opts.Retention.Clock()().Add(-s.opts.Retention.For).UnixMilli() + 1
+		if from := binary.BigEndian.AppendUint64(bytes.Clone(prefix), sortable(past)); bytes.Compare(from, lower) > 0 {
+			lower = from
+		}
 	}
 	it, err := s.iter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(prefix)})
 	if err != nil {
@@ -114,6 +132,9 @@ func (s *Store) listState(p store.ListParams, st byte, after []byte, res *store.
 		j, found, err := s.record(string(v[8:]))
 		if err != nil {
 			return false, err
+		}
+		if found && j.State.Retained() && !s.visible(j) {
+			continue // the clock moved on since the seek
 		}
 		if found {
 			res.Jobs = append(res.Jobs, j)

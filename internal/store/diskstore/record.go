@@ -10,9 +10,35 @@ import (
 	"github.com/delayq/delayq"
 )
 
-// recordVersion is the first byte of every job record. It changes with
-// formatVersion when the record layout changes (see keys.go).
-const recordVersion byte = 1
+// recordVersion is the first byte of a job record of the first layout,
+// and recordVersion2 of one that carries attempts or a retained job's
+// end (format version 3, see keys.go). A job with neither is still
+// written in the first layout, byte for byte as before, so a store of
+// format version 2 reads as it is and a job that never ran costs no byte
+// more.
+const (
+	recordVersion  byte = 1
+	recordVersion2 byte = 2
+)
+
+// The outcome bytes of an attempt in a record of version 2; 0 is an
+// attempt in progress.
+var outcomeBytes = []delayq.Outcome{"", delayq.OutcomeFinished, delayq.OutcomeReleased, delayq.OutcomeTTRExpired,
+	delayq.OutcomeBuried, delayq.OutcomeGaveBack, delayq.OutcomeDeleted}
+
+func outcomeByte(o delayq.Outcome) byte {
+	for i, x := range outcomeBytes {
+		if x == o {
+			return byte(i)
+		}
+	}
+	return 0xff // not an outcome: decodeRecord refuses it
+}
+
+// plainRecord reports whether j is written in the first layout.
+func plainRecord(j *delayq.Job) bool {
+	return len(j.History) == 0 && j.Ended.IsZero() && j.State.Valid()
+}
 
 // errCorrupt is returned for bytes that are not a record of this version.
 var errCorrupt = errors.New("diskstore: corrupt record")
@@ -30,8 +56,21 @@ var errCorrupt = errors.New("diskstore: corrupt record")
 // a new version so that records written before it decode unchanged and a
 // job that never failed costs no byte more; a trailer of two zero values is
 // refused as non-canonical, so every job has exactly one encoding.
+//
+// Version 2 (a job with attempts, an Ended time or a retained state) is
+// the version byte 2, the same fields up to kicks (the state byte may be
+// a retained one), then always: last reason, last failed, ended, the
+// number of attempts (at most delayq.MaxHistory), and each attempt: n,
+// reserved, by, ended, outcome byte (outcomeBytes), reason. A job that
+// needs none of these is refused in version 2, so that each job still
+// has exactly one encoding.
 func encodeRecord(dst []byte, j *delayq.Job) []byte {
-	dst = append(dst, recordVersion)
+	plain := plainRecord(j)
+	if plain {
+		dst = append(dst, recordVersion)
+	} else {
+		dst = append(dst, recordVersion2)
+	}
 	dst = binary.AppendUvarint(dst, j.Seq)
 	dst = appendString(dst, j.Topic)
 	dst = appendString(dst, j.ID)
@@ -50,6 +89,21 @@ func encodeRecord(dst []byte, j *delayq.Job) []byte {
 	dst = binary.AppendUvarint(dst, uint64(j.Releases))
 	dst = binary.AppendUvarint(dst, uint64(j.Buries))
 	dst = binary.AppendUvarint(dst, uint64(j.Kicks))
+	if !plain {
+		dst = appendString(dst, j.LastReason)
+		dst = appendTime(dst, j.LastFailed)
+		dst = appendTime(dst, j.Ended)
+		dst = binary.AppendUvarint(dst, uint64(len(j.History)))
+		for _, a := range j.History {
+			dst = binary.AppendUvarint(dst, uint64(a.N))
+			dst = appendTime(dst, a.Reserved)
+			dst = appendString(dst, a.By)
+			dst = appendTime(dst, a.Ended)
+			dst = append(dst, outcomeByte(a.Outcome))
+			dst = appendString(dst, a.Reason)
+		}
+		return dst
+	}
 	if j.LastReason != "" || !j.LastFailed.IsZero() {
 		dst = appendString(dst, j.LastReason)
 		dst = appendTime(dst, j.LastFailed)
@@ -80,9 +134,10 @@ func appendTime(dst []byte, t time.Time) []byte {
 // reused, and it rejects anything encodeRecord cannot produce (negative
 // counts, durations that overflow, unknown states, trailing bytes).
 func decodeRecord(b []byte) (*delayq.Job, error) {
-	if len(b) == 0 || b[0] != recordVersion {
+	if len(b) == 0 || (b[0] != recordVersion && b[0] != recordVersion2) {
 		return nil, fmt.Errorf("%w: unknown record version", errCorrupt)
 	}
+	v2 := b[0] == recordVersion2
 	d := decoder{b: b[1:]}
 	j := &delayq.Job{Seq: d.uvarint()}
 	j.Topic = d.string()
@@ -101,7 +156,9 @@ func decodeRecord(b []byte) (*delayq.Job, error) {
 	j.Reservation = d.string()
 	j.Deadline = d.time()
 	j.Timeouts, j.Releases, j.Buries, j.Kicks = d.count(), d.count(), d.count(), d.count()
-	if d.err == nil && len(d.b) != 0 {
+	if v2 {
+		d.history(j)
+	} else if d.err == nil && len(d.b) != 0 {
 		j.LastReason = d.string()
 		j.LastFailed = d.time()
 		if d.err == nil && j.LastReason == "" && j.LastFailed.IsZero() {
@@ -114,10 +171,35 @@ func decodeRecord(b []byte) (*delayq.Job, error) {
 	if d.err == nil && j.State == "" {
 		d.err = errors.New("unknown state")
 	}
+	if d.err == nil && plainRecord(j) == v2 {
+		d.err = errors.New("record version does not match its fields")
+	}
 	if d.err != nil {
 		return nil, fmt.Errorf("%w: %v", errCorrupt, d.err)
 	}
 	return j, nil
+}
+
+// history reads the tail of a record of version 2: the failure, the
+// end, the attempts.
+func (d *decoder) history(j *delayq.Job) {
+	j.LastReason = d.string()
+	j.LastFailed = d.time()
+	j.Ended = d.time()
+	n := d.bounded(delayq.MaxHistory)
+	for range n {
+		a := delayq.Attempt{N: d.count(), Reserved: d.time(), By: d.string(), Ended: d.time()}
+		if o := d.byte(); int(o) < len(outcomeBytes) {
+			a.Outcome = outcomeBytes[o]
+		} else {
+			d.fail("unknown outcome")
+		}
+		a.Reason = d.string()
+		if d.err != nil {
+			return
+		}
+		j.History = append(j.History, a)
+	}
 }
 
 // decoder reads fields in order; the first error sticks and later reads

@@ -26,6 +26,16 @@ func sampleJobs() []*delayq.Job {
 		{ID: "expired", Seq: 6, Topic: "z", State: delayq.StateReady, Due: t0, Created: t0, Timeouts: 1,
 			LastReason: delayq.ReasonTTRExpired, LastFailed: t0},
 		{ID: "released-silently", Seq: 7, Topic: "z", State: delayq.StateReady, Due: t0, Created: t0, Releases: 1, LastFailed: t0},
+		{ID: "with-history", Seq: 8, Topic: "z", State: delayq.StateReserved, Due: t0, Created: t0, Attempts: 2, Releases: 1,
+			Reservation: "8-2", Deadline: t0.Add(time.Minute), LastReason: "busy", LastFailed: t0.Add(time.Second),
+			History: []delayq.Attempt{
+				{N: 1, Reserved: t0, By: "alice", Ended: t0.Add(time.Second), Outcome: delayq.OutcomeReleased, Reason: "busy"},
+				{N: 2, Reserved: t0.Add(2 * time.Second), By: "conn 10.0.0.1:5000"},
+			}},
+		{ID: "finished", Seq: 9, Topic: "z", State: delayq.StateFinished, Due: t0, Created: t0, Attempts: 1, Ended: t0.Add(time.Hour),
+			History: []delayq.Attempt{{N: 1, Reserved: t0, Ended: t0.Add(time.Hour), Outcome: delayq.OutcomeFinished}}},
+		{ID: "failed-retained", Seq: 10, Topic: "z", State: delayq.StateFailed, Due: t0, Created: t0, Ended: t0, Buries: 1, Body: []byte("kept")},
+		{ID: "deleted-retained", Seq: 11, Topic: "z", State: delayq.StateDeleted, Due: t0, Created: t0, Ended: t0},
 	}
 }
 
@@ -60,8 +70,34 @@ func TestRecordWithoutFailureTrailer(t *testing.T) {
 	}
 }
 
+// TestRecordVersions: only a job with attempts, an end or a retained
+// state takes the second layout; the others are written as before.
+func TestRecordVersions(t *testing.T) {
+	for _, j := range sampleJobs() {
+		want := recordVersion
+		if len(j.History) > 0 || !j.Ended.IsZero() {
+			want = recordVersion2
+		}
+		if got := encodeRecord(nil, j)[0]; got != want {
+			t.Errorf("%s: record version %d, want %d", j.ID, got, want)
+		}
+	}
+}
+
 func TestDecodeRecordRejects(t *testing.T) {
 	good := encodeRecord(nil, sampleJobs()[1])
+	plain := sampleJobs()[0]
+	plainV2 := append([]byte{recordVersion2}, encodeRecord(nil, plain)[1:]...)
+	plainV2 = append(plainV2, 0, 0, 0, 0) // reason, failed, ended, no attempts
+	retained := sampleJobs()[9]
+	retainedV1 := *retained
+	retainedV1.Ended = time.Time{}
+	long := *sampleJobs()[7]
+	long.History = make([]delayq.Attempt, delayq.MaxHistory+1)
+	hist := encodeRecord(nil, sampleJobs()[7])
+	badOutcome := bytes.Clone(hist)
+	// The last attempt ends with outcome 0 then an empty reason.
+	badOutcome[len(badOutcome)-2] = byte(len(outcomeBytes))
 	tests := []struct {
 		name string
 		b    []byte
@@ -72,6 +108,12 @@ func TestDecodeRecordRejects(t *testing.T) {
 		{"trailing bytes", append(bytes.Clone(good), 0)},
 		{"empty failure trailer", append(bytes.Clone(good), 0, 0)},
 		{"trailing bytes after the failure trailer", append(encodeRecord(nil, sampleJobs()[4]), 0)},
+		{"version 2 without anything of version 2", plainV2},
+		{"retained state in version 1", append([]byte{recordVersion}, encodeRecord(nil, &retainedV1)[1:len(encodeRecord(nil, &retainedV1))-4]...)},
+		{"more attempts than kept", encodeRecord(nil, &long)},
+		{"unknown outcome", badOutcome},
+		{"truncated history", hist[:len(hist)-1]},
+		{"trailing bytes after the history", append(bytes.Clone(hist), 0)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -515,7 +515,7 @@ func decodeAny(v []byte, version uint32) (*delayq.Job, error) {
 	switch version {
 	case 1:
 		return decodeRecord(v)
-	case formatVersion:
+	case 2, formatVersion:
 		return openRecord(v)
 	}
 	if j, err := openRecord(v); err == nil {

@@ -31,6 +31,9 @@ func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult
 	var now time.Time
 	_, err := s.stage(ctx, func(t *txn) error {
 		now = s.clock.At(p.Now)
+		if err := s.expire(t, now, limit, res); err != nil {
+			return err
+		}
 		for range limit {
 			e, err := s.due(now.UnixMilli())
 			if e == nil || err != nil {
@@ -56,6 +59,9 @@ func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult
 	var next *time.Time
 	if err == nil {
 		next, err = s.nextAt()
+	}
+	if exp, ok := s.nextExpiry(); err == nil && ok && (next == nil || exp.Before(*next)) {
+		next = &exp
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -106,7 +112,13 @@ func (s *Store) promote(t *txn, e *entry, now time.Time, bs map[string]store.Bac
 		store.ApplyDue(n)
 		res.AddLateness(n.Topic, now.Sub(n.Due))
 	} else {
+		deadline := n.Deadline
 		store.ApplyTimeout(n)
+		how := delayq.OutcomeTTRExpired
+		if n.State == delayq.StateBuried {
+			how = delayq.OutcomeBuried
+		}
+		endAttempt(n, deadline, how, delayq.ReasonTTRExpired)
 	}
 	switch {
 	case j.State == delayq.StateReserved && store.BackOff(n, bs):

@@ -75,6 +75,7 @@ type txn struct {
 
 	key   []byte    // scratch for the keys stage builds (the batch copies them)
 	spare []*counts // counters of earlier txns, for topicCounts to reuse
+	exp   *expiry   // what memory knows of the expiry index once applied (Tick's expire); nil: unchanged
 }
 
 // newTxn starts a transition. It reuses the txn (and its batch) the last
@@ -109,6 +110,7 @@ func (t *txn) release() {
 	t.changes = t.changes[:0]
 	clear(t.popped)
 	t.popped = t.popped[:0]
+	t.exp = nil
 	if cap(t.changes) > 1024 { // a big batch's slices are not kept for every later txn
 		t.changes, t.popped = nil, nil
 	}
@@ -144,16 +146,26 @@ func (t *txn) topicCounts(name string) *counts {
 // and its single delete meet in a flush or compaction both vanish, and a
 // short-lived job leaves only its J tombstone behind instead of four
 // (the J record is rewritten by every transition, so it needs Delete).
+//
+// A retained job (retain.go) is staged as a job in a state of its own:
+// a delete that keeps the job stages (live, retained), Tick's expiry
+// (retained, nil). Its E key, Set once when it is retained, goes with
+// SingleDelete too; it is in no counter.
 func (t *txn) stage(old, new *delayq.Job) {
 	t.changes = append(t.changes, change{old, new})
 	if old != nil {
 		t.key = appendIndexKey(t.key[:0], old)
 		t.b.SingleDelete(t.key, nil)
-		if old.State == delayq.StateDelayed {
+		switch {
+		case old.State == delayq.StateDelayed:
 			t.key = appendDueKey(t.key[:0], old.Due.UnixMilli(), old.Seq)
 			t.b.SingleDelete(t.key, nil)
+		case old.State.Retained():
+			t.b.SingleDelete(expiryKey(old), nil)
 		}
-		t.topicCounts(old.Topic).add(old, -1)
+		if !old.State.Retained() {
+			t.topicCounts(old.Topic).add(old, -1)
+		}
 	}
 	if new == nil {
 		t.key = appendJobKey(t.key[:0], old.ID)
@@ -177,11 +189,15 @@ func (t *txn) stage(old, new *delayq.Job) {
 	k := len(t.key)
 	t.key = appendIndexValue(t.key, new)
 	t.b.Set(t.key[:k], t.key[k:], nil)
-	if new.State == delayq.StateDelayed {
+	switch {
+	case new.State == delayq.StateDelayed:
 		t.key = appendDueKey(t.key[:0], new.Due.UnixMilli(), new.Seq)
 		k := len(t.key)
 		t.key = append(t.key, new.ID...)
 		t.b.Set(t.key[:k], t.key[k:], nil)
+	case new.State.Retained():
+		t.b.Set(expiryKey(new), expiryValue(new), nil)
+		return
 	}
 	t.topicCounts(new.Topic).add(new, 1)
 }
@@ -189,6 +205,9 @@ func (t *txn) stage(old, new *delayq.Job) {
 // apply makes memory match the batch Pebble accepted. Requires mu.
 func (t *txn) apply() {
 	s := t.s
+	if t.exp != nil {
+		s.exp = *t.exp
+	}
 	for _, c := range t.changes {
 		if c.old != nil && c.new != nil {
 			if e := s.entries[c.old.Seq]; e != nil && s.move(e, c.new) {
@@ -200,6 +219,9 @@ func (t *txn) apply() {
 		}
 		if c.new != nil {
 			s.index(c.new)
+			if c.new.State.Retained() {
+				s.exp.note(c.new.Ended.UnixMilli())
+			}
 		}
 	}
 	for name, c := range t.counts {
