@@ -2,6 +2,7 @@ package diskstore
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -140,4 +141,75 @@ func BenchmarkReserveDeleteParallel(b *testing.B) {
 	s.mu.Lock()
 	b.ReportMetric(float64(s.stats.ops)/float64(s.stats.groups), "ops/group")
 	s.mu.Unlock()
+}
+
+// BenchmarkRetainedDisk measures what retained jobs cost on disk: 20,000
+// jobs (100 random bytes of body, ids shaped as the engine's UUIDv7s with
+// their random bits, so neither compresses away) are put, reserved and
+// finished in batches of 500, the store is flushed and compacted, and the
+// sstables' bytes per job are reported. Run it once:
+//
+//	go test -run '^$' -bench RetainedDisk -benchtime 1x ./internal/store/diskstore/
+func BenchmarkRetainedDisk(b *testing.B) {
+	const n, batch = 20_000, 500
+	for _, c := range []struct {
+		name string
+		r    store.Retention
+	}{
+		{"retain=off", store.Retention{}},
+		{"retain=1h,bodies=false", store.Retention{For: time.Hour}},
+		{"retain=1h,bodies=true", store.Retention{For: time.Hour, Bodies: true}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				c.r.Now = func() time.Time { return t0 }
+				dir := b.TempDir()
+				s := openAt(b, dir, Options{MinFree: -1, Retention: c.r})
+				rng := rand.New(rand.NewPCG(1, 2))
+				ctx := b.Context()
+				for i := 0; i < n; i += batch {
+					jobs := make([]*delayq.Job, batch)
+					for k := range jobs {
+						body := make([]byte, 100)
+						for x := range body {
+							body[x] = byte(rng.Uint32())
+						}
+						id := fmt.Sprintf("0199b5e4-%04x-7%03x-8%03x-%012x", i/batch, rng.Uint32()&0xfff, rng.Uint32()&0xfff, rng.Uint64()&(1<<48-1))
+						jobs[k] = benchJob(id, body)
+					}
+					if err := s.Put(ctx, jobs); err != nil {
+						b.Fatal(err)
+					}
+					got, err := s.Reserve(ctx, store.ReserveParams{Topics: []string{"bench"}, Max: batch, Now: t0, By: "worker-1"})
+					if err != nil || len(got) != batch {
+						b.Fatal(len(got), err)
+					}
+					ps := make([]store.DeleteParams, batch)
+					for k, j := range got {
+						ps[k] = store.DeleteParams{Ref: delayq.Ref{ID: j.ID, Reservation: j.Reservation}, Now: t0}
+					}
+					if _, _, err := s.DeleteBatch(ctx, ps); err != nil {
+						b.Fatal(err)
+					}
+				}
+				s.mu.Lock()
+				s.flushLocked()
+				s.mu.Unlock()
+				if err := s.db.Flush(); err != nil {
+					b.Fatal(err)
+				}
+				if err := s.db.Compact(ctx, []byte{0}, []byte{0xff}, false); err != nil {
+					b.Fatal(err)
+				}
+				var bytes int64
+				for _, l := range s.db.Metrics().Levels {
+					bytes += l.TablesSize
+				}
+				b.ReportMetric(float64(bytes)/n, "disk_B/job")
+				if err := s.Close(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
