@@ -2,10 +2,12 @@ package server
 
 import (
 	"context"
+	"errors"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/client"
 	"github.com/delayq/delayq/internal/config"
 )
@@ -64,6 +66,39 @@ func TestTwoInstancesOverRedis(t *testing.T) {
 	}
 	if n := <-got; n != 1 {
 		t.Errorf("consumer waiting on B got %d jobs, want the one put on A", n)
+	}
+}
+
+// TestIdempotencyWindowAcrossRedisInstances: a job finished through one
+// instance keeps its id taken on the other (the default --retain), in any
+// topic: the put there answers "exists" with the state finished, and the
+// other instance shows the finished job with its attempt.
+func TestIdempotencyWindowAcrossRedisInstances(t *testing.T) {
+	url := redisURL(t)
+	a, b := startOverRedis(t, url), startOverRedis(t, url)
+	ca := client.New([]string{a.URL()}, client.Discovery(0))
+	cb := client.New([]string{b.URL()}, client.Discovery(0))
+	stamp := time.Now().Format("150405.000000")
+	topic, id := "window-"+stamp, "order-"+stamp
+	if _, err := ca.Put(t.Context(), topic, client.PutRequest{ID: id, Body: []byte("x")}); err != nil {
+		t.Fatalf("Put on A = %v", err)
+	}
+	jobs, err := ca.Reserve(t.Context(), []string{topic}, 1, 5*time.Second)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("Reserve on A = %d jobs, %v", len(jobs), err)
+	}
+	if err := ca.Finish(t.Context(), id, jobs[0].Reservation); err != nil {
+		t.Fatalf("Finish on A = %v", err)
+	}
+	for _, to := range []string{topic, "other-" + stamp} {
+		_, err := cb.Put(t.Context(), to, client.PutRequest{ID: id, Body: []byte("x")})
+		if !errors.Is(err, delayq.ErrExists) || client.ExistingState(err) != delayq.StateFinished {
+			t.Fatalf("Put of the finished id into %s on B = %v (state %q), want exists, finished", to, err, client.ExistingState(err))
+		}
+	}
+	j, err := cb.Get(t.Context(), id)
+	if err != nil || j.State != delayq.StateFinished || len(j.History) != 1 || j.History[0].Outcome != delayq.OutcomeFinished {
+		t.Fatalf("Get on B = %+v, %v; want the finished job with its one finished attempt", j, err)
 	}
 }
 
