@@ -103,8 +103,9 @@ func toPut(topic string, p putFields, field string) (engine.PutRequest, error) {
 	return r, nil
 }
 
-// fromJob is j on the wire: reservation and deadline only while it is
-// reserved (a job read back carries no stale token), as in the HTTP API.
+// fromJob is j on the wire, as the HTTP API writes it (api.FromJob):
+// reservation and deadline only while it is reserved (a job read back
+// carries no stale token), ended_at only once it ended, its attempts.
 func fromJob(j *delayq.Job) *delayqv1.Job {
 	if j == nil {
 		return nil
@@ -122,6 +123,19 @@ func fromJob(j *delayq.Job) *delayqv1.Job {
 	if j.State == delayq.StateReserved {
 		w.Reservation = j.Reservation
 		w.Deadline = timestamppb.New(j.Deadline)
+	}
+	if !j.Ended.IsZero() {
+		w.EndedAt = timestamppb.New(j.Ended)
+	}
+	if len(j.History) > 0 {
+		w.History = make([]*delayqv1.Attempt, len(j.History))
+		for i, a := range j.History {
+			w.History[i] = &delayqv1.Attempt{Attempt: clamp32(a.N), ReservedAt: timestamppb.New(a.Reserved), By: a.By,
+				Outcome: string(a.Outcome), Reason: a.Reason}
+			if !a.Ended.IsZero() {
+				w.History[i].EndedAt = timestamppb.New(a.Ended)
+			}
+		}
 	}
 	return w
 }

@@ -94,13 +94,18 @@ func toConnect(ctx context.Context, log *slog.Logger, procedure string, err erro
 	}
 	code, field, status := codeOf(err)
 	msg := messageOf(err)
+	var ee *delayq.ExistsError
+	var state string
+	if errors.As(err, &ee) {
+		state = string(ee.State) // the taken job's, so a retried put learns it is done
+	}
 	if status == connect.CodeInternal || status == connect.CodeUnavailable && code != delayq.CodeDraining {
 		log.Error("grpc call failed", "procedure", procedure, "code", code, "err", err)
 		if status == connect.CodeInternal {
 			msg = "internal error; see the server log"
 		}
 	}
-	return withInfo(status, &delayqv1.ErrorInfo{Code: code, Message: msg, Field: field})
+	return withInfo(status, &delayqv1.ErrorInfo{Code: code, Message: msg, Field: field, State: state})
 }
 
 // withInfo is a *connect.Error of status carrying info as its detail.

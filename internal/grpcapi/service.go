@@ -9,6 +9,7 @@ import (
 	"github.com/delayq/delayq"
 	delayqv1 "github.com/delayq/delayq/api/gen/delayq/v1"
 	"github.com/delayq/delayq/api/gen/delayq/v1/delayqv1connect"
+	"github.com/delayq/delayq/internal/auth"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/limits"
 )
@@ -75,7 +76,7 @@ func (s *service) PutBatch(ctx context.Context, req *connect.Request[delayqv1.Pu
 
 func (s *service) Reserve(ctx context.Context, req *connect.Request[delayqv1.ReserveRequest]) (*connect.Response[delayqv1.ReserveResponse], error) {
 	m := req.Msg
-	er := engine.ReserveRequest{Topics: m.GetTopics(), N: int(m.GetN())}
+	er := engine.ReserveRequest{Topics: m.GetTopics(), N: int(m.GetN()), By: reserver(ctx, req.Peer().Addr)}
 	wait, err := duration(m.GetWait(), delayq.CodeBadWait, "wait")
 	if err != nil {
 		return nil, err
@@ -111,6 +112,16 @@ func refOf(id, reservation string) (delayq.Ref, error) {
 		return delayq.Ref{}, delayq.CheckID(id)
 	}
 	return delayq.Ref{ID: id, Reservation: reservation}, nil
+}
+
+// reserver names who reserves, for the jobs' attempts: the caller's
+// principal, or its connection ("grpc 127.0.0.1:5000") when the server
+// has no tokens, as the HTTP API names its callers.
+func reserver(ctx context.Context, addr string) string {
+	if p := principalOf(ctx); p != nil && p != auth.Open {
+		return p.Name
+	}
+	return "grpc " + addr
 }
 
 // answer returns what answers the job a call returned, its reservation

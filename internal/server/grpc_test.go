@@ -84,7 +84,7 @@ func TestGRPCOnTheHTTPPort(t *testing.T) {
 	if err := invoke(ctx, conn, "Finish", &delayqv1.FinishRequest{Id: "o1", Reservation: res.Jobs[0].Reservation}, &delayqv1.FinishResponse{}); err != nil {
 		t.Fatal(err)
 	}
-	err = invoke(ctx, conn, "Finish", &delayqv1.FinishRequest{Id: "o1", Reservation: res.Jobs[0].Reservation}, &delayqv1.FinishResponse{})
+	err = invoke(ctx, conn, "Finish", &delayqv1.FinishRequest{Id: "never", Reservation: res.Jobs[0].Reservation}, &delayqv1.FinishResponse{})
 	st := status.Convert(err)
 	if st.Code() != codes.NotFound || len(st.Details()) != 1 || st.Details()[0].(*delayqv1.ErrorInfo).GetCode() != delayq.CodeNotFound {
 		t.Fatalf("second finish = %v %v", st, st.Details())

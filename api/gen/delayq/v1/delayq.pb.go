@@ -48,8 +48,10 @@ type Job struct {
 	// the beanstalkd protocol).
 	Seq   uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
 	Topic string `protobuf:"bytes,3,opt,name=topic,proto3" json:"topic,omitempty"`
-	// delayed, ready, reserved or buried. A string, as in the HTTP API, so
-	// states a newer server adds reach older clients unchanged.
+	// delayed, ready, reserved or buried while live; finished, deleted or
+	// failed while retained after it ended (--retain). A string, as in the
+	// HTTP API, so states a newer server adds reach older clients
+	// unchanged.
 	State    string               `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
 	Body     []byte               `protobuf:"bytes,5,opt,name=body,proto3" json:"body,omitempty"`
 	Priority uint32               `protobuf:"varint,6,opt,name=priority,proto3" json:"priority,omitempty"`
@@ -74,7 +76,13 @@ type Job struct {
 	// expired"); empty when it never failed or no reason was given.
 	LastReason string `protobuf:"bytes,18,opt,name=last_reason,json=lastReason,proto3" json:"last_reason,omitempty"`
 	// When the job last failed; unset while it never failed.
-	LastFailed    *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=last_failed,json=lastFailed,proto3" json:"last_failed,omitempty"`
+	LastFailed *timestamppb.Timestamp `protobuf:"bytes,19,opt,name=last_failed,json=lastFailed,proto3" json:"last_failed,omitempty"`
+	// The job's most recent attempts (at most 20), oldest first; empty
+	// while it was never reserved.
+	History []*Attempt `protobuf:"bytes,20,rep,name=history,proto3" json:"history,omitempty"`
+	// When a retained job (finished, deleted or failed) ended; unset for a
+	// live job.
+	EndedAt       *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -242,6 +250,111 @@ func (x *Job) GetLastFailed() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Job) GetHistory() []*Attempt {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+func (x *Job) GetEndedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndedAt
+	}
+	return nil
+}
+
+// Attempt is one reservation of a job and how it ended.
+type Attempt struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The job's attempts count this reservation made (1 for the first; a
+	// give-back costs none, so the next one has the same).
+	Attempt    int32                  `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	ReservedAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=reserved_at,json=reservedAt,proto3" json:"reserved_at,omitempty"`
+	// Who reserved it: the principal, or the connection without one.
+	By string `protobuf:"bytes,3,opt,name=by,proto3" json:"by,omitempty"`
+	// ended_at, outcome and reason are unset while the attempt runs.
+	EndedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
+	// finished, released, ttr_expired, buried, gave_back or deleted.
+	Outcome string `protobuf:"bytes,5,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// The consumer's reason (release, bury), or "ttr expired".
+	Reason        string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Attempt) Reset() {
+	*x = Attempt{}
+	mi := &file_delayq_v1_delayq_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Attempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Attempt) ProtoMessage() {}
+
+func (x *Attempt) ProtoReflect() protoreflect.Message {
+	mi := &file_delayq_v1_delayq_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Attempt.ProtoReflect.Descriptor instead.
+func (*Attempt) Descriptor() ([]byte, []int) {
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Attempt) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *Attempt) GetReservedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReservedAt
+	}
+	return nil
+}
+
+func (x *Attempt) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *Attempt) GetEndedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndedAt
+	}
+	return nil
+}
+
+func (x *Attempt) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *Attempt) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // PutRequest is one job to put. Unset fields take the defaults of the
 // HTTP API: delay 0, ttr 60 s, priority 1024, max_attempts 0 (unlimited),
 // with the topic policy's ttr and max_attempts replacing unset ones.
@@ -263,7 +376,7 @@ type PutRequest struct {
 
 func (x *PutRequest) Reset() {
 	*x = PutRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[1]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -275,7 +388,7 @@ func (x *PutRequest) String() string {
 func (*PutRequest) ProtoMessage() {}
 
 func (x *PutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[1]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -288,7 +401,7 @@ func (x *PutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutRequest.ProtoReflect.Descriptor instead.
 func (*PutRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{1}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PutRequest) GetTopic() string {
@@ -358,7 +471,7 @@ type PutResponse struct {
 
 func (x *PutResponse) Reset() {
 	*x = PutResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[2]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -370,7 +483,7 @@ func (x *PutResponse) String() string {
 func (*PutResponse) ProtoMessage() {}
 
 func (x *PutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[2]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -383,7 +496,7 @@ func (x *PutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutResponse.ProtoReflect.Descriptor instead.
 func (*PutResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{2}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PutResponse) GetId() string {
@@ -411,7 +524,7 @@ type PutBatchRequest struct {
 
 func (x *PutBatchRequest) Reset() {
 	*x = PutBatchRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[3]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -423,7 +536,7 @@ func (x *PutBatchRequest) String() string {
 func (*PutBatchRequest) ProtoMessage() {}
 
 func (x *PutBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[3]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -436,7 +549,7 @@ func (x *PutBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutBatchRequest.ProtoReflect.Descriptor instead.
 func (*PutBatchRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{3}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PutBatchRequest) GetTopic() string {
@@ -469,7 +582,7 @@ type PutJob struct {
 
 func (x *PutJob) Reset() {
 	*x = PutJob{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[4]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -481,7 +594,7 @@ func (x *PutJob) String() string {
 func (*PutJob) ProtoMessage() {}
 
 func (x *PutJob) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[4]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -494,7 +607,7 @@ func (x *PutJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutJob.ProtoReflect.Descriptor instead.
 func (*PutJob) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{4}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PutJob) GetId() string {
@@ -556,7 +669,7 @@ type PutBatchResponse struct {
 
 func (x *PutBatchResponse) Reset() {
 	*x = PutBatchResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[5]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -568,7 +681,7 @@ func (x *PutBatchResponse) String() string {
 func (*PutBatchResponse) ProtoMessage() {}
 
 func (x *PutBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[5]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -581,7 +694,7 @@ func (x *PutBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutBatchResponse.ProtoReflect.Descriptor instead.
 func (*PutBatchResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{5}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PutBatchResponse) GetJobs() []*PutResponse {
@@ -606,7 +719,7 @@ type ReserveRequest struct {
 
 func (x *ReserveRequest) Reset() {
 	*x = ReserveRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[6]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -618,7 +731,7 @@ func (x *ReserveRequest) String() string {
 func (*ReserveRequest) ProtoMessage() {}
 
 func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[6]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -631,7 +744,7 @@ func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
 func (*ReserveRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{6}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReserveRequest) GetTopics() []string {
@@ -665,7 +778,7 @@ type ReserveResponse struct {
 
 func (x *ReserveResponse) Reset() {
 	*x = ReserveResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[7]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -677,7 +790,7 @@ func (x *ReserveResponse) String() string {
 func (*ReserveResponse) ProtoMessage() {}
 
 func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[7]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -690,7 +803,7 @@ func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveResponse.ProtoReflect.Descriptor instead.
 func (*ReserveResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{7}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReserveResponse) GetJobs() []*Job {
@@ -711,7 +824,7 @@ type FinishRequest struct {
 
 func (x *FinishRequest) Reset() {
 	*x = FinishRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[8]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -723,7 +836,7 @@ func (x *FinishRequest) String() string {
 func (*FinishRequest) ProtoMessage() {}
 
 func (x *FinishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[8]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -736,7 +849,7 @@ func (x *FinishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishRequest.ProtoReflect.Descriptor instead.
 func (*FinishRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{8}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *FinishRequest) GetId() string {
@@ -763,7 +876,7 @@ type FinishResponse struct {
 
 func (x *FinishResponse) Reset() {
 	*x = FinishResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[9]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -775,7 +888,7 @@ func (x *FinishResponse) String() string {
 func (*FinishResponse) ProtoMessage() {}
 
 func (x *FinishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[9]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -788,7 +901,7 @@ func (x *FinishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishResponse.ProtoReflect.Descriptor instead.
 func (*FinishResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{9}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *FinishResponse) GetJob() *Job {
@@ -808,7 +921,7 @@ type FinishBatchRequest struct {
 
 func (x *FinishBatchRequest) Reset() {
 	*x = FinishBatchRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[10]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +933,7 @@ func (x *FinishBatchRequest) String() string {
 func (*FinishBatchRequest) ProtoMessage() {}
 
 func (x *FinishBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[10]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +946,7 @@ func (x *FinishBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishBatchRequest.ProtoReflect.Descriptor instead.
 func (*FinishBatchRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{10}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FinishBatchRequest) GetJobs() []*FinishRef {
@@ -854,7 +967,7 @@ type FinishRef struct {
 
 func (x *FinishRef) Reset() {
 	*x = FinishRef{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[11]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +979,7 @@ func (x *FinishRef) String() string {
 func (*FinishRef) ProtoMessage() {}
 
 func (x *FinishRef) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[11]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +992,7 @@ func (x *FinishRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishRef.ProtoReflect.Descriptor instead.
 func (*FinishRef) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{11}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FinishRef) GetId() string {
@@ -906,7 +1019,7 @@ type FinishBatchResponse struct {
 
 func (x *FinishBatchResponse) Reset() {
 	*x = FinishBatchResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[12]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -918,7 +1031,7 @@ func (x *FinishBatchResponse) String() string {
 func (*FinishBatchResponse) ProtoMessage() {}
 
 func (x *FinishBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[12]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -931,7 +1044,7 @@ func (x *FinishBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishBatchResponse.ProtoReflect.Descriptor instead.
 func (*FinishBatchResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{12}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FinishBatchResponse) GetResults() []*FinishResult {
@@ -954,7 +1067,7 @@ type FinishResult struct {
 
 func (x *FinishResult) Reset() {
 	*x = FinishResult{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[13]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -966,7 +1079,7 @@ func (x *FinishResult) String() string {
 func (*FinishResult) ProtoMessage() {}
 
 func (x *FinishResult) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[13]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -979,7 +1092,7 @@ func (x *FinishResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishResult.ProtoReflect.Descriptor instead.
 func (*FinishResult) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{13}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FinishResult) GetId() string {
@@ -1020,7 +1133,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[14]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1032,7 +1145,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[14]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1045,7 +1158,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{14}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReleaseRequest) GetId() string {
@@ -1093,7 +1206,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[15]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1105,7 +1218,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[15]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1118,7 +1231,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{15}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReleaseResponse) GetJob() *Job {
@@ -1139,7 +1252,7 @@ type TouchRequest struct {
 
 func (x *TouchRequest) Reset() {
 	*x = TouchRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[16]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1264,7 @@ func (x *TouchRequest) String() string {
 func (*TouchRequest) ProtoMessage() {}
 
 func (x *TouchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[16]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1277,7 @@ func (x *TouchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TouchRequest.ProtoReflect.Descriptor instead.
 func (*TouchRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{16}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TouchRequest) GetId() string {
@@ -1191,7 +1304,7 @@ type TouchResponse struct {
 
 func (x *TouchResponse) Reset() {
 	*x = TouchResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[17]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1316,7 @@ func (x *TouchResponse) String() string {
 func (*TouchResponse) ProtoMessage() {}
 
 func (x *TouchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[17]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1329,7 @@ func (x *TouchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TouchResponse.ProtoReflect.Descriptor instead.
 func (*TouchResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{17}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TouchResponse) GetJob() *Job {
@@ -1241,7 +1354,7 @@ type BuryRequest struct {
 
 func (x *BuryRequest) Reset() {
 	*x = BuryRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[18]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1253,7 +1366,7 @@ func (x *BuryRequest) String() string {
 func (*BuryRequest) ProtoMessage() {}
 
 func (x *BuryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[18]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1266,7 +1379,7 @@ func (x *BuryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuryRequest.ProtoReflect.Descriptor instead.
 func (*BuryRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{18}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *BuryRequest) GetId() string {
@@ -1307,7 +1420,7 @@ type BuryResponse struct {
 
 func (x *BuryResponse) Reset() {
 	*x = BuryResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[19]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1432,7 @@ func (x *BuryResponse) String() string {
 func (*BuryResponse) ProtoMessage() {}
 
 func (x *BuryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[19]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1445,7 @@ func (x *BuryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuryResponse.ProtoReflect.Descriptor instead.
 func (*BuryResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{19}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *BuryResponse) GetJob() *Job {
@@ -1352,7 +1465,7 @@ type KickRequest struct {
 
 func (x *KickRequest) Reset() {
 	*x = KickRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[20]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1364,7 +1477,7 @@ func (x *KickRequest) String() string {
 func (*KickRequest) ProtoMessage() {}
 
 func (x *KickRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[20]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1377,7 +1490,7 @@ func (x *KickRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KickRequest.ProtoReflect.Descriptor instead.
 func (*KickRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{20}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *KickRequest) GetId() string {
@@ -1397,7 +1510,7 @@ type KickResponse struct {
 
 func (x *KickResponse) Reset() {
 	*x = KickResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[21]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1409,7 +1522,7 @@ func (x *KickResponse) String() string {
 func (*KickResponse) ProtoMessage() {}
 
 func (x *KickResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[21]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1422,7 +1535,7 @@ func (x *KickResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KickResponse.ProtoReflect.Descriptor instead.
 func (*KickResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{21}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *KickResponse) GetJob() *Job {
@@ -1444,7 +1557,7 @@ type KickTopicRequest struct {
 
 func (x *KickTopicRequest) Reset() {
 	*x = KickTopicRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[22]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1569,7 @@ func (x *KickTopicRequest) String() string {
 func (*KickTopicRequest) ProtoMessage() {}
 
 func (x *KickTopicRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[22]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1582,7 @@ func (x *KickTopicRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KickTopicRequest.ProtoReflect.Descriptor instead.
 func (*KickTopicRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{22}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *KickTopicRequest) GetTopic() string {
@@ -1498,7 +1611,7 @@ type KickTopicResponse struct {
 
 func (x *KickTopicResponse) Reset() {
 	*x = KickTopicResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[23]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1510,7 +1623,7 @@ func (x *KickTopicResponse) String() string {
 func (*KickTopicResponse) ProtoMessage() {}
 
 func (x *KickTopicResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[23]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1523,7 +1636,7 @@ func (x *KickTopicResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KickTopicResponse.ProtoReflect.Descriptor instead.
 func (*KickTopicResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{23}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *KickTopicResponse) GetKicked() int64 {
@@ -1550,7 +1663,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[24]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1562,7 +1675,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[24]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1575,7 +1688,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{24}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetRequest) GetId() string {
@@ -1595,7 +1708,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[25]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +1720,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[25]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +1733,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{25}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetResponse) GetJob() *Job {
@@ -1646,7 +1759,7 @@ type UpdateRequest struct {
 
 func (x *UpdateRequest) Reset() {
 	*x = UpdateRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[26]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1658,7 +1771,7 @@ func (x *UpdateRequest) String() string {
 func (*UpdateRequest) ProtoMessage() {}
 
 func (x *UpdateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[26]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +1784,7 @@ func (x *UpdateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateRequest.ProtoReflect.Descriptor instead.
 func (*UpdateRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{26}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *UpdateRequest) GetId() string {
@@ -1719,7 +1832,7 @@ type UpdateResponse struct {
 
 func (x *UpdateResponse) Reset() {
 	*x = UpdateResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[27]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1731,7 +1844,7 @@ func (x *UpdateResponse) String() string {
 func (*UpdateResponse) ProtoMessage() {}
 
 func (x *UpdateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[27]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1744,7 +1857,7 @@ func (x *UpdateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateResponse.ProtoReflect.Descriptor instead.
 func (*UpdateResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{27}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UpdateResponse) GetJob() *Job {
@@ -1764,7 +1877,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[28]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1776,7 +1889,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[28]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1789,7 +1902,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{28}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DeleteRequest) GetId() string {
@@ -1809,7 +1922,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[29]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1821,7 +1934,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[29]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1834,7 +1947,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{29}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteResponse) GetJob() *Job {
@@ -1848,7 +1961,8 @@ func (x *DeleteResponse) GetJob() *Job {
 type ListRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	// delayed, ready, reserved or buried; empty lists every state.
+	// delayed, ready, reserved or buried; finished, deleted or failed for
+	// the retained jobs; empty lists every live state.
 	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
 	// Empty for the first page, then the previous page's next.
 	Cursor string `protobuf:"bytes,3,opt,name=cursor,proto3" json:"cursor,omitempty"`
@@ -1860,7 +1974,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[30]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1872,7 +1986,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[30]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1885,7 +1999,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{30}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListRequest) GetTopic() string {
@@ -1928,7 +2042,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[31]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1940,7 +2054,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[31]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1953,7 +2067,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{31}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListResponse) GetJobs() []*Job {
@@ -1980,14 +2094,19 @@ type ErrorInfo struct {
 	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// The request field the error is about, when there is one
 	// ("jobs[3].delay").
-	Field         string `protobuf:"bytes,3,opt,name=field,proto3" json:"field,omitempty"`
+	Field string `protobuf:"bytes,3,opt,name=field,proto3" json:"field,omitempty"`
+	// With code "exists": the state of the job that has the id, live
+	// (delayed, ready, reserved, buried) or retained (finished, deleted,
+	// failed), so a producer retrying a put learns its job is there or
+	// done.
+	State         string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ErrorInfo) Reset() {
 	*x = ErrorInfo{}
-	mi := &file_delayq_v1_delayq_proto_msgTypes[32]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1999,7 +2118,7 @@ func (x *ErrorInfo) String() string {
 func (*ErrorInfo) ProtoMessage() {}
 
 func (x *ErrorInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_delayq_v1_delayq_proto_msgTypes[32]
+	mi := &file_delayq_v1_delayq_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2012,7 +2131,7 @@ func (x *ErrorInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorInfo.ProtoReflect.Descriptor instead.
 func (*ErrorInfo) Descriptor() ([]byte, []int) {
-	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{32}
+	return file_delayq_v1_delayq_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ErrorInfo) GetCode() string {
@@ -2036,11 +2155,18 @@ func (x *ErrorInfo) GetField() string {
 	return ""
 }
 
+func (x *ErrorInfo) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
 var File_delayq_v1_delayq_proto protoreflect.FileDescriptor
 
 const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\n" +
-	"\x16delayq/v1/delayq.proto\x12\tdelayq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf1\x04\n" +
+	"\x16delayq/v1/delayq.proto\x12\tdelayq.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd6\x05\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
@@ -2063,7 +2189,17 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\vlast_reason\x18\x12 \x01(\tR\n" +
 	"lastReason\x12;\n" +
 	"\vlast_failed\x18\x13 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"lastFailed\"\xb7\x02\n" +
+	"lastFailed\x12,\n" +
+	"\ahistory\x18\x14 \x03(\v2\x12.delayq.v1.AttemptR\ahistory\x125\n" +
+	"\bended_at\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\"\xd9\x01\n" +
+	"\aAttempt\x12\x18\n" +
+	"\aattempt\x18\x01 \x01(\x05R\aattempt\x12;\n" +
+	"\vreserved_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"reservedAt\x12\x0e\n" +
+	"\x02by\x18\x03 \x01(\tR\x02by\x125\n" +
+	"\bended_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x12\x18\n" +
+	"\aoutcome\x18\x05 \x01(\tR\aoutcome\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\"\xb7\x02\n" +
 	"\n" +
 	"PutRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x0e\n" +
@@ -2174,11 +2310,12 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\x05limit\x18\x04 \x01(\x05R\x05limit\"F\n" +
 	"\fListResponse\x12\"\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x0e.delayq.v1.JobR\x04jobs\x12\x12\n" +
-	"\x04next\x18\x02 \x01(\tR\x04next\"O\n" +
+	"\x04next\x18\x02 \x01(\tR\x04next\"e\n" +
 	"\tErrorInfo\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x14\n" +
-	"\x05field\x18\x03 \x01(\tR\x05field2\xfe\x06\n" +
+	"\x05field\x18\x03 \x01(\tR\x05field\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state2\xfe\x06\n" +
 	"\rDelayQService\x124\n" +
 	"\x03Put\x12\x15.delayq.v1.PutRequest\x1a\x16.delayq.v1.PutResponse\x12C\n" +
 	"\bPutBatch\x12\x1a.delayq.v1.PutBatchRequest\x1a\x1b.delayq.v1.PutBatchResponse\x12@\n" +
@@ -2207,108 +2344,113 @@ func file_delayq_v1_delayq_proto_rawDescGZIP() []byte {
 	return file_delayq_v1_delayq_proto_rawDescData
 }
 
-var file_delayq_v1_delayq_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_delayq_v1_delayq_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_delayq_v1_delayq_proto_goTypes = []any{
 	(*Job)(nil),                   // 0: delayq.v1.Job
-	(*PutRequest)(nil),            // 1: delayq.v1.PutRequest
-	(*PutResponse)(nil),           // 2: delayq.v1.PutResponse
-	(*PutBatchRequest)(nil),       // 3: delayq.v1.PutBatchRequest
-	(*PutJob)(nil),                // 4: delayq.v1.PutJob
-	(*PutBatchResponse)(nil),      // 5: delayq.v1.PutBatchResponse
-	(*ReserveRequest)(nil),        // 6: delayq.v1.ReserveRequest
-	(*ReserveResponse)(nil),       // 7: delayq.v1.ReserveResponse
-	(*FinishRequest)(nil),         // 8: delayq.v1.FinishRequest
-	(*FinishResponse)(nil),        // 9: delayq.v1.FinishResponse
-	(*FinishBatchRequest)(nil),    // 10: delayq.v1.FinishBatchRequest
-	(*FinishRef)(nil),             // 11: delayq.v1.FinishRef
-	(*FinishBatchResponse)(nil),   // 12: delayq.v1.FinishBatchResponse
-	(*FinishResult)(nil),          // 13: delayq.v1.FinishResult
-	(*ReleaseRequest)(nil),        // 14: delayq.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 15: delayq.v1.ReleaseResponse
-	(*TouchRequest)(nil),          // 16: delayq.v1.TouchRequest
-	(*TouchResponse)(nil),         // 17: delayq.v1.TouchResponse
-	(*BuryRequest)(nil),           // 18: delayq.v1.BuryRequest
-	(*BuryResponse)(nil),          // 19: delayq.v1.BuryResponse
-	(*KickRequest)(nil),           // 20: delayq.v1.KickRequest
-	(*KickResponse)(nil),          // 21: delayq.v1.KickResponse
-	(*KickTopicRequest)(nil),      // 22: delayq.v1.KickTopicRequest
-	(*KickTopicResponse)(nil),     // 23: delayq.v1.KickTopicResponse
-	(*GetRequest)(nil),            // 24: delayq.v1.GetRequest
-	(*GetResponse)(nil),           // 25: delayq.v1.GetResponse
-	(*UpdateRequest)(nil),         // 26: delayq.v1.UpdateRequest
-	(*UpdateResponse)(nil),        // 27: delayq.v1.UpdateResponse
-	(*DeleteRequest)(nil),         // 28: delayq.v1.DeleteRequest
-	(*DeleteResponse)(nil),        // 29: delayq.v1.DeleteResponse
-	(*ListRequest)(nil),           // 30: delayq.v1.ListRequest
-	(*ListResponse)(nil),          // 31: delayq.v1.ListResponse
-	(*ErrorInfo)(nil),             // 32: delayq.v1.ErrorInfo
-	(*durationpb.Duration)(nil),   // 33: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
+	(*Attempt)(nil),               // 1: delayq.v1.Attempt
+	(*PutRequest)(nil),            // 2: delayq.v1.PutRequest
+	(*PutResponse)(nil),           // 3: delayq.v1.PutResponse
+	(*PutBatchRequest)(nil),       // 4: delayq.v1.PutBatchRequest
+	(*PutJob)(nil),                // 5: delayq.v1.PutJob
+	(*PutBatchResponse)(nil),      // 6: delayq.v1.PutBatchResponse
+	(*ReserveRequest)(nil),        // 7: delayq.v1.ReserveRequest
+	(*ReserveResponse)(nil),       // 8: delayq.v1.ReserveResponse
+	(*FinishRequest)(nil),         // 9: delayq.v1.FinishRequest
+	(*FinishResponse)(nil),        // 10: delayq.v1.FinishResponse
+	(*FinishBatchRequest)(nil),    // 11: delayq.v1.FinishBatchRequest
+	(*FinishRef)(nil),             // 12: delayq.v1.FinishRef
+	(*FinishBatchResponse)(nil),   // 13: delayq.v1.FinishBatchResponse
+	(*FinishResult)(nil),          // 14: delayq.v1.FinishResult
+	(*ReleaseRequest)(nil),        // 15: delayq.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 16: delayq.v1.ReleaseResponse
+	(*TouchRequest)(nil),          // 17: delayq.v1.TouchRequest
+	(*TouchResponse)(nil),         // 18: delayq.v1.TouchResponse
+	(*BuryRequest)(nil),           // 19: delayq.v1.BuryRequest
+	(*BuryResponse)(nil),          // 20: delayq.v1.BuryResponse
+	(*KickRequest)(nil),           // 21: delayq.v1.KickRequest
+	(*KickResponse)(nil),          // 22: delayq.v1.KickResponse
+	(*KickTopicRequest)(nil),      // 23: delayq.v1.KickTopicRequest
+	(*KickTopicResponse)(nil),     // 24: delayq.v1.KickTopicResponse
+	(*GetRequest)(nil),            // 25: delayq.v1.GetRequest
+	(*GetResponse)(nil),           // 26: delayq.v1.GetResponse
+	(*UpdateRequest)(nil),         // 27: delayq.v1.UpdateRequest
+	(*UpdateResponse)(nil),        // 28: delayq.v1.UpdateResponse
+	(*DeleteRequest)(nil),         // 29: delayq.v1.DeleteRequest
+	(*DeleteResponse)(nil),        // 30: delayq.v1.DeleteResponse
+	(*ListRequest)(nil),           // 31: delayq.v1.ListRequest
+	(*ListResponse)(nil),          // 32: delayq.v1.ListResponse
+	(*ErrorInfo)(nil),             // 33: delayq.v1.ErrorInfo
+	(*durationpb.Duration)(nil),   // 34: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 35: google.protobuf.Timestamp
 }
 var file_delayq_v1_delayq_proto_depIdxs = []int32{
-	33, // 0: delayq.v1.Job.ttr:type_name -> google.protobuf.Duration
-	34, // 1: delayq.v1.Job.due:type_name -> google.protobuf.Timestamp
-	34, // 2: delayq.v1.Job.created:type_name -> google.protobuf.Timestamp
-	34, // 3: delayq.v1.Job.deadline:type_name -> google.protobuf.Timestamp
-	34, // 4: delayq.v1.Job.last_failed:type_name -> google.protobuf.Timestamp
-	33, // 5: delayq.v1.PutRequest.delay:type_name -> google.protobuf.Duration
-	34, // 6: delayq.v1.PutRequest.at:type_name -> google.protobuf.Timestamp
-	33, // 7: delayq.v1.PutRequest.ttr:type_name -> google.protobuf.Duration
-	4,  // 8: delayq.v1.PutBatchRequest.jobs:type_name -> delayq.v1.PutJob
-	33, // 9: delayq.v1.PutJob.delay:type_name -> google.protobuf.Duration
-	34, // 10: delayq.v1.PutJob.at:type_name -> google.protobuf.Timestamp
-	33, // 11: delayq.v1.PutJob.ttr:type_name -> google.protobuf.Duration
-	2,  // 12: delayq.v1.PutBatchResponse.jobs:type_name -> delayq.v1.PutResponse
-	33, // 13: delayq.v1.ReserveRequest.wait:type_name -> google.protobuf.Duration
-	0,  // 14: delayq.v1.ReserveResponse.jobs:type_name -> delayq.v1.Job
-	0,  // 15: delayq.v1.FinishResponse.job:type_name -> delayq.v1.Job
-	11, // 16: delayq.v1.FinishBatchRequest.jobs:type_name -> delayq.v1.FinishRef
-	13, // 17: delayq.v1.FinishBatchResponse.results:type_name -> delayq.v1.FinishResult
-	32, // 18: delayq.v1.FinishResult.error:type_name -> delayq.v1.ErrorInfo
-	33, // 19: delayq.v1.ReleaseRequest.delay:type_name -> google.protobuf.Duration
-	0,  // 20: delayq.v1.ReleaseResponse.job:type_name -> delayq.v1.Job
-	0,  // 21: delayq.v1.TouchResponse.job:type_name -> delayq.v1.Job
-	0,  // 22: delayq.v1.BuryResponse.job:type_name -> delayq.v1.Job
-	0,  // 23: delayq.v1.KickResponse.job:type_name -> delayq.v1.Job
-	0,  // 24: delayq.v1.GetResponse.job:type_name -> delayq.v1.Job
-	33, // 25: delayq.v1.UpdateRequest.delay:type_name -> google.protobuf.Duration
-	34, // 26: delayq.v1.UpdateRequest.at:type_name -> google.protobuf.Timestamp
-	0,  // 27: delayq.v1.UpdateResponse.job:type_name -> delayq.v1.Job
-	0,  // 28: delayq.v1.DeleteResponse.job:type_name -> delayq.v1.Job
-	0,  // 29: delayq.v1.ListResponse.jobs:type_name -> delayq.v1.Job
-	1,  // 30: delayq.v1.DelayQService.Put:input_type -> delayq.v1.PutRequest
-	3,  // 31: delayq.v1.DelayQService.PutBatch:input_type -> delayq.v1.PutBatchRequest
-	6,  // 32: delayq.v1.DelayQService.Reserve:input_type -> delayq.v1.ReserveRequest
-	8,  // 33: delayq.v1.DelayQService.Finish:input_type -> delayq.v1.FinishRequest
-	10, // 34: delayq.v1.DelayQService.FinishBatch:input_type -> delayq.v1.FinishBatchRequest
-	14, // 35: delayq.v1.DelayQService.Release:input_type -> delayq.v1.ReleaseRequest
-	16, // 36: delayq.v1.DelayQService.Touch:input_type -> delayq.v1.TouchRequest
-	18, // 37: delayq.v1.DelayQService.Bury:input_type -> delayq.v1.BuryRequest
-	20, // 38: delayq.v1.DelayQService.Kick:input_type -> delayq.v1.KickRequest
-	22, // 39: delayq.v1.DelayQService.KickTopic:input_type -> delayq.v1.KickTopicRequest
-	24, // 40: delayq.v1.DelayQService.Get:input_type -> delayq.v1.GetRequest
-	26, // 41: delayq.v1.DelayQService.Update:input_type -> delayq.v1.UpdateRequest
-	28, // 42: delayq.v1.DelayQService.Delete:input_type -> delayq.v1.DeleteRequest
-	30, // 43: delayq.v1.DelayQService.List:input_type -> delayq.v1.ListRequest
-	2,  // 44: delayq.v1.DelayQService.Put:output_type -> delayq.v1.PutResponse
-	5,  // 45: delayq.v1.DelayQService.PutBatch:output_type -> delayq.v1.PutBatchResponse
-	7,  // 46: delayq.v1.DelayQService.Reserve:output_type -> delayq.v1.ReserveResponse
-	9,  // 47: delayq.v1.DelayQService.Finish:output_type -> delayq.v1.FinishResponse
-	12, // 48: delayq.v1.DelayQService.FinishBatch:output_type -> delayq.v1.FinishBatchResponse
-	15, // 49: delayq.v1.DelayQService.Release:output_type -> delayq.v1.ReleaseResponse
-	17, // 50: delayq.v1.DelayQService.Touch:output_type -> delayq.v1.TouchResponse
-	19, // 51: delayq.v1.DelayQService.Bury:output_type -> delayq.v1.BuryResponse
-	21, // 52: delayq.v1.DelayQService.Kick:output_type -> delayq.v1.KickResponse
-	23, // 53: delayq.v1.DelayQService.KickTopic:output_type -> delayq.v1.KickTopicResponse
-	25, // 54: delayq.v1.DelayQService.Get:output_type -> delayq.v1.GetResponse
-	27, // 55: delayq.v1.DelayQService.Update:output_type -> delayq.v1.UpdateResponse
-	29, // 56: delayq.v1.DelayQService.Delete:output_type -> delayq.v1.DeleteResponse
-	31, // 57: delayq.v1.DelayQService.List:output_type -> delayq.v1.ListResponse
-	44, // [44:58] is the sub-list for method output_type
-	30, // [30:44] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	34, // 0: delayq.v1.Job.ttr:type_name -> google.protobuf.Duration
+	35, // 1: delayq.v1.Job.due:type_name -> google.protobuf.Timestamp
+	35, // 2: delayq.v1.Job.created:type_name -> google.protobuf.Timestamp
+	35, // 3: delayq.v1.Job.deadline:type_name -> google.protobuf.Timestamp
+	35, // 4: delayq.v1.Job.last_failed:type_name -> google.protobuf.Timestamp
+	1,  // 5: delayq.v1.Job.history:type_name -> delayq.v1.Attempt
+	35, // 6: delayq.v1.Job.ended_at:type_name -> google.protobuf.Timestamp
+	35, // 7: delayq.v1.Attempt.reserved_at:type_name -> google.protobuf.Timestamp
+	35, // 8: delayq.v1.Attempt.ended_at:type_name -> google.protobuf.Timestamp
+	34, // 9: delayq.v1.PutRequest.delay:type_name -> google.protobuf.Duration
+	35, // 10: delayq.v1.PutRequest.at:type_name -> google.protobuf.Timestamp
+	34, // 11: delayq.v1.PutRequest.ttr:type_name -> google.protobuf.Duration
+	5,  // 12: delayq.v1.PutBatchRequest.jobs:type_name -> delayq.v1.PutJob
+	34, // 13: delayq.v1.PutJob.delay:type_name -> google.protobuf.Duration
+	35, // 14: delayq.v1.PutJob.at:type_name -> google.protobuf.Timestamp
+	34, // 15: delayq.v1.PutJob.ttr:type_name -> google.protobuf.Duration
+	3,  // 16: delayq.v1.PutBatchResponse.jobs:type_name -> delayq.v1.PutResponse
+	34, // 17: delayq.v1.ReserveRequest.wait:type_name -> google.protobuf.Duration
+	0,  // 18: delayq.v1.ReserveResponse.jobs:type_name -> delayq.v1.Job
+	0,  // 19: delayq.v1.FinishResponse.job:type_name -> delayq.v1.Job
+	12, // 20: delayq.v1.FinishBatchRequest.jobs:type_name -> delayq.v1.FinishRef
+	14, // 21: delayq.v1.FinishBatchResponse.results:type_name -> delayq.v1.FinishResult
+	33, // 22: delayq.v1.FinishResult.error:type_name -> delayq.v1.ErrorInfo
+	34, // 23: delayq.v1.ReleaseRequest.delay:type_name -> google.protobuf.Duration
+	0,  // 24: delayq.v1.ReleaseResponse.job:type_name -> delayq.v1.Job
+	0,  // 25: delayq.v1.TouchResponse.job:type_name -> delayq.v1.Job
+	0,  // 26: delayq.v1.BuryResponse.job:type_name -> delayq.v1.Job
+	0,  // 27: delayq.v1.KickResponse.job:type_name -> delayq.v1.Job
+	0,  // 28: delayq.v1.GetResponse.job:type_name -> delayq.v1.Job
+	34, // 29: delayq.v1.UpdateRequest.delay:type_name -> google.protobuf.Duration
+	35, // 30: delayq.v1.UpdateRequest.at:type_name -> google.protobuf.Timestamp
+	0,  // 31: delayq.v1.UpdateResponse.job:type_name -> delayq.v1.Job
+	0,  // 32: delayq.v1.DeleteResponse.job:type_name -> delayq.v1.Job
+	0,  // 33: delayq.v1.ListResponse.jobs:type_name -> delayq.v1.Job
+	2,  // 34: delayq.v1.DelayQService.Put:input_type -> delayq.v1.PutRequest
+	4,  // 35: delayq.v1.DelayQService.PutBatch:input_type -> delayq.v1.PutBatchRequest
+	7,  // 36: delayq.v1.DelayQService.Reserve:input_type -> delayq.v1.ReserveRequest
+	9,  // 37: delayq.v1.DelayQService.Finish:input_type -> delayq.v1.FinishRequest
+	11, // 38: delayq.v1.DelayQService.FinishBatch:input_type -> delayq.v1.FinishBatchRequest
+	15, // 39: delayq.v1.DelayQService.Release:input_type -> delayq.v1.ReleaseRequest
+	17, // 40: delayq.v1.DelayQService.Touch:input_type -> delayq.v1.TouchRequest
+	19, // 41: delayq.v1.DelayQService.Bury:input_type -> delayq.v1.BuryRequest
+	21, // 42: delayq.v1.DelayQService.Kick:input_type -> delayq.v1.KickRequest
+	23, // 43: delayq.v1.DelayQService.KickTopic:input_type -> delayq.v1.KickTopicRequest
+	25, // 44: delayq.v1.DelayQService.Get:input_type -> delayq.v1.GetRequest
+	27, // 45: delayq.v1.DelayQService.Update:input_type -> delayq.v1.UpdateRequest
+	29, // 46: delayq.v1.DelayQService.Delete:input_type -> delayq.v1.DeleteRequest
+	31, // 47: delayq.v1.DelayQService.List:input_type -> delayq.v1.ListRequest
+	3,  // 48: delayq.v1.DelayQService.Put:output_type -> delayq.v1.PutResponse
+	6,  // 49: delayq.v1.DelayQService.PutBatch:output_type -> delayq.v1.PutBatchResponse
+	8,  // 50: delayq.v1.DelayQService.Reserve:output_type -> delayq.v1.ReserveResponse
+	10, // 51: delayq.v1.DelayQService.Finish:output_type -> delayq.v1.FinishResponse
+	13, // 52: delayq.v1.DelayQService.FinishBatch:output_type -> delayq.v1.FinishBatchResponse
+	16, // 53: delayq.v1.DelayQService.Release:output_type -> delayq.v1.ReleaseResponse
+	18, // 54: delayq.v1.DelayQService.Touch:output_type -> delayq.v1.TouchResponse
+	20, // 55: delayq.v1.DelayQService.Bury:output_type -> delayq.v1.BuryResponse
+	22, // 56: delayq.v1.DelayQService.Kick:output_type -> delayq.v1.KickResponse
+	24, // 57: delayq.v1.DelayQService.KickTopic:output_type -> delayq.v1.KickTopicResponse
+	26, // 58: delayq.v1.DelayQService.Get:output_type -> delayq.v1.GetResponse
+	28, // 59: delayq.v1.DelayQService.Update:output_type -> delayq.v1.UpdateResponse
+	30, // 60: delayq.v1.DelayQService.Delete:output_type -> delayq.v1.DeleteResponse
+	32, // 61: delayq.v1.DelayQService.List:output_type -> delayq.v1.ListResponse
+	48, // [48:62] is the sub-list for method output_type
+	34, // [34:48] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_delayq_v1_delayq_proto_init() }
@@ -2316,18 +2458,18 @@ func file_delayq_v1_delayq_proto_init() {
 	if File_delayq_v1_delayq_proto != nil {
 		return
 	}
-	file_delayq_v1_delayq_proto_msgTypes[1].OneofWrappers = []any{}
-	file_delayq_v1_delayq_proto_msgTypes[4].OneofWrappers = []any{}
-	file_delayq_v1_delayq_proto_msgTypes[14].OneofWrappers = []any{}
-	file_delayq_v1_delayq_proto_msgTypes[18].OneofWrappers = []any{}
-	file_delayq_v1_delayq_proto_msgTypes[26].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[2].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[5].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[15].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[19].OneofWrappers = []any{}
+	file_delayq_v1_delayq_proto_msgTypes[27].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_delayq_v1_delayq_proto_rawDesc), len(file_delayq_v1_delayq_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -83,8 +83,9 @@ const (
 
 // DelayQServiceClient is a client for the delayq.v1.DelayQService service.
 type DelayQServiceClient interface {
-	// Put stores one job (HTTP: POST /v1/topics/{topic}/jobs). A live job
-	// with the same id already there is ALREADY_EXISTS (code "exists").
+	// Put stores one job (HTTP: POST /v1/topics/{topic}/jobs). A job with
+	// the same id, live or retained after it ended, is ALREADY_EXISTS (code
+	// "exists", its state in ErrorInfo.state).
 	Put(context.Context, *connect.Request[v1.PutRequest]) (*connect.Response[v1.PutResponse], error)
 	// PutBatch stores up to 1,000 jobs of one topic in one durable write,
 	// all or nothing (HTTP: POST /v1/topics/{topic}/jobs/batch).
@@ -316,8 +317,9 @@ func (c *delayQServiceClient) List(ctx context.Context, req *connect.Request[v1.
 
 // DelayQServiceHandler is an implementation of the delayq.v1.DelayQService service.
 type DelayQServiceHandler interface {
-	// Put stores one job (HTTP: POST /v1/topics/{topic}/jobs). A live job
-	// with the same id already there is ALREADY_EXISTS (code "exists").
+	// Put stores one job (HTTP: POST /v1/topics/{topic}/jobs). A job with
+	// the same id, live or retained after it ended, is ALREADY_EXISTS (code
+	// "exists", its state in ErrorInfo.state).
 	Put(context.Context, *connect.Request[v1.PutRequest]) (*connect.Response[v1.PutResponse], error)
 	// PutBatch stores up to 1,000 jobs of one topic in one durable write,
 	// all or nothing (HTTP: POST /v1/topics/{topic}/jobs/batch).
