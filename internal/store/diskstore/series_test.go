@@ -66,3 +66,24 @@ func TestSeriesExpiredKeysAreDeleted(t *testing.T) {
 		t.Fatalf("1m keys a week later = %d, want 1 (the new one)", n)
 	}
 }
+
+// FuzzDecodeBucket: any bytes decode to a bucket or an error, never a
+// panic, and what encodeBucket writes decodes to the same bucket.
+func FuzzDecodeBucket(f *testing.F) {
+	f.Add(encodeBucket(&store.SeriesBucket{Ready: 3, Fires: 2, Lateness: map[int]int{0: 1, 255: 7}, LatenessMax: time.Second}))
+	f.Add([]byte{seriesFormat})
+	f.Add([]byte{seriesFormat, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, v []byte) {
+		b, err := decodeBucket(0, v)
+		if err != nil {
+			return
+		}
+		again, err := decodeBucket(0, encodeBucket(&b))
+		if err != nil {
+			t.Fatalf("re-encoded bucket %+v does not decode: %v", b, err)
+		}
+		if again.Ready != b.Ready || again.Fires != b.Fires || again.LatenessMax != b.LatenessMax || len(again.Lateness) > len(b.Lateness) {
+			t.Fatalf("round trip changed %+v into %+v", b, again)
+		}
+	})
+}

@@ -101,3 +101,22 @@ func TestSeriesGroupsHoldSixBuckets(t *testing.T) {
 		t.Fatalf("ReadSeries(buckets 4..7) = %+v, want four buckets across the two groups", got)
 	}
 }
+
+// FuzzDecodeSeriesGroup: any hash decodes to buckets or an error, never
+// a panic, and every bucket lies in the group.
+func FuzzDecodeSeriesGroup(f *testing.F) {
+	f.Add("0g", "1,2,3,4", "5l7", "9")
+	f.Add("9g", "1,2", "x", "")
+	f.Add("0l", "3", "0m", "-1")
+	f.Fuzz(func(t *testing.T, k1, v1, k2, v2 string) {
+		bs, err := decodeSeriesGroup(600, 10, map[string]string{k1: v1, k2: v2})
+		if err != nil {
+			return
+		}
+		for _, b := range bs {
+			if s := b.At.Unix(); s < 600 || s >= 600+seriesGroup*10 || b.Ready < 0 || b.Fires < 0 {
+				t.Fatalf("bucket %+v out of its group or negative", b)
+			}
+		}
+	})
+}
