@@ -323,3 +323,25 @@ func TestShutdownEndsGRPCLongPoll(t *testing.T) {
 		t.Fatalf("the reserve ended after %s: it waited out its wait", d)
 	}
 }
+
+// TestGRPCRefusesCrossSitePages: a page of another site cannot make the
+// operator's browser call the gRPC API (gRPC-Web and Connect are
+// reachable from a page): the request is refused and nothing is put.
+func TestGRPCRefusesCrossSitePages(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, testConfig(t), &syncBuffer{})
+	req, _ := http.NewRequest("POST", s.URL()+"/delayq.v1.DelayQService/Put", strings.NewReader(`{"topic":"t","id":"x"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	resp, err := plainClient(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a cross-site put: %d, want 403", resp.StatusCode)
+	}
+	if _, err := s.Engine().Get(t.Context(), delayq.Ref{ID: "x"}); err == nil {
+		t.Fatal("the cross-site put stored its job")
+	}
+}
