@@ -2,6 +2,7 @@ package diskstore
 
 import (
 	"bytes"
+	"fmt"
 	"slices"
 	"time"
 
@@ -137,7 +138,13 @@ func (s *Store) expire(t *txn, now time.Time, limit int, res *store.TickResult) 
 	for ok := it.First(); ok; ok = it.Next() {
 		j, err := decodeExpiry(it.Key(), it.Value())
 		if err != nil {
-			return unavailable("expire", err)
+			// Like skipCorrupt: a damaged entry must not stop the timer
+			// at every Tick. It stays on disk for `delayq repair`, which
+			// rebuilds the index from the records.
+			s.log.Error("diskstore: skipping a damaged expiry index entry; stop the server and run `delayq repair` to rebuild the index",
+				"key", fmt.Sprintf("%x", it.Key()), "err", err)
+			x.cursor = append(bytes.Clone(it.Key()), 0)
+			continue
 		}
 		ms := j.Ended.UnixMilli()
 		if ms+forMS > nowMS || res.Expired == limit {

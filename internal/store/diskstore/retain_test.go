@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/delayq/delayq"
@@ -533,5 +534,60 @@ func TestRepairKeepsRetained(t *testing.T) {
 	}
 	if res, err := s.Tick(ctx, store.TickParams{Now: t0.Add(time.Hour)}); err != nil || res.Expired != 1 {
 		t.Errorf("Tick = %+v, %v; want r1 expired", res, err)
+	}
+}
+
+// TestExpiryReadsOnlyWhatExpires: Tick's expiry scan starts past what it
+// removed and does not run while memory says nothing expires. Damaged E
+// keys written behind the cursor, and past the last one while memory
+// knows of none, are not read (a read logs them) until a due job takes
+// the scan past them, so the cost of expiry follows what expires, not
+// what was kept or removed.
+func TestExpiryReadsOnlyWhatExpires(t *testing.T) {
+	ctx := t.Context()
+	var logs bytes.Buffer
+	s := openAt(t, t.TempDir(), Options{MinFree: -1, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Retention: store.Retention{For: time.Hour, Now: func() time.Time { return t0 }}})
+	defer func() { _ = s.Close() }()
+	for i := range 3 {
+		id := fmt.Sprintf("x%d", i)
+		mustPut(t, s, crashJob(id, false))
+		if _, err := s.Delete(ctx, store.DeleteParams{Ref: delayq.Ref{ID: id}, Now: t0.Add(time.Duration(i) * time.Millisecond)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	garbage := func(ended time.Time) {
+		t.Helper()
+		k := expiryKey(&delayq.Job{Ended: ended, Seq: 1 << 40})
+		if err := s.db.Set(k, []byte{0xff}, pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if res, err := s.Tick(ctx, store.TickParams{Now: t0.Add(time.Hour + time.Millisecond)}); err != nil || res.Expired != 2 {
+		t.Fatalf("Tick = %+v, %v; want 2 expired", res, err)
+	}
+	garbage(t0) // behind the cursor
+	if res, err := s.Tick(ctx, store.TickParams{Now: t0.Add(time.Hour + 2*time.Millisecond)}); err != nil || res.Expired != 1 || !res.Next.IsZero() {
+		t.Fatalf("Tick = %+v, %v; want the third expired, nothing next, the key behind the cursor unread", res, err)
+	}
+	garbage(t0.Add(time.Millisecond * 3)) // past the end, unknown to memory
+	if res, err := s.Tick(ctx, store.TickParams{Now: t0.Add(2 * time.Hour)}); err != nil || res.Expired != 0 {
+		t.Fatalf("Tick = %+v, %v; want no scan while memory knows of nothing to expire", res, err)
+	}
+	if strings.Contains(logs.String(), "damaged") {
+		t.Fatalf("log = %q: a damaged key was read before a scan reached it", logs.String())
+	}
+	// A job retained now is noted in memory, and the scan that finds it
+	// due reads from the cursor on: there it meets the damaged key, which
+	// it logs and steps over instead of failing every Tick.
+	mustPut(t, s, crashJob("late", false))
+	if _, err := s.Delete(ctx, store.DeleteParams{Ref: delayq.Ref{ID: "late"}, Now: t0.Add(2 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Tick(ctx, store.TickParams{Now: t0.Add(3 * time.Hour)}); err != nil || res.Expired != 1 {
+		t.Fatalf("Tick over a damaged E key = %+v, %v; want it skipped and late expired", res, err)
+	}
+	if !strings.Contains(logs.String(), "damaged expiry index entry") {
+		t.Errorf("log = %q, want the damaged entry reported", logs.String())
 	}
 }
