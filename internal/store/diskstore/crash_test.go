@@ -3,6 +3,7 @@ package diskstore
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -19,8 +20,20 @@ import (
 )
 
 // crashDirEnv tells the test binary, re-executed by TestCrashRecovery, to
-// run crashChild on that directory.
-const crashDirEnv = "DISKSTORE_CRASH_DIR"
+// run crashChild on that directory; crashRetainEnv, set, makes the child
+// retain what it finishes (TestCrashRecoveryRetained).
+const (
+	crashDirEnv    = "DISKSTORE_CRASH_DIR"
+	crashRetainEnv = "DISKSTORE_CRASH_RETAIN"
+)
+
+// crashOptions are the options of the child's store and of the reopen.
+func crashOptions(retain bool) Options {
+	if !retain {
+		return Options{}
+	}
+	return Options{Retention: store.Retention{For: time.Hour, Now: func() time.Time { return t0 }}}
+}
 
 // TestCrashChild is the child side of TestCrashRecovery; it does nothing
 // in a normal run.
@@ -34,9 +47,11 @@ func TestCrashChild(t *testing.T) {
 
 // crashChild puts jobs from several goroutines until it is killed, and
 // prints every acknowledged transition: "put <id> <seq>" after Put
-// returned, "res <id> <reservation>" after Reserve returned.
+// returned, "res <id> <reservation>" after Reserve returned, and, when it
+// retains, "fin <id> <reservation>" after it finished (deleted under its
+// reservation) the first job of a reserve.
 func crashChild(dir, round string) {
-	s, err := Open(dir, Options{})
+	s, err := Open(dir, crashOptions(os.Getenv(crashRetainEnv) != ""))
 	if err != nil {
 		fmt.Println("open failed:", err)
 		os.Exit(2)
@@ -63,11 +78,19 @@ func crashChild(dir, round string) {
 func crashStep(ctx context.Context, s *Store, id string, i int) error {
 	switch i % 4 {
 	case 3:
-		jobs, err := s.Reserve(ctx, store.ReserveParams{Topics: []string{"crash"}, Max: 2, Now: t0})
+		jobs, err := s.Reserve(ctx, store.ReserveParams{Topics: []string{"crash"}, Max: 2, Now: t0, By: id})
 		for _, j := range jobs {
 			fmt.Printf("res %s %s\n", j.ID, j.Reservation)
 		}
-		return err
+		if err != nil || len(jobs) == 0 || !s.retaining() {
+			return err
+		}
+		j := jobs[0]
+		if _, err := s.Delete(ctx, store.DeleteParams{Ref: delayq.Ref{ID: j.ID, Reservation: j.Reservation}, Now: t0}); err != nil {
+			return err
+		}
+		fmt.Printf("fin %s %s\n", j.ID, j.Reservation)
+		return nil
 	case 2:
 		jobs := make([]*delayq.Job, 5)
 		for k := range jobs {
@@ -109,22 +132,49 @@ func TestCrashRecovery(t *testing.T) {
 	if raceEnabled || testing.Short() {
 		rounds = 2
 	}
+	crashRounds(t, rounds, false)
+}
+
+// TestCrashRecoveryRetained is TestCrashRecovery with the retention on:
+// the child also finishes jobs, and every acknowledged finish is there
+// after kill -9 as a retained finished job, its attempt ended, its id
+// still refused to a put.
+func TestCrashRecoveryRetained(t *testing.T) {
+	if os.Getenv(crashDirEnv) != "" {
+		t.Skip("child process")
+	}
+	crashRounds(t, 2, true)
+}
+
+func crashRounds(t *testing.T, rounds int, retain bool) {
 	dir := t.TempDir()
 	r := rand.New(rand.NewPCG(7, 8))
 	var maxSeq uint64
 	for round := range rounds {
-		acks := runAndKill(t, dir, round, time.Duration(50+r.IntN(400))*time.Millisecond)
-		maxSeq = checkRecovered(t, dir, acks, maxSeq)
-		t.Logf("round %d: %d acknowledged transitions survived kill -9; max seq %d", round, len(acks), maxSeq)
+		acks := runAndKill(t, dir, round, time.Duration(50+r.IntN(400))*time.Millisecond, retain)
+		maxSeq = checkRecovered(t, dir, crashOptions(retain), acks, maxSeq)
+		fins := 0
+		for _, a := range acks {
+			if strings.HasPrefix(a, "fin ") {
+				fins++
+			}
+		}
+		if retain && fins == 0 {
+			t.Errorf("round %d: the child acknowledged no finish", round)
+		}
+		t.Logf("round %d: %d acknowledged transitions (%d finishes) survived kill -9; max seq %d", round, len(acks), fins, maxSeq)
 	}
 }
 
 // runAndKill runs the child on dir, kills it after the given time past its
 // first acknowledgement and returns every line it printed.
-func runAndKill(t *testing.T, dir string, round int, after time.Duration) []string {
+func runAndKill(t *testing.T, dir string, round int, after time.Duration, retain bool) []string {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), crashDirEnv+"="+dir, "DISKSTORE_CRASH_ROUND="+strconv.Itoa(round))
+	if retain {
+		cmd.Env = append(cmd.Env, crashRetainEnv+"=1")
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -151,11 +201,19 @@ func runAndKill(t *testing.T, dir string, round int, after time.Duration) []stri
 
 // checkRecovered opens dir and checks the acknowledged lines against it;
 // it returns the largest seq in the store after one more put.
-func checkRecovered(t *testing.T, dir string, acks []string, prevMax uint64) uint64 {
+func checkRecovered(t *testing.T, dir string, opts Options, acks []string, prevMax uint64) uint64 {
 	t.Helper()
-	s := openAt(t, dir, Options{})
+	s := openAt(t, dir, opts)
 	defer s.Close()
 	ctx := t.Context()
+	finished := map[string]bool{} // a finish acknowledged after the reserve
+	// A reserve's job may also be found finished with no "fin" line: the
+	// child finished it and was killed before it printed the line.
+	for _, line := range acks {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "fin" {
+			finished[f[1]] = true
+		}
+	}
 	for _, line := range acks {
 		f := strings.Fields(line)
 		if len(f) != 3 {
@@ -165,11 +223,20 @@ func checkRecovered(t *testing.T, dir string, acks []string, prevMax uint64) uin
 		if err != nil {
 			t.Fatalf("acknowledged %q: Get = %v", line, err)
 		}
-		if f[0] == "put" && strconv.FormatUint(j.Seq, 10) != f[2] {
+		switch {
+		case f[0] == "put" && strconv.FormatUint(j.Seq, 10) != f[2]:
 			t.Errorf("acknowledged %q: seq %d after restart", line, j.Seq)
-		}
-		if f[0] == "res" && (j.State != delayq.StateReserved || j.Reservation != f[2]) {
+		case f[0] == "res" && !finished[f[1]] && (j.State != delayq.StateReserved || j.Reservation != f[2]) &&
+			j.State != delayq.StateFinished: // a finish made but killed before its line was printed
 			t.Errorf("acknowledged %q: state %s reservation %q after restart", line, j.State, j.Reservation)
+		case f[0] == "fin":
+			n := len(j.History)
+			if j.State != delayq.StateFinished || n == 0 || j.History[n-1].Outcome != delayq.OutcomeFinished {
+				t.Errorf("acknowledged %q: state %s history %+v after restart", line, j.State, j.History)
+			}
+			if err := s.Put(ctx, []*delayq.Job{crashJob(f[1], false)}); !errors.Is(err, delayq.ErrExists) {
+				t.Errorf("acknowledged %q: Put of its id after restart = %v, want ErrExists", line, err)
+			}
 		}
 	}
 	maxSeq := checkConsistent(t, s)
