@@ -118,7 +118,7 @@ type listCmd struct {
 	clientFlags
 	outputFlags
 	Topic  string `arg:"" help:"Topic to browse."`
-	State  string `enum:",delayed,ready,reserved,buried" default:"" help:"Only jobs in this state: delayed, ready, reserved or buried (default: all, in that order)."`
+	State  string `enum:",delayed,ready,reserved,buried,finished,deleted,failed" default:"" help:"Only jobs in this state: delayed, ready, reserved or buried (default: all four, in that order), or finished, deleted or failed (the jobs that ended within the server's --retain, by when they ended)."`
 	Limit  int    `help:"Most jobs on the page (default: the server's)."`
 	Cursor string `help:"Where to go on: the cursor the previous page printed."`
 }
@@ -143,9 +143,17 @@ func (c *listCmd) Run(e *env) error {
 	}
 	now := time.Now()
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSEQ\tSTATE\tPRIORITY\tATTEMPTS\tDUE\tLAST FAILURE")
-	for _, j := range jobs {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\n", j.ID, j.Seq, j.State, j.Priority, j.Attempts, ago(j.Due, now), lastFailure(j, now, 40))
+	if delayq.State(c.State).Retained() {
+		// Ended jobs: when they ended says more than when they were due.
+		fmt.Fprintln(tw, "ID\tSEQ\tSTATE\tATTEMPTS\tENDED\tLAST FAILURE")
+		for _, j := range jobs {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\n", j.ID, j.Seq, j.State, j.Attempts, ago(j.Ended, now), lastFailure(j, now, 40))
+		}
+	} else {
+		fmt.Fprintln(tw, "ID\tSEQ\tSTATE\tPRIORITY\tATTEMPTS\tDUE\tLAST FAILURE")
+		for _, j := range jobs {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%d\t%s\t%s\n", j.ID, j.Seq, j.State, j.Priority, j.Attempts, ago(j.Due, now), lastFailure(j, now, 40))
+		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err

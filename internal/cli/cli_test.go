@@ -32,12 +32,15 @@ func TestMain(m *testing.M) {
 
 // startServer runs a real in-process server on a free port and returns its
 // URL for --server.
-func startServer(t *testing.T) string {
+func startServer(t *testing.T, opts ...func(*config.Config)) string {
 	t.Helper()
 	cfg := config.Default()
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.BeanstalkAddr = "127.0.0.1:0"
 	cfg.DataDir = t.TempDir()
+	for _, o := range opts {
+		o(&cfg)
+	}
 	s := server.New(cfg, nil)
 	if err := s.Start(t.Context()); err != nil {
 		t.Fatalf("Start() = %v", err)
@@ -81,7 +84,9 @@ func fields(out string) map[string]string {
 
 func TestJobLifecycle(t *testing.T) {
 	t.Parallel()
-	srv := "--server=" + startServer(t)
+	// --retain 0: a finished job is gone at once (TestRetainedJobCommands
+	// has the default).
+	srv := "--server=" + startServer(t, func(c *config.Config) { c.Retain = 0 })
 
 	out := mustRun(t, "put", srv, "orderclose", "close order 42", "--id", "order-42", "--ttr", "90s", "--priority", "7", "--max-attempts", "3")
 	if want := "put job order-42 (seq 1) into topic orderclose\n"; out != want {

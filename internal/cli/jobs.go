@@ -261,10 +261,39 @@ func printJob(w io.Writer, j *delayq.Job, now time.Time) {
 		row("reservation", j.Reservation)
 		row("deadline", j.Deadline.UTC().Format(api.TimeLayout)+" ("+ago(j.Deadline, now)+")")
 	}
-	if utf8.Valid(j.Body) {
+	if !j.Ended.IsZero() {
+		row("ended", j.Ended.UTC().Format(api.TimeLayout)+" ("+ago(j.Ended, now)+")")
+	}
+	switch {
+	case j.State.Retained() && len(j.Body) == 0:
+		row("body", "(not kept, or empty)")
+	case utf8.Valid(j.Body):
 		row("body", strconv.Quote(string(j.Body)))
-	} else {
+	default:
 		row("body", fmt.Sprintf("%d bytes, not UTF-8", len(j.Body)))
+	}
+	tw.Flush()
+	printAttempts(w, j, now)
+}
+
+// printAttempts writes a job's attempts, oldest first, one line each:
+// number, when reserved, by whom, how it ended and why.
+func printAttempts(w io.Writer, j *delayq.Job, now time.Time) {
+	if len(j.History) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nattempts:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  #\tRESERVED\tBY\tENDED\tOUTCOME\tREASON")
+	for _, a := range j.History {
+		ended, outcome, reason := "-", "(running)", "-"
+		if a.Outcome != "" {
+			ended, outcome = a.Ended.UTC().Format(api.TimeLayout), string(a.Outcome)
+		}
+		if a.Reason != "" {
+			reason = strconv.Quote(a.Reason)
+		}
+		fmt.Fprintf(tw, "  %d\t%s (%s)\t%s\t%s\t%s\t%s\n", a.N, a.Reserved.UTC().Format(api.TimeLayout), ago(a.Reserved, now), a.By, ended, outcome, reason)
 	}
 	tw.Flush()
 }
