@@ -33,7 +33,7 @@ func TestBrowser(t *testing.T) {
 	t.Cleanup(srv.Close)
 	seed(t, srv.URL)
 
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
 	defer cancel()
 	ctx = newBrowser(t, ctx, chromium)
 	confirms := acceptDialogs(ctx)
@@ -95,9 +95,59 @@ func TestBrowser(t *testing.T) {
 	if n := text(t, ctx, "#notice"); n != "Deleted job a2." {
 		t.Errorf("notice after delete = %q", n)
 	}
-	status, msg := getError(t, srv.URL+"/v1/jobs/a2")
+	if j := getJob(t, srv.URL+"/v1/jobs/a2"); j.State != "failed" || j.EndedAt == nil {
+		t.Fatalf("GET /v1/jobs/a2 after delete in the dashboard: state %q, ended %v; want failed (deleted while buried), kept", j.State, j.EndedAt)
+	}
+
+	// The ended jobs: the Failed tab lists a2, and its page shows when it
+	// ended and its attempt (by the client's address, buried with the
+	// consumer's reason), read-only.
+	run(t, ctx, chromedp.Navigate(srv.URL+"/ui/#/topic/shop%2Forders(eu)%241"),
+		chromedp.WaitVisible(chromedp.CSS(`#states a[data-state="failed"]`)),
+		chromedp.Click(chromedp.CSS(`#states a[data-state="failed"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#states a.current[data-state="failed"]`)),
+		chromedp.WaitVisible(chromedp.ID("ended-note")))
+	if got := jobIDs(t, ctx); !cmp.Equal(got, []string{"a2"}) {
+		t.Errorf("failed jobs of %s = %v, want [a2]", topic, got)
+	}
+	if head := text(t, ctx, "#jobs thead"); !strings.Contains(head, "Ended") {
+		t.Errorf("failed jobs' table head = %q, want an Ended column", head)
+	}
+	run(t, ctx, chromedp.Click(chromedp.CSS(`a.job-link[href="#/job/a2"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#attempts tbody tr[data-attempt="1"]`)))
+	if state := text(t, ctx, `#job dd[data-field="state"]`); state != "failed" {
+		t.Errorf("job a2 after delete shows state %q, want failed", state)
+	}
+	if ended := text(t, ctx, `#job dd[data-field="ended"]`); !strings.Contains(ended, "ago") && !strings.Contains(ended, "now") {
+		t.Errorf("job a2 shows ended %q, want when it ended", ended)
+	}
+	attempts := evalRows(t, ctx, "#attempts", 6)
+	if len(attempts) != 1 || attempts[0][0] != "1" || !strings.HasPrefix(attempts[0][2], "http 127.0.0.1:") ||
+		attempts[0][4] != "buried" || attempts[0][5] != "card <i>declined</i>" {
+		t.Errorf("job a2's attempts = %q, want attempt 1 by the client's address, buried, with the consumer's reason", attempts)
+	}
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('#delete, #kick, #reschedule').length`)); err != nil || n != 0 {
+		t.Errorf("job a2 (ended) offers %d actions (%v), want none", n, err)
+	}
+
+	// A finished job: the Finished tab and its attempt.
+	post(t, srv.URL+"/v1/topics/done/jobs", `{"id":"f1","body":"paid"}`, nil)
+	var f api.JobsResponse
+	post(t, srv.URL+"/v1/reserve", `{"topics":["done"]}`, &f)
+	post(t, srv.URL+"/v1/jobs/f1/finish", `{"reservation":"`+f.Jobs[0].Reservation+`"}`, nil)
+	run(t, ctx, chromedp.Navigate(srv.URL+"/ui/#/topic/done?state=finished"),
+		chromedp.WaitVisible(chromedp.CSS(`#states a.current[data-state="finished"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`a.job-link[href="#/job/f1"]`)))
+	shot(t, ctx, "delayq-dashboard-finished.png")
+	run(t, ctx, chromedp.Click(chromedp.CSS(`a.job-link[href="#/job/f1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#attempts tbody tr[data-attempt="1"]`)))
+	if attempts := evalRows(t, ctx, "#attempts", 6); len(attempts) != 1 || attempts[0][4] != "finished" {
+		t.Errorf("job f1's attempts = %q, want one, finished", attempts)
+	}
+	shot(t, ctx, "delayq-dashboard-attempts.png")
+	status, msg := getError(t, srv.URL+"/v1/jobs/nosuch")
 	if status != http.StatusNotFound {
-		t.Fatalf("GET /v1/jobs/a2 after delete in the dashboard = %d, want 404", status)
+		t.Fatalf("GET /v1/jobs/nosuch = %d, want 404", status)
 	}
 
 	// Run a delayed job now: it becomes ready at once.
@@ -130,9 +180,9 @@ func TestBrowser(t *testing.T) {
 	}
 
 	// The server's error message reaches the operator.
-	run(t, ctx, chromedp.Navigate(srv.URL+"/ui/#/job/a2"), chromedp.WaitVisible(chromedp.ID("error")))
+	run(t, ctx, chromedp.Navigate(srv.URL+"/ui/#/job/nosuch"), chromedp.WaitVisible(chromedp.ID("error")))
 	if got := text(t, ctx, "#error"); got != msg {
-		t.Errorf("error shown for a deleted job = %q, want the server's message %q", got, msg)
+		t.Errorf("error shown for an unknown job = %q, want the server's message %q", got, msg)
 	}
 }
 

@@ -29,7 +29,8 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // newAPI is the real HTTP API with the dashboard mounted, over a running
-// engine on memstore, as the server wires it.
+// engine on memstore, as the server wires it (ended jobs retained for an
+// hour, as --retain's default).
 func newAPI(t *testing.T) http.Handler { return newAPIs(t).h }
 
 // apis is newAPI's handler with the parts tests drive directly.
@@ -41,7 +42,7 @@ type apis struct {
 
 func newAPIs(t *testing.T) apis {
 	t.Helper()
-	st := memstore.New()
+	st := memstore.Open(memstore.Options{Retention: store.Retention{For: time.Hour, Bodies: true}})
 	log := slog.New(slog.DiscardHandler)
 	var e *engine.Engine
 	counts := func() map[string]history.Counts { return history.MetricsCounts(e.Metrics()) }

@@ -35,6 +35,10 @@
     logout: 'DELETE /v1/session',
   };
   const STATES = ['ready', 'delayed', 'reserved', 'buried'];
+  // Jobs that ended, kept for the server's --retain: listed by when they
+  // ended, counted nowhere (a topic's stats count live jobs).
+  const ENDED = ['finished', 'failed', 'deleted'];
+  const ended = (state) => ENDED.includes(state);
   const REFRESH_MS = 3000;
   const PAGE_SIZE = 50;
   // ROOT is the path prefix a proxy may serve delayq under ("" when none):
@@ -231,10 +235,11 @@
     if (gen !== generation) return;
     const keep = limit ? { limit } : {};
     const tabs = el('nav', { class: 'tabs', id: 'states' },
-      ['', ...STATES].map((s) => el('a', {
+      ['', ...STATES, ...ENDED].map((s) => el('a', {
         href: topicHref(name, s ? { state: s, ...keep } : keep),
-        class: s === state ? 'current' : undefined,
-      }, s || 'all', s ? ` (${t[s]})` : ` (${STATES.reduce((n, x) => n + t[x], 0)})`)));
+        class: (s === state ? 'current' : '') + (ended(s) ? ' ended' : '') || undefined,
+        'data-state': s || 'all',
+      }, s || 'all', ended(s) ? '' : s ? ` (${t[s]})` : ` (${STATES.reduce((n, x) => n + t[x], 0)})`)));
     const n = el('input', { type: 'number', min: 1, max: 4294967295, value: 10, id: 'kick-n', 'aria-label': 'jobs to kick' });
     const kick = el('form', { class: 'inline', id: 'kick-topic' },
       'Kick up to ', n, ' jobs ', el('button', { type: 'submit' }, 'Kick'),
@@ -251,8 +256,9 @@
       el('div', { class: 'bar' }, el('h1', null, 'Topic ', el('code', null, name)),
         t.paused ? el('span', { class: 'badge buried' }, 'paused') : null,
         el('button', { type: 'button', onclick: () => route() }, 'Refresh')),
-      tabs, kick, pauseControl(name, t.paused), state ? purgeControl(name, state, t[state]) : null,
-      jobsTable(page.jobs || []),
+      tabs, kick, pauseControl(name, t.paused), state && !ended(state) ? purgeControl(name, state, t[state]) : null,
+      ended(state) ? el('p', { class: 'muted', id: 'ended-note' }, `Jobs that ${state === 'finished' ? 'finished' : state === 'failed' ? 'failed for good (deleted while buried)' : 'were deleted without finishing'}, most recent last, kept for the server's --retain.`) : null,
+      jobsTable(page.jobs || [], ended(state)),
       pager(name, state, limit, cursor, page.next),
       policyControl(name, policy),
       // The charts (charts.js) refresh themselves while this view lasts.
@@ -364,8 +370,10 @@
       } }, `Delete all ${count} ${state}…`));
   }
 
-  function jobsTable(jobs) {
-    const head = el('tr', null, ['ID', 'Seq', 'State', 'Priority', 'Attempts', 'Due', 'Last failure', 'Body']
+  // jobsTable lists jobs; for jobs that ended (isEnded) the time column
+  // is when they ended rather than when they were due.
+  function jobsTable(jobs, isEnded) {
+    const head = el('tr', null, ['ID', 'Seq', 'State', 'Priority', 'Attempts', isEnded ? 'Ended' : 'Due', 'Last failure', 'Body']
       .map((h) => el('th', { class: ['Seq', 'Priority', 'Attempts'].includes(h) ? 'num' : undefined }, h)));
     const rows = jobs.map((j) => el('tr', null,
       el('td', null, el('a', { href: jobHref(j.id), class: 'job-link' }, j.id)),
@@ -373,7 +381,7 @@
       el('td', null, badge(j.state)),
       el('td', { class: 'num' }, j.priority),
       el('td', { class: 'num' }, j.attempts + (j.max_attempts ? ' / ' + j.max_attempts : '')),
-      el('td', null, fmtWhen(j.due)),
+      el('td', null, fmtWhen(isEnded ? j.ended_at : j.due)),
       el('td', { class: 'reason' }, j.last_failed ? (j.last_reason || 'no reason given') : ''),
       el('td', { class: 'body' }, bodyPreview(j))));
     if (!rows.length) rows.push(el('tr', null, el('td', { colspan: 8, class: 'muted' }, 'No jobs.')));
@@ -414,11 +422,33 @@
       fields.push(['last reason', el('span', { class: 'reason' }, j.last_reason || 'no reason given')]);
       fields.push(['last failed', fmtWhen(j.last_failed)]);
     }
+    if (j.ended_at) fields.push(['ended', fmtWhen(j.ended_at)]);
     setView(
       el('div', { class: 'bar' }, el('h1', null, 'Job ', el('code', null, j.id)),
         el('button', { type: 'button', onclick: () => route() }, 'Refresh')),
       el('dl', { id: 'job' }, fields.map(([k, v]) => [el('dt', null, k), el('dd', { 'data-field': k }, v)])),
-      jobActions(j), jobBody(j));
+      ended(j.state)
+        ? el('p', { class: 'muted', id: 'ended-note' }, 'This job has ended; it is kept, read-only, for the server\'s --retain, and a put of its id is refused meanwhile.')
+        : jobActions(j),
+      attemptsTable(j.history || []), jobBody(j));
+  }
+
+  // attemptsTable shows the job's attempts (its last 20), oldest first:
+  // when each was reserved, by whom, when and how it ended, and why.
+  function attemptsTable(history) {
+    const head = el('tr', null, ['#', 'Reserved', 'By', 'Ended', 'Outcome', 'Reason']
+      .map((h) => el('th', { class: h === '#' ? 'num' : undefined }, h)));
+    const rows = history.map((a) => el('tr', { 'data-attempt': a.attempt },
+      el('td', { class: 'num' }, a.attempt),
+      el('td', null, fmtWhen(a.reserved_at)),
+      el('td', null, el('code', null, a.by)),
+      el('td', null, a.ended_at ? fmtWhen(a.ended_at) : ''),
+      el('td', null, a.outcome ? badge(a.outcome) : el('span', { class: 'muted' }, 'running')),
+      el('td', { class: 'reason' }, a.reason || '')));
+    if (!rows.length) rows.push(el('tr', null, el('td', { colspan: 6, class: 'muted' }, 'Never reserved.')));
+    return el('section', null,
+      el('h2', null, 'Attempts ', el('span', { class: 'muted' }, '(the last 20, oldest first)')),
+      el('table', { id: 'attempts' }, el('thead', null, head), el('tbody', null, rows)));
   }
 
   function jobBody(j) {
