@@ -73,6 +73,9 @@ type dropProxy struct {
 	drops   atomic.Int32
 	mu      sync.Mutex
 	puts    int // guarded by mu: puts forwarded
+	// afterDrop, if set, runs once the server applied a put whose
+	// answer is then dropped (a consumer that takes the job at once).
+	afterDrop func()
 }
 
 func newDropProxy(t *testing.T, backend string, drops int) *dropProxy {
@@ -101,6 +104,9 @@ func (p *dropProxy) serve(w http.ResponseWriter, r *http.Request) {
 		p.puts++
 		p.mu.Unlock()
 		if p.drops.Add(-1) >= 0 {
+			if p.afterDrop != nil {
+				p.afterDrop()
+			}
 			conn, _, err := http.NewResponseController(w).Hijack()
 			if err == nil {
 				conn.Close()
@@ -189,5 +195,40 @@ func TestPutRetryReportsSomeoneElsesJob(t *testing.T) {
 	_, err := c.Producer().Delay(t.Context(), "other", []byte("new"), 0, ID("k"))
 	if !errors.Is(err, delayq.ErrExists) {
 		t.Errorf("put of a taken id through a dropped answer = %v, want ErrExists", err)
+	}
+}
+
+// TestPutRetryFindsItsJobFinished: the put was applied, its answer lost,
+// and a consumer finished the job before the retry arrived. The server
+// keeps the finished job's id taken (--retain), so the retry answers 409
+// exists, state finished, and the SDK reports the put as done: the work
+// is not put, and run, a second time.
+func TestPutRetryFindsItsJobFinished(t *testing.T) {
+	t.Parallel()
+	srv := delayqtestServer(t)
+	direct := New([]string{srv.URL}, Discovery(0))
+	defer direct.Close()
+	proxy := newDropProxy(t, srv.URL, 1)
+	proxy.afterDrop = func() {
+		jobs, err := direct.Reserve(context.Background(), []string{"pay"}, 1, 0)
+		if err != nil || len(jobs) != 1 {
+			t.Errorf("consumer's reserve = %v, %v", jobs, err)
+			return
+		}
+		if err := direct.Finish(context.Background(), jobs[0].ID, jobs[0].Reservation); err != nil {
+			t.Errorf("consumer's finish = %v", err)
+		}
+	}
+	c := New([]string{proxy.URL}, Discovery(0), RetryWait(0))
+	defer c.Close()
+	id, err := c.Producer().Delay(t.Context(), "pay", []byte("charge 42"), 0, ID("pay-42"))
+	if err != nil || id != "pay-42" {
+		t.Fatalf("put through a dropped answer, job finished meanwhile = %q, %v; want pay-42, success", id, err)
+	}
+	if got := topicCounts(t, direct, "pay"); got != [4]int{} {
+		t.Errorf("counts after the retry = %v, want no live job (the retry put nothing)", got)
+	}
+	if j, err := direct.Get(t.Context(), "pay-42"); err != nil || j.State != delayq.StateFinished || len(j.History) != 1 {
+		t.Errorf("Get(pay-42) = %+v, %v; want it finished, one attempt", j, err)
 	}
 }

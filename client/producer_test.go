@@ -57,8 +57,14 @@ func TestProducer(t *testing.T) {
 		if !errors.Is(err, delayq.ErrNotFound) {
 			t.Errorf("Revoke(orders-42, never-was) = %v, want ErrNotFound for never-was", err)
 		}
-		if _, err := p.Get(ctx, "orders-42"); !errors.Is(err, delayq.ErrNotFound) {
-			t.Errorf("Get after Revoke = %v, want ErrNotFound", err)
+		// Kept as deleted for the server's --retain (1h by default), its
+		// id still taken.
+		if j, err := p.Get(ctx, "orders-42"); err != nil || j.State != delayq.StateDeleted || j.Ended.IsZero() {
+			t.Errorf("Get after Revoke = %+v, %v; want the job, deleted, with when it ended", j, err)
+		}
+		_, err = p.Delay(ctx, "orders", nil, 0, ID("orders-42"))
+		if !errors.Is(err, delayq.ErrExists) || ExistingState(err) != delayq.StateDeleted {
+			t.Errorf("put of the revoked orders-42 = %v (state %q), want ErrExists, state deleted", err, ExistingState(err))
 		}
 	})
 	t.Run("batch", func(t *testing.T) {

@@ -152,9 +152,10 @@ func TestFinishSeveralAndDays(t *testing.T) {
 		!strings.Contains(errOut, `job "c" is not reserved by you`) {
 		t.Errorf("finish of two held jobs and a stale one: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
+	// The batch finish keeps both as finished (--retain's default).
 	for _, id := range []string{"a:1", "b"} {
-		if code, _, _ := run(t, "get", srv, id); code != exitError {
-			t.Errorf("get %s after finish: exit %d, want 1 (gone)", id, code)
+		if got := fields(mustRun(t, "get", srv, id)); got["state"] != "finished" {
+			t.Errorf("get %s after finish: state %q, want finished", id, got["state"])
 		}
 	}
 }
