@@ -39,7 +39,9 @@ type Limits struct {
 	// Default 10,000.
 	MaxConns int
 	// WriteTimeout is how long a reply may take to be written; a client
-	// that does not read its replies is disconnected after it. Default 30s.
+	// that does not read its replies is disconnected after it (after at
+	// most 1.25 times it: the deadline is renewed lazily, see flush).
+	// Default 30s.
 	WriteTimeout time.Duration
 	// BodyTimeout is how long a put's body may take to arrive after its
 	// command line; a client that never finishes it is disconnected.
