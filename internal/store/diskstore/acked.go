@@ -216,7 +216,7 @@ func (s *Store) markGroup(g *group) {
 // only what was synced").
 func (s *Store) markSynced(g *group) {
 	m := ackMark{commit: g.commit, seq: g.seq}
-	if s.lazy != nil {
+	if s.window() {
 		s.marks.wrote(m)
 		return
 	}

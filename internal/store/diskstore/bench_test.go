@@ -3,11 +3,15 @@ package diskstore
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/store"
 )
@@ -212,4 +216,65 @@ func BenchmarkRetainedDisk(b *testing.B) {
 			}
 		})
 	}
+}
+// slowWALSyncs returns the real filesystem with delay added before every
+// WAL sync, as a disk whose fdatasync takes that much longer (the
+// in-process form of bench.sh's FSYNC_DELAY_US), and the count of those
+// syncs.
+func slowWALSyncs(delay time.Duration) (vfs.FS, *atomic.Int64) {
+	var n atomic.Int64
+	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasSuffix(op.Path, ".log") && (op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileSyncData) {
+			n.Add(1)
+			time.Sleep(delay)
+		}
+		return nil
+	}))
+	return fs, &n
+}
+
+// BenchmarkPutSlowSync measures 32 goroutines of single durable puts on
+// a disk whose WAL sync takes delay more (0: this disk as it is): Little's
+// law bounds them at 32 puts per delay (32,000/s for 1 ms), reported as
+// of_bound. The 10 ms
+// case shows the commit pipeline's shape even on a loaded machine, where
+// waiting for a CPU adds milliseconds to every hand-off.
+func BenchmarkPutSlowSync(b *testing.B) {
+	for _, delay := range []time.Duration{0, time.Millisecond, 10 * time.Millisecond} {
+		b.Run("delay="+delay.String(), func(b *testing.B) {
+			const g = 32
+			fs, syncs := slowWALSyncs(delay)
+			s := openAt(b, b.TempDir(), Options{fs: fs})
+			defer s.Close()
+			body := make([]byte, 100)
+			s.mu.Lock()
+			groups0, ops0 := s.stats.groups, s.stats.ops
+			s.mu.Unlock()
+			syncs0 := syncs.Load()
+			cpu0 := cpuTime()
+			b.ResetTimer()
+			inParallel(b, g, func(i int64) error {
+				return s.Put(b.Context(), []*delayq.Job{benchJob(fmt.Sprintf("j%d", i), body)})
+			})
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/put")
+			rate := float64(b.N) / b.Elapsed().Seconds()
+			b.ReportMetric(rate, "puts/s")
+			if delay > 0 {
+				b.ReportMetric(rate/(g/delay.Seconds()), "of_bound")
+			}
+			b.ReportMetric(float64(b.N)/float64(syncs.Load()-syncs0), "puts/sync")
+			s.mu.Lock()
+			b.ReportMetric(float64(s.stats.ops-ops0)/float64(s.stats.groups-groups0), "ops/group")
+			s.mu.Unlock()
+		})
+	}
+}
+
+// cpuTime is the user and system CPU time of this process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

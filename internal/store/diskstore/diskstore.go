@@ -135,18 +135,20 @@ type Store struct {
 	db    *pebble.DB   // replaced only by a read-only store's reopen, under mu and dbMu
 	dbMu  sync.RWMutex // held for reading by calls that use db outside mu (outside)
 	lock  *pebble.Lock // the directory lock, held from before the WAL check until Close, across a reopen
-	lazy  *lazyWALFS   // the fsync window's filesystem; nil when every commit syncs
+	wal   *lazyWALFS   // the filesystem whose WAL syncs the store makes (fsync.go)
 	opts  Options      // as given to Open, defaults set
 	chunk int          // due-index entries per near-future load
 
 	store.CommitHook // times each group commit (delayq_store_commit_seconds)
 
-	kick  chan struct{}  // capacity 1: the open group has work (commit.go)
-	stop  chan struct{}  // closed by Close: the committer commits what is left and ends
-	syncq *groupQueue    // applied groups waiting for their fsync
-	bg    sync.WaitGroup // the committer, the syncer and calls outside the mutex (outside)
-	dir   string         // the data directory
-	log   *slog.Logger   // Options.Logger
+	kick  chan struct{} // capacity 1: the open group has work (commit.go)
+	stop  chan struct{} // closed by Close: the committer commits what is left and ends
+	syncq *groupQueue   // applied groups waiting for their WAL write
+	// unsynced holds written groups waiting for an fsync round (commit.go)
+	unsynced unsynced
+	bg       sync.WaitGroup // the committer, the syncer and calls outside the mutex (outside)
+	dir      string         // the data directory
+	log      *slog.Logger   // Options.Logger
 
 	mu        sync.Mutex
 	closed    bool                      // guarded by mu
@@ -200,11 +202,10 @@ func newTopic() *topic {
 // store read-only instead of hanging in Pebble (see readonly.go).
 func Open(dir string, opts Options) (*Store, error) {
 	opts.setDefaults()
-	var lazy *lazyWALFS
-	if opts.SyncEvery > 0 {
-		lazy = newLazyWALFS(opts.fsOrDefault(), opts.SyncEvery, opts.Logger)
-		opts.fs = lazy
-	}
+	// Both modes sync the WAL below Pebble: the window's loop, or the
+	// store right after each group's write (commit.go).
+	lazy := newLazyWALFS(opts.fsOrDefault(), max(opts.SyncEvery, 0), opts.Logger)
+	opts.fs = lazy
 	fs := opts.fsOrDefault()
 	lock, err := lockDir(fs, dir)
 	if err != nil {
@@ -223,7 +224,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		stop:  make(chan struct{}),
 		syncq: newGroupQueue(),
 		tail:  closedGroup,
-		lazy:  lazy,
+		wal:   lazy,
 	}
 	s.ballast = newBallast(fs, dir, opts.Ballast)
 	s.opts.pebbleFS = s.ballastFS(fs)
@@ -242,7 +243,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	} else {
 		s.placeBallast()
 	}
-	if lazy != nil {
+	if s.window() {
 		lazy.start(s.lazyRound)
 	}
 	s.bg.Add(2)
@@ -295,7 +296,7 @@ func (s *Store) Close() error {
 	close(s.stop)
 	s.bg.Wait()
 	err := s.db.Close()
-	s.lazy.closeIfAny() // after Pebble closed its WAL, which synced it
+	s.wal.closeIfAny() // after Pebble closed its WAL, which synced it
 	err = errors.Join(err, s.marks.close())
 	if lerr := s.lock.Close(); err == nil {
 		err = lerr
@@ -305,6 +306,10 @@ func (s *Store) Close() error {
 	}
 	return nil
 }
+
+// window reports whether the store answers before the fsync
+// (Options.SyncEvery, --fsync DURATION).
+func (s *Store) window() bool { return s.opts.SyncEvery > 0 }
 
 var errClosed = fmt.Errorf("diskstore: closed: %w", delayq.ErrUnavailable)
 

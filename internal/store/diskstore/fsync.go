@@ -29,15 +29,23 @@ import (
 // compaction is as durable as before. A WAL file is synced for real
 // before it is closed, so a rotated log never leaves the window with
 // unsynced data the loop can no longer reach.
+//
+// The default mode (--fsync always) uses the same filesystem without the
+// loop: the store syncs the WAL itself right after each group's write,
+// so that syncs can overlap (commit.go, "overlapping syncs").
 
-// lazyWALFS is a vfs.FS whose WAL files defer their syncs to a loop.
+// lazyWALFS is a vfs.FS whose WAL files defer their syncs: to a loop
+// (every > 0, the fsync window), or to the store, which syncs them itself
+// once a group is written (every == 0, --fsync always: see syncOpen and
+// "overlapping syncs" in commit.go).
 type lazyWALFS struct {
 	vfs.FS
 	every time.Duration
 	log   *slog.Logger
 
 	mu    sync.Mutex
-	dirty map[*lazyWALFile]bool // WAL files written since their last real sync
+	dirty map[*lazyWALFile]bool // WAL files written since their last real sync (window only)
+	open  map[*lazyWALFile]bool // WAL files not closed yet
 	err   error                 // the first failed background sync, returned by every later Sync
 	stop  chan struct{}
 	done  chan struct{}
@@ -55,7 +63,7 @@ type lazyWALFS struct {
 // the round hook reads is fully built; close stops it after a last sync.
 func newLazyWALFS(fs vfs.FS, every time.Duration, log *slog.Logger) *lazyWALFS {
 	return &lazyWALFS{FS: fs, every: every, log: log, dirty: make(map[*lazyWALFile]bool),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		open: make(map[*lazyWALFile]bool), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 // start sets the round hook and starts the sync loop. The go statement
@@ -74,7 +82,16 @@ func (l *lazyWALFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, erro
 	if err != nil || !isWAL(name) {
 		return f, err
 	}
-	return &lazyWALFile{File: f, fs: l}, nil
+	return l.wrap(f), nil
+}
+
+// wrap makes f a WAL file of l.
+func (l *lazyWALFS) wrap(f vfs.File) *lazyWALFile {
+	w := &lazyWALFile{File: f, fs: l}
+	l.mu.Lock()
+	l.open[w] = true
+	l.mu.Unlock()
+	return w
 }
 
 // ReuseForWrite wraps a recycled WAL file.
@@ -83,7 +100,7 @@ func (l *lazyWALFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCatego
 	if err != nil || !isWAL(newname) {
 		return f, err
 	}
-	return &lazyWALFile{File: f, fs: l}, nil
+	return l.wrap(f), nil
 }
 
 // Unwrap returns the filesystem below.
@@ -123,17 +140,50 @@ func (l *lazyWALFS) syncAll() {
 	for _, f := range files {
 		if err := f.realSync(); err != nil {
 			ok = false
-			l.mu.Lock()
-			if l.err == nil {
-				l.err = err
-				l.log.Error("diskstore: background WAL sync failed; the store stops taking transitions", "err", err)
-			}
-			l.mu.Unlock()
+			l.setErr(err, "diskstore: background WAL sync failed; the store stops taking transitions")
 		}
 	}
 	if ok && synced != nil {
 		synced()
 	}
+}
+
+// setErr keeps the first sync error, which every later Sync returns:
+// after a failed fdatasync the kernel may have dropped the dirty pages,
+// so no later sync can be trusted to cover them.
+func (l *lazyWALFS) setErr(err error, msg string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil {
+		l.err = err
+		l.log.Error(msg, "err", err)
+	}
+}
+
+// syncOpen fdatasyncs every WAL file not closed yet, and returns once
+// all are synced: everything written to any WAL before the call is then
+// durable (a file closed before the call was synced by its Close, and a
+// file closing during it is waited for; see lazyWALFile.Close). Several
+// calls may run at once: each is its own fdatasync, and the kernel merges
+// what it can. It is the --fsync always mode's sync (commit.go).
+func (l *lazyWALFS) syncOpen() error {
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return l.err
+	}
+	files := make([]*lazyWALFile, 0, len(l.open))
+	for f := range l.open {
+		files = append(files, f)
+	}
+	l.mu.Unlock()
+	for _, f := range files {
+		if err := f.realSync(); err != nil {
+			l.setErr(err, "diskstore: WAL sync failed; the store stops taking transitions")
+			return err
+		}
+	}
+	return nil
 }
 
 // failed is the first background sync error: once one failed, written
@@ -157,11 +207,15 @@ func (l *lazyWALFS) close() {
 }
 
 // lazyWALFile is a WAL file whose Sync returns once the data is written
-// to the operating system, leaving the fdatasync to the loop.
+// to the operating system, leaving the fdatasync to the loop or the
+// store.
 type lazyWALFile struct {
 	vfs.File
 	fs *lazyWALFS
-	mu sync.Mutex // serialises real syncs with Close
+	// mu is held for reading by real syncs, which may overlap, and for
+	// writing by Close, so that a sync never meets a closed descriptor
+	// and waits for the sync Close makes.
+	mu sync.RWMutex
 }
 
 // Sync marks the file for the next background sync. Pebble calls it
@@ -169,6 +223,9 @@ type lazyWALFile struct {
 func (f *lazyWALFile) Sync() error {
 	if err := f.fs.failed(); err != nil {
 		return err
+	}
+	if f.fs.every == 0 { // the store syncs every open file itself
+		return nil
 	}
 	f.fs.mu.Lock()
 	f.fs.dirty[f] = true
@@ -179,30 +236,35 @@ func (f *lazyWALFile) Sync() error {
 // SyncData is Sync: Pebble's syncing file calls SyncData for a WAL sync.
 func (f *lazyWALFile) SyncData() error { return f.Sync() }
 
+// realSync fdatasyncs the file; nil once Close has (Close synced it).
 func (f *lazyWALFile) realSync() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.mu.RLock()
+	defer f.mu.RUnlock()
 	if f.File == nil {
 		return nil
 	}
 	return f.File.SyncData()
 }
 
-// Close syncs the file for real first: once closed, the loop cannot.
+// Close syncs the file for real first: once closed, nobody else can. The
+// file leaves the dirty and open sets only after that sync, so a sync
+// round that runs meanwhile either takes the file and waits for Close
+// (mu), or finds it gone because it is already synced.
 func (f *lazyWALFile) Close() error {
+	f.mu.Lock()
+	var err error
+	if f.File != nil {
+		err = f.File.SyncData()
+		if cerr := f.File.Close(); err == nil {
+			err = cerr
+		}
+		f.File = nil
+	}
+	f.mu.Unlock()
 	f.fs.mu.Lock()
 	delete(f.fs.dirty, f)
+	delete(f.fs.open, f)
 	f.fs.mu.Unlock()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.File == nil {
-		return nil
-	}
-	err := f.File.SyncData()
-	if cerr := f.File.Close(); err == nil {
-		err = cerr
-	}
-	f.File = nil
 	return err
 }
 

@@ -145,3 +145,128 @@ func TestFsyncWindowSyncFailureFailsStore(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// heldWALSyncs is the real filesystem with a gate on WAL syncs: while
+// held, every WAL sync waits, counted in blocked, until release.
+type heldWALSyncs struct {
+	vfs.FS
+	mu      sync.Mutex
+	held    bool
+	release chan struct{}
+	blocked int          // syncs waiting at the gate
+	syncs   atomic.Int64 // WAL syncs begun
+}
+
+func newHeldWALSyncs() *heldWALSyncs {
+	h := &heldWALSyncs{release: make(chan struct{})}
+	h.FS = errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if !strings.HasSuffix(op.Path, ".log") || (op.Kind != errorfs.OpFileSync && op.Kind != errorfs.OpFileSyncData) {
+			return nil
+		}
+		h.syncs.Add(1)
+		h.mu.Lock()
+		if !h.held {
+			h.mu.Unlock()
+			return nil
+		}
+		h.blocked++
+		h.mu.Unlock()
+		<-h.release
+		return nil
+	}))
+	return h
+}
+
+func (h *heldWALSyncs) hold() {
+	h.mu.Lock()
+	h.held = true
+	h.mu.Unlock()
+}
+
+// open lets every waiting sync go and holds no more.
+func (h *heldWALSyncs) open() {
+	h.mu.Lock()
+	h.held = false
+	h.mu.Unlock()
+	close(h.release)
+}
+
+// waitBlocked waits until n syncs wait at the gate.
+func (h *heldWALSyncs) waitBlocked(t *testing.T, n int, why string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		h.mu.Lock()
+		b := h.blocked
+		h.mu.Unlock()
+		if b >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d WAL syncs waiting after 10 s, want %d: %s", b, n, why)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Overlapping syncs: transitions that arrive while a group's fsync is in
+// flight do not wait for that fsync to end before their own begins (the
+// old committer held the next group back until the previous one was
+// durable, so on a slow disk a transition waited for about two syncs).
+// Once overlapAt have gathered, their group's sync starts beside the one
+// in flight; once syncsInFlight syncs are running, everything that
+// arrives shares the next group and its one sync.
+func TestGroupCommitOverlapsSyncs(t *testing.T) {
+	h := newHeldWALSyncs()
+	s := openAt(t, t.TempDir(), Options{fs: h})
+	defer s.Close()
+	h.hold()
+	opened := false
+	defer func() {
+		if !opened {
+			h.open()
+		}
+	}()
+	var wg sync.WaitGroup
+	put := func(id string) {
+		wg.Go(func() { putOne(t, s, id) })
+	}
+	put("first")
+	h.waitBlocked(t, 1, "the first transition's sync did not begin")
+	for i := 1; i < syncsInFlight; i++ {
+		for k := range overlapAt {
+			put(fmt.Sprintf("wave%d-%d", i, k))
+		}
+		h.waitBlocked(t, i+1, fmt.Sprintf("%d transitions arrived during %d syncs in flight and their own did not begin", overlapAt, i))
+	}
+	// Every slot is taken: the next transitions gather in the open group.
+	const n = 20
+	for i := range n {
+		put(fmt.Sprintf("more%d", i))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.mu.Lock()
+		ops := s.open.ops
+		s.mu.Unlock()
+		if ops == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d transitions in the open group after 10 s", ops, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	before := h.syncs.Load()
+	opened = true
+	h.open()
+	wg.Wait()
+	if got := h.syncs.Load() - before; got > 2 {
+		t.Errorf("%d transitions that arrived while every sync slot was busy made %d WAL syncs, want at most 2 (one group)", n, got)
+	}
+	for i := range n {
+		if _, err := s.Get(t.Context(), delayq.Ref{ID: fmt.Sprintf("more%d", i)}); err != nil {
+			t.Errorf("Get(more%d) = %v", i, err)
+		}
+	}
+}
