@@ -206,9 +206,10 @@ func (s *Store) markGroup(g *group) {
 	g.b.Set(metaCommitKey, binary.BigEndian.AppendUint64(nil, g.commit), nil)
 }
 
-// markSynced is called by the syncer, in commit order, once group g's
-// SyncWait returned and before its callers are answered. With every
-// commit synced that is the fsync, and the mark advances. With the fsync
+// markSynced is called in commit order (unsynced.finish), once group g
+// is durable and before its callers are answered. With every commit
+// synced that is after a WAL fsync that began after g's write
+// (commit.go), and the mark advances. With the fsync
 // window (--fsync DURATION, fsync.go) SyncWait returns once the WAL
 // write reached the kernel: the group is only noted as written, and the
 // mark advances when the window's sync loop has really synced it

@@ -15,8 +15,8 @@ import (
 // adds its keys to the open group: one Pebble batch that collects every
 // transition staged since the last commit. The committer goroutine takes
 // the open group (under the mutex, so the WAL order is the order of the
-// memory changes), applies it to Pebble in one commit and hands it to the
-// syncer, which waits for its WAL write and its fsync (overlapping syncs,
+// memory changes), applies it to Pebble in one commit and starts its
+// await, which waits for its WAL write and its fsync (overlapping syncs,
 // below) and wakes every transition of the group at once. So a burst of concurrent puts, reserves and finishes
 // costs one Pebble commit and one sync per group instead of one per
 // transition, and keys that every transition would rewrite (a topic's
@@ -164,7 +164,9 @@ func (s *Store) flushLocked() {
 		close(g.done)
 		return
 	}
-	s.syncq.push(g)
+	s.unsynced.add(g) // in commit order: under mu
+	s.bg.Add(1)
+	go s.await(g)
 	s.stats.groups++
 	s.stats.ops += g.ops
 }
@@ -201,7 +203,6 @@ func (s *Store) committer() {
 			s.mu.Lock()
 			s.flushLocked()
 			s.mu.Unlock()
-			s.syncq.close()
 			return
 		}
 		for len(flight) > 0 && isClosed(flight[0].done) {
@@ -265,57 +266,75 @@ func isClosed(c chan struct{}) bool {
 // began, earlier groups included; groups are answered in commit order,
 // each once a round that began after its write has ended.
 
-// syncer waits for each applied group's WAL write, in commit order, and
-// starts its fsync round (or, with the window, answers it at once).
-func (s *Store) syncer() {
+// await waits for g's WAL write, then makes the sync round that covers
+// it (with the fsync window, none: written is what the window answers).
+// Each group has its own await, so a group's write and its sync never
+// wait for an earlier group's sync.
+func (s *Store) await(g *group) {
 	defer s.bg.Done()
-	var rounds sync.WaitGroup
-	defer rounds.Wait()
-	for {
-		g, ok := s.syncq.pop()
-		if !ok {
-			return
-		}
-		if err := g.b.SyncWait(); err != nil {
-			s.mu.Lock()
-			g.err = s.fail("sync", err)
-			s.mu.Unlock()
-		}
-		if s.window() {
-			s.finish(g, nil)
-			continue
-		}
-		s.unsynced.add(g)
-		rounds.Go(func() { s.syncRound(g.commit) })
+	err := g.b.SyncWait()
+	if err == nil && !s.window() && s.unsynced.waiting(g.commit) {
+		err = s.wal.syncOpen()
 	}
-}
-
-// syncRound fdatasyncs the WAL and answers every group up to commit hi
-// that is still waiting.
-func (s *Store) syncRound(hi uint64) {
-	err := s.wal.syncOpen()
-	q := &s.unsynced
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for len(q.gs) > 0 && q.gs[0].commit <= hi {
-		g := q.gs[0]
-		q.gs[0] = nil
-		q.gs = q.gs[1:]
-		s.finish(g, err)
+	s.unsynced.finish(s, g.commit, err)
+	// g is answered (by this finish or an earlier one). Only now, after
+	// its SyncWait returned, may its batch serve another group: a round
+	// for a later group can answer g first, and a batch reset while
+	// Pebble still owes it a SyncWait hangs that wait.
+	<-g.done
+	if g.err == nil {
+		s.recycle(g)
 	}
 }
 
 // unsynced holds the groups written to the WAL and waiting for a sync
 // round, oldest first.
 type unsynced struct {
+	pending atomic.Int64 // groups added and not answered yet
+	// answer is held while groups are answered, so that they are in
+	// commit order; finish may take the store mutex under it.
+	answer sync.Mutex
+	// mu guards gs. add takes it under the store mutex, so it is never
+	// held while another lock is taken.
 	mu sync.Mutex
 	gs []*group
 }
 
 func (q *unsynced) add(g *group) {
+	q.pending.Add(1)
 	q.mu.Lock()
 	q.gs = append(q.gs, g)
 	q.mu.Unlock()
+}
+
+// waiting reports whether group commit hi is still unanswered: a round
+// that began after a later group's write may have answered it already,
+// and then it needs no sync of its own.
+func (q *unsynced) waiting(hi uint64) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.gs) > 0 && q.gs[0].commit <= hi
+}
+
+// finish answers every group up to commit hi still waiting, oldest
+// first: a sync round (or, with the window, a write) that covers group hi
+// covers every earlier one, written before it.
+func (q *unsynced) finish(s *Store, hi uint64, err error) {
+	q.answer.Lock()
+	defer q.answer.Unlock()
+	q.mu.Lock()
+	n := 0
+	for n < len(q.gs) && q.gs[n].commit <= hi {
+		n++
+	}
+	gs := q.gs[:n:n]
+	q.gs = q.gs[n:]
+	q.mu.Unlock()
+	for i, g := range gs {
+		s.finish(g, err)
+		gs[i] = nil
+		q.pending.Add(-1)
+	}
 }
 
 // finish answers g's transitions: durable, or failed with g's own error
@@ -328,66 +347,9 @@ func (s *Store) finish(g *group, err error) {
 	}
 	if g.err == nil {
 		s.markSynced(g) // before anyone is answered
-		s.recycle(g)
 		if !g.start.IsZero() {
 			s.Committed(g.start)
 		}
 	}
 	close(g.done)
-	s.syncq.pending.Add(-1)
-}
-
-// groupQueue is an unbounded FIFO of applied groups: flushLocked pushes
-// under the store mutex and must never block there.
-type groupQueue struct {
-	pending atomic.Int64 // groups pushed whose done has not closed yet
-	mu      sync.Mutex
-	gs      []*group
-	closed  bool
-	sig     chan struct{} // capacity 1: something was pushed or the queue closed
-}
-
-func newGroupQueue() *groupQueue { return &groupQueue{sig: make(chan struct{}, 1)} }
-
-func (q *groupQueue) push(g *group) {
-	q.pending.Add(1)
-	q.mu.Lock()
-	q.gs = append(q.gs, g)
-	q.mu.Unlock()
-	q.signal()
-}
-
-func (q *groupQueue) close() {
-	q.mu.Lock()
-	q.closed = true
-	q.mu.Unlock()
-	q.signal()
-}
-
-func (q *groupQueue) signal() {
-	select {
-	case q.sig <- struct{}{}:
-	default:
-	}
-}
-
-// pop returns the oldest group, waiting for one; false once the queue is
-// closed and empty.
-func (q *groupQueue) pop() (*group, bool) {
-	for {
-		q.mu.Lock()
-		if len(q.gs) > 0 {
-			g := q.gs[0]
-			q.gs[0] = nil
-			q.gs = q.gs[1:]
-			q.mu.Unlock()
-			return g, true
-		}
-		closed := q.closed
-		q.mu.Unlock()
-		if closed {
-			return nil, false
-		}
-		<-q.sig
-	}
 }

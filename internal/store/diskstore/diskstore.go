@@ -141,12 +141,11 @@ type Store struct {
 
 	store.CommitHook // times each group commit (delayq_store_commit_seconds)
 
-	kick  chan struct{} // capacity 1: the open group has work (commit.go)
-	stop  chan struct{} // closed by Close: the committer commits what is left and ends
-	syncq *groupQueue   // applied groups waiting for their WAL write
+	kick chan struct{} // capacity 1: the open group has work (commit.go)
+	stop chan struct{} // closed by Close: the committer commits what is left and ends
 	// unsynced holds written groups waiting for an fsync round (commit.go)
 	unsynced unsynced
-	bg       sync.WaitGroup // the committer, the syncer and calls outside the mutex (outside)
+	bg       sync.WaitGroup // the committer, each group's await and calls outside the mutex (outside)
 	dir      string         // the data directory
 	log      *slog.Logger   // Options.Logger
 
@@ -222,7 +221,6 @@ func Open(dir string, opts Options) (*Store, error) {
 		kick:  make(chan struct{}, 1),
 		spare: make(chan spareBatch, 2),
 		stop:  make(chan struct{}),
-		syncq: newGroupQueue(),
 		tail:  closedGroup,
 		wal:   lazy,
 	}
@@ -246,9 +244,8 @@ func Open(dir string, opts Options) (*Store, error) {
 	if s.window() {
 		lazy.start(s.lazyRound)
 	}
-	s.bg.Add(2)
+	s.bg.Add(1)
 	go s.committer()
-	go s.syncer()
 	return s, nil
 }
 

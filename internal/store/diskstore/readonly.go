@@ -95,9 +95,9 @@ func (s *Store) watchSpace() {
 			continue
 		}
 		// A failed store commits nothing more, so the groups it had
-		// handed to the syncer end (with the failure) soon; the db
+		// handed to their awaits end (with the failure) soon; the db
 		// must not close under them.
-		if s.syncq.pending.Load() != 0 {
+		if s.unsynced.pending.Load() != 0 {
 			continue
 		}
 		if free, err := s.space.free(s.dir); err != nil || free < need {
