@@ -217,6 +217,7 @@ func BenchmarkRetainedDisk(b *testing.B) {
 		})
 	}
 }
+
 // slowWALSyncs returns the real filesystem with delay added before every
 // WAL sync, as a disk whose fdatasync takes that much longer (the
 // in-process form of bench.sh's FSYNC_DELAY_US), and the count of those
