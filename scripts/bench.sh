@@ -77,7 +77,9 @@ run() { # name target pid args...
   [[ -z "$filter" || "$name" == *"$filter"* ]] || return 0
   printf '%-40s ' "$name"
   local c0 out; c0=$(cpu_ms "$pid")
-  out=$("$bin" bench "$target" --pid "$pid" --line "$@" | sed 's/^bench //')
+  # A failed row (its error is on stderr) does not end the run: the rows
+  # after it, the peers' included, still measure.
+  out=$("$bin" bench "$target" --pid "$pid" --line "$@" | sed 's/^bench //') || { echo "failed"; return 0; }
   echo "$out$(cpu_line "$pid" "$c0" "$(jobs_of "$@")")"
 }
 # redis_put NAME N: N puts of one Lua script (HSET of the job + ZADD of its
