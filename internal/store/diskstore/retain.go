@@ -85,10 +85,25 @@ func (s *Store) retained(n *delayq.Job, finished bool, now time.Time) *delayq.Jo
 	r.State = delayq.EndedState(n.State, finished)
 	r.Ended = now
 	r.Reservation, r.Deadline = "", time.Time{}
-	if !s.opts.Retention.Bodies {
+	if !s.opts.Retention.Bodies || s.diskShort() {
 		r.Body = nil
 	}
 	return r
+}
+
+// diskShort reports whether the disk is short of room: below the floor,
+// or with the ballast released. Then retained jobs keep no body, so the
+// finishes and deletes that drain a full disk write a record of a few
+// hundred bytes, not the body again. Requires mu.
+func (s *Store) diskShort() bool {
+	if s.ballast.missing() {
+		return true
+	}
+	if s.space.floor == 0 {
+		return false
+	}
+	s.refreshSpace(time.Now())
+	return s.space.err == nil && s.space.bytes < s.space.floor
 }
 
 // remove stages the delete of live job j as p asks, at now: gone, or
