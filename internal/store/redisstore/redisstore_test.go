@@ -19,7 +19,7 @@ import (
 // redisAddrs returns the Redis seeds named by env (host:port, comma
 // separated). Without them the test skips, except under CI=true, where a
 // missing Redis is a failure: CI must run these tests.
-func redisAddrs(t *testing.T, env string) []string {
+func redisAddrs(t testing.TB, env string) []string {
 	t.Helper()
 	v := os.Getenv(env)
 	if v == "" {
@@ -33,7 +33,7 @@ func redisAddrs(t *testing.T, env string) []string {
 
 // openStore opens a store under a fresh key prefix, so every test has an
 // empty deployment of its own on the shared Redis.
-func openStore(t *testing.T, addrs []string, opt Options) *Store {
+func openStore(t testing.TB, addrs []string, opt Options) *Store {
 	t.Helper()
 	opt.Addrs = addrs
 	if opt.Prefix == "" {
