@@ -189,51 +189,22 @@ func Ops() []Op {
 // their scopes on every topic; those that need only a caller, a non-nil
 // p. An operation the table does not know is allowed nobody.
 func (p *Principal) May(op Op, topic string) bool {
-	n, ok := ops[op]
-	if !ok {
-		return false
-	}
-	switch n.On {
-	case OnAnyone:
-		return true
-	case OnCaller:
-		return p != nil
-	case OnEvery:
-		return p.MayAll(op)
-	}
-	for _, s := range n.Scopes {
-		if !p.Allows(s, topic) {
-			return false
-		}
-	}
-	return true
+	return p.may(op, func(s Scope) bool { return p.Allows(s, topic) })
 }
 
 // MayAll reports whether p may run op on every topic: then a front end
 // need not look up the topics of the jobs a call names.
-func (p *Principal) MayAll(op Op) bool {
-	n, ok := ops[op]
-	if !ok {
-		return false
-	}
-	switch n.On {
-	case OnAnyone:
-		return true
-	case OnCaller:
-		return p != nil
-	}
-	for _, s := range n.Scopes {
-		if !p.AllowsAll(s) {
-			return false
-		}
-	}
-	return true
-}
+func (p *Principal) MayAll(op Op) bool { return p.may(op, p.AllowsAll) }
 
 // MaySome reports whether p may run op on at least one topic: the check
 // before a call that names jobs, whose topics are checked as each job is
 // acted on.
-func (p *Principal) MaySome(op Op) bool {
+func (p *Principal) MaySome(op Op) bool { return p.may(op, p.AllowsSome) }
+
+// may is the walk the three checks share: the table entry's target
+// decides, and an operation on topics needs each of its scopes, as has
+// says (an operation checked on every topic always asks AllowsAll).
+func (p *Principal) may(op Op, has func(Scope) bool) bool {
 	n, ok := ops[op]
 	if !ok {
 		return false
@@ -244,10 +215,10 @@ func (p *Principal) MaySome(op Op) bool {
 	case OnCaller:
 		return p != nil
 	case OnEvery:
-		return p.MayAll(op)
+		has = p.AllowsAll
 	}
 	for _, s := range n.Scopes {
-		if !p.AllowsSome(s) {
+		if !has(s) {
 			return false
 		}
 	}

@@ -144,12 +144,8 @@ func (s *Store) listRetained(ctx context.Context, p store.ListParams, cur cursor
 	if err != nil {
 		return nil, err
 	}
-	for _, m := range arr {
-		r, err := decodeJob(m)
-		if err != nil {
-			return nil, unavailable("list: decode", err)
-		}
-		res.Jobs = append(res.Jobs, r.job)
+	if res.Jobs, err = appendJobs(res.Jobs, arr); err != nil {
+		return nil, err
 	}
 	if len(res.Jobs) > want {
 		res.Jobs = res.Jobs[:want]
@@ -189,12 +185,8 @@ func (s *Store) List(ctx context.Context, p store.ListParams) (*store.ListResult
 		if err != nil {
 			return nil, err
 		}
-		for _, m := range arr {
-			r, err := decodeJob(m)
-			if err != nil {
-				return nil, unavailable("list: decode", err)
-			}
-			res.Jobs = append(res.Jobs, r.job)
+		if res.Jobs, err = appendJobs(res.Jobs, arr); err != nil {
+			return nil, err
 		}
 	}
 	if len(res.Jobs) > want {
@@ -309,4 +301,16 @@ func topicStats(name string, arr []rueidis.RedisMessage) delayq.TopicStats {
 		Name: name, Ready: n(0), Delayed: n(1), Reserved: n(2), Buried: n(3), Urgent: n(4),
 		OldestReady: fromMS(t(5)), PausedUntil: fromMS(t(6)),
 	}
+}
+
+// appendJobs decodes the job records a list script returned onto jobs.
+func appendJobs(jobs []*delayq.Job, arr []rueidis.RedisMessage) ([]*delayq.Job, error) {
+	for _, m := range arr {
+		r, err := decodeJob(m)
+		if err != nil {
+			return nil, unavailable("list: decode", err)
+		}
+		jobs = append(jobs, r.job)
+	}
+	return jobs, nil
 }
