@@ -2,6 +2,7 @@ package diskstore
 
 import (
 	"container/heap"
+	"unsafe"
 
 	"github.com/delayq/delayq"
 )
@@ -24,8 +25,18 @@ type entry struct {
 }
 
 // hotSize is what a job kept in memory is counted for: its variable parts
-// and a fixed allowance for the Job and entry structs and map slots.
-func hotSize(j *delayq.Job) int { return len(j.Body) + 2*len(j.ID) + len(j.Topic) + 320 }
+// (its attempts too: up to delayq.MaxHistory of them) and a fixed
+// allowance for the Job and entry structs and map slots.
+func hotSize(j *delayq.Job) int {
+	n := len(j.Body) + 2*len(j.ID) + len(j.Topic) + 320
+	for i := range j.History {
+		n += attemptSize + len(j.History[i].By) + len(j.History[i].Reason)
+	}
+	return n
+}
+
+// attemptSize is the fixed size of a delayq.Attempt in memory.
+const attemptSize = int(unsafe.Sizeof(delayq.Attempt{}))
 
 // queue is an indexed binary heap of entries: it can remove any entry in
 // O(log n), so a deleted or changed job leaves no stale entry behind and
