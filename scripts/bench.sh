@@ -117,9 +117,9 @@ run "a4 spread delayq-50ms-beanstalk"      "$DQWB" "$dqw_pid" "${P[@]}"
 run "a4 spread delayq-50ms-http"           "$DQW"  "$dqw_pid" "${P[@]}"
 run "a4 spread beanstalkd-binlog-50ms"     "$BSW"  "$bsw_pid" "${P[@]}"
 # (5) 100,000 jobs due at one instant over the beanstalkd protocol.
-run "a5 burst 100k delayq-always"          "$DQB"  "$dq_pid"  --mode burst -n 100000 -c 32 --lead 10s "${B[@]}"
-run "a5 burst 100k delayq-50ms"            "$DQWB" "$dqw_pid" --mode burst -n 100000 -c 32 --lead 10s "${B[@]}"
-run "a5 burst 100k beanstalkd-binlog-50ms" "$BSW"  "$bsw_pid" --mode burst -n 100000 -c 32 --lead 10s "${B[@]}"
+run "a5 burst 100k delayq-always"          "$DQB"  "$dq_pid"  --mode burst -n 100000 -c 32 --lead 15s "${B[@]}"
+run "a5 burst 100k delayq-50ms"            "$DQWB" "$dqw_pid" --mode burst -n 100000 -c 32 --lead 15s "${B[@]}"
+run "a5 burst 100k beanstalkd-binlog-50ms" "$BSW"  "$bsw_pid" --mode burst -n 100000 -c 32 --lead 15s "${B[@]}"
 
 # The aims of issue 8, in its order; 100-byte bodies throughout.
 # (1) put and reserve+delete, 32 connections.
