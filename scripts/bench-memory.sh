@@ -16,7 +16,7 @@ bin="${DELAYQ_BIN:-$work/delayq}" # DELAYQ_BIN=path: measure that binary (A/B ag
 trap 'kill -9 "${pid:-0}" 2>/dev/null || true; rm -rf "$work"' EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 start() {
-  "$bin" serve --http-addr "127.0.0.1:$port" --beanstalk-addr "" --data-dir "$work/data" --log-level info 2>>"$work/log" &
+  "$bin" serve --http-addr "127.0.0.1:$port" --beanstalk-addr "" --data-dir "$work/data" --log-level "${1:-info}" 2>>"$work/log" &
   pid=$!
 }
 healthy() { curl -sf "http://127.0.0.1:$port/healthz" >/dev/null 2>&1; }
@@ -31,12 +31,13 @@ echo "RSS after the puts: $(rss)"
 du -sh "$work/data" | awk '{print "data dir: " $1}'
 kill -9 "$pid"; wait "$pid" 2>/dev/null || true
 t0=$(date +%s.%N)
-start
+start debug # Pebble's WAL replay lines are logged at debug
 until healthy; do sleep 0.01; done
 t1=$(date +%s.%N)
 echo "restart after kill -9: serving in $(echo "$t1 - $t0" | bc) s"
 echo "RSS after the restart: $(rss)"
 # The server's own account of the restart: how long the store took to open
 # (Pebble's WAL replay and the near-future index) out of the time to serve.
-grep '"store opened"\|msg="store opened"' "$work/log" | tail -1 | grep -o 'took=[^ ]*' | sed 's/^/store open: /' || true
+grep 'msg="store opened"' "$work/log" | tail -1 | grep -o 'took=[^ ]*' | sed 's/^/store open: /' || true
+grep -o 'stopped reading at offset: ([^)]*); replayed [0-9]* keys' "$work/log" | sed 's/.*: \([0-9]*\)); replayed \([0-9]*\) keys/WAL replayed: \1 bytes, \2 keys/' || true
 curl -s "http://127.0.0.1:$port/v1/topics" | head -c 300; echo
