@@ -9,11 +9,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/delayq/delayq/internal/config"
+	"github.com/delayq/delayq/internal/tlsconf/tlstest"
 )
 
 // logRecords parses the JSON log lines of buf.
@@ -122,6 +124,10 @@ func TestAuditTrail(t *testing.T) {
 	must(200, "DELETE", "/v1/jobs/o2", "ops-token", "")
 	must(404, "DELETE", "/v1/jobs/nosuch", "ops-token", "")
 	must(200, "DELETE", "/v1/jobs/o3", "shop-token", "") // a producer revokes its job
+	must(200, "PATCH", "/v1/jobs/o4", "ops-token", `{"priority":5}`)
+	must(404, "PATCH", "/v1/jobs/nosuch", "ops-token", `{"priority":5}`)
+	must(200, "POST", "/v1/jobs/o5/kick", "ops-token", "") // delayed 1h: ready now
+	must(409, "POST", "/v1/jobs/o5/kick", "ops-token", "") // nothing left to kick
 	must(200, "POST", "/v1/topics/orders/pause", "ops-token", `{"for":"1m"}`)
 	must(200, "POST", "/v1/topics/orders/resume", "ops-token", "")
 	must(201, "PUT", "/v1/topics/orders/policy", "ops-token", `{"max_attempts":3}`)
@@ -187,6 +193,25 @@ func TestAuditTrail(t *testing.T) {
 	if reply := beanstalkLine(t, bc, br, "delete "+loose+"\r\n"); reply != "DELETED" {
 		t.Fatalf("delete loose = %q", reply)
 	}
+	// kick-job of a delayed job: an operator's change, by number.
+	reply := beanstalkLine(t, bc, br, "put 0 3600 60 1\r\nx\r\n")
+	if !strings.HasPrefix(reply, "INSERTED ") {
+		t.Fatalf("put delayed = %q", reply)
+	}
+	delayed := strings.TrimPrefix(reply, "INSERTED ")
+	if reply := beanstalkLine(t, bc, br, "kick-job "+delayed+"\r\n"); reply != "KICKED" {
+		t.Fatalf("kick-job = %q", reply)
+	}
+	json.Unmarshal([]byte(must(200, "GET", "/v1/topics/tasks/jobs?state=ready", "ops-token", "")), &listed)
+	kickedID := ""
+	for _, j := range listed.Jobs {
+		if fmt.Sprint(j.Seq) == delayed {
+			kickedID = j.ID
+		}
+	}
+	if kickedID == "" {
+		t.Fatalf("the job kick-job %s made ready is not listed ready: %+v", delayed, listed.Jobs)
+	}
 	beanstalkLine(t, bc, br, "kick 5\r\n")
 	beanstalkLine(t, bc, br, "pause-tube tasks 1\r\n")
 
@@ -200,6 +225,10 @@ func TestAuditTrail(t *testing.T) {
 		{"job.delete", "job:o2", "ok", "ops", "http"},
 		{"job.delete", "job:nosuch", "not_found", "ops", "http"},
 		{"job.delete", "job:o3", "ok", "shop", "http"},
+		{"job.update", "job:o4", "ok", "ops", "http"},
+		{"job.update", "job:nosuch", "not_found", "ops", "http"},
+		{"job.kick", "job:o5", "ok", "ops", "http"},
+		{"job.kick", "job:o5", "bad_state", "ops", "http"},
 		{"topic.pause", "topic:orders", "ok", "ops", "http"},
 		{"topic.resume", "topic:orders", "ok", "ops", "http"},
 		{"policy.put", "topic:orders", "ok", "ops", "http"},
@@ -216,6 +245,7 @@ func TestAuditTrail(t *testing.T) {
 		{"backup", "store", "ok", "ops", "http"},
 		{"job.delete", "job:o7", "ok", "ops", "json"},
 		{"job.delete", "job:" + looseID, "ok", "open", "beanstalk"},
+		{"job.kick", "job:" + kickedID, "ok", "open", "beanstalk"},
 		{"topic.kick", "topic:tasks", "ok", "open", "beanstalk"},
 		{"topic.pause", "topic:tasks", "ok", "open", "beanstalk"},
 		{"tokens.reload", s.cfg.AuthFile, "ok", "system", "signal"},
@@ -317,5 +347,48 @@ func TestAccessLogAndDurations(t *testing.T) {
 		if d, err := time.ParseDuration(ds); !ok || err != nil || d <= 0 {
 			t.Errorf("access record %d duration = %v (%T), want a positive Go duration string", i, a["duration"], a["duration"])
 		}
+	}
+}
+
+// TestAuditCertificateReload: a reload (SIGHUP) of a server with TLS
+// writes a certificates.reload record beside tokens.reload, ok when the
+// files load, and the failure's code when they do not (the old
+// certificate stays in force).
+func TestAuditCertificateReload(t *testing.T) {
+	ca := tlstest.NewCA(t)
+	cert, key := ca.Issue(t, "server", "localhost")
+	s, logs := startJSONServer(t, func(c *config.Config) {
+		c.AuthFile = authFile(t, "shop-token")
+		c.TLSCert, c.TLSKey = cert, key
+	})
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cert, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reload(); err == nil {
+		t.Fatal("Reload with a broken certificate file = nil, want its error")
+	}
+	type rec struct{ action, target, outcome, principal, protocol string }
+	want := []rec{
+		{"tokens.reload", s.cfg.AuthFile, "ok", "system", "signal"},
+		{"certificates.reload", cert, "ok", "system", "signal"},
+		{"tokens.reload", s.cfg.AuthFile, "ok", "system", "signal"},
+		{"certificates.reload", cert, "internal", "system", "signal"},
+	}
+	var got []rec
+	for _, r := range logRecords(t, logs) {
+		if r["audit"] != true {
+			continue
+		}
+		str := func(k string) string { s, _ := r[k].(string); return s }
+		got = append(got, rec{str("action"), str("target"), str("outcome"), str("principal"), str("protocol")})
+		if str("outcome") != "ok" && str("err") == "" {
+			t.Errorf("failed reload's record %v does not say why (err)", r)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("audit records:\n got %v\nwant %v", got, want)
 	}
 }
