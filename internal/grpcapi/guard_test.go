@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/delayq/delayq"
 	delayqv1 "github.com/delayq/delayq/api/gen/delayq/v1"
@@ -205,11 +207,16 @@ func TestAuditAndAccessLog(t *testing.T) {
 	if err := a.call(t.Context(), "Delete", &delayqv1.DeleteRequest{Id: "a"}, &delayqv1.DeleteResponse{}); err == nil {
 		t.Fatal("second delete succeeded")
 	}
+	a.must("Put", &delayqv1.PutRequest{Topic: "t", Id: "d", Body: []byte("x"), Delay: durationpb.New(time.Hour)}, &delayqv1.PutResponse{})
+	a.must("Update", &delayqv1.UpdateRequest{Id: "d", Priority: proto.Uint32(1)}, &delayqv1.UpdateResponse{})
+	a.must("Kick", &delayqv1.KickRequest{Id: "d"}, &delayqv1.KickResponse{})
 	a.must("KickTopic", &delayqv1.KickTopicRequest{Topic: "t", N: 5}, &delayqv1.KickTopicResponse{})
 	out := logs.String()
 	for _, want := range []string{
 		"audit=true action=job.delete target=job:a outcome=ok principal=open protocol=grpc",
 		"audit=true action=job.delete target=job:a outcome=not_found principal=open protocol=grpc",
+		"audit=true action=job.update target=job:d outcome=ok principal=open protocol=grpc",
+		"audit=true action=job.kick target=job:d outcome=ok principal=open protocol=grpc",
 		"audit=true action=topic.kick target=topic:t outcome=ok principal=open protocol=grpc",
 		"kicked=0",
 		`msg="grpc request" access=true procedure=/delayq.v1.DelayQService/Put protocol=grpc status=ok`,
@@ -219,13 +226,14 @@ func TestAuditAndAccessLog(t *testing.T) {
 			t.Errorf("the log lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out, "action=put") || strings.Count(out, "audit=true") != 3 {
-		t.Errorf("want exactly the 3 audit records (puts are the hot path, not audited):\n%s", out)
+	if strings.Contains(out, "action=put") || strings.Count(out, "audit=true") != 5 {
+		t.Errorf("want exactly the 5 audit records (puts are the hot path, not audited):\n%s", out)
 	}
 	// One series per procedure and status: Put ok, Delete ok and
-	// not_found, KickTopic ok (observed once the answer is written).
+	// not_found, Update, Kick and KickTopic ok (observed once the answer
+	// is written).
 	waitFor(t, func() bool {
-		return testutil.CollectAndCount(a.e.Metrics().Registry, "delayq_grpc_request_duration_seconds") == 4
+		return testutil.CollectAndCount(a.e.Metrics().Registry, "delayq_grpc_request_duration_seconds") == 6
 	})
 }
 
