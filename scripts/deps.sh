@@ -5,7 +5,8 @@
 # (the dashboard's browser tests), nc (the README's beanstalkd
 # examples), promtool (checks docs/alerts/prometheus-rules.yaml; Debian
 # ships it in the prometheus package), podman (builds the Containerfile's
-# image), systemd-analyze (verifies packaging/delayq.service) and npm
+# image), qemu-user (runs the other architecture's release binary's
+# --version), systemd-analyze (verifies packaging/delayq.service) and npm
 # (fetches buf for scripts/gen-proto.sh, which TestGeneratedCodeIsCurrent
 # runs). Debian packages only; needs root (or sudo) the first time.
 set -euo pipefail
@@ -19,6 +20,7 @@ command -v chromium >/dev/null || need+=(chromium)
 command -v nc >/dev/null || need+=(netcat-openbsd)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v podman >/dev/null || need+=(podman)
+{ command -v qemu-aarch64 && command -v qemu-x86_64; } >/dev/null || need+=(qemu-user)
 command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v npm >/dev/null || need+=(nodejs npm)
 [ -d /usr/share/php/Pheanstalk ] || dpkg -s php-pda-pheanstalk >/dev/null 2>&1 || need+=(php-pda-pheanstalk)
