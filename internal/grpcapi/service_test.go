@@ -261,7 +261,12 @@ func newOut(method string) proto.Message {
 
 // TestEveryMethod: each method of the service does over gRPC what its
 // HTTP route does, on one job's life: release with a reason, touch, bury,
-// kick, update, list, batch put and finish, topic kick, delete.
+// kick, update, list, batch put and finish, topic kick, delete; then a
+// put, get and finish of one more. As TestOpenAPI does for the HTTP
+// routes, it ends by checking that every method of the .proto's service
+// answered at least one call with success (read from the server's own
+// delayq_grpc_request_duration_seconds), so a method added to the .proto
+// cannot go unexercised here.
 func TestEveryMethod(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t, Options{})
@@ -344,5 +349,53 @@ func TestEveryMethod(t *testing.T) {
 	}
 	if _, err := a.e.Get(context.Background(), delayq.Ref{ID: "b"}); !errors.Is(err, delayq.ErrNotFound) {
 		t.Fatalf("b after delete: %v", err)
+	}
+	a.must("Put", &delayqv1.PutRequest{Topic: "t2", Id: "c", Body: []byte("4")}, &delayqv1.PutResponse{})
+	var got delayqv1.GetResponse
+	a.must("Get", &delayqv1.GetRequest{Id: "c"}, &got)
+	if got.Job.GetId() != "c" || got.Job.GetState() != "ready" {
+		t.Fatalf("get c = %v", got.Job)
+	}
+	var res2 delayqv1.ReserveResponse
+	a.must("Reserve", &delayqv1.ReserveRequest{Topics: []string{"t2"}}, &res2)
+	if len(res2.Jobs) != 1 {
+		t.Fatalf("reserve t2 = %v", &res2)
+	}
+	a.must("Finish", &delayqv1.FinishRequest{Id: "c", Reservation: res2.Jobs[0].Reservation}, &delayqv1.FinishResponse{})
+
+	// Every method of the service answered with success at least once
+	// (each call is observed once its answer is written, hence the wait).
+	methods := delayqv1.File_delayq_v1_delayq_proto.Services().ByName("DelayQService").Methods()
+	succeeded := func() (missing []string) {
+		ok := map[string]bool{}
+		mfs, err := a.e.Metrics().Registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "delayq_grpc_request_duration_seconds" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				if labels["code"] == "ok" {
+					ok[labels["procedure"]] = true
+				}
+			}
+		}
+		for i := range methods.Len() {
+			if proc := "/delayq.v1.DelayQService/" + string(methods.Get(i).Name()); !ok[proc] {
+				missing = append(missing, proc)
+			}
+		}
+		return missing
+	}
+	for deadline := time.Now().Add(10 * time.Second); len(succeeded()) > 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("methods never answered with success: %v", succeeded())
+		}
 	}
 }
