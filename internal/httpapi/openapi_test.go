@@ -411,7 +411,10 @@ func withHeader(k, v string) func(*http.Request) *http.Request {
 // against it. Then every operation must have been exercised.
 func TestOpenAPI(t *testing.T) {
 	doc := loadOpenAPI(t)
-	st, err := diskstore.Open(t.TempDir(), diskstore.Options{MemTableSize: 4 << 20, CacheSize: 8 << 20})
+	// Retention on, as the server's --retain default is, so finished and
+	// deleted jobs are answered (state, ended_at, history) and checked too.
+	st, err := diskstore.Open(t.TempDir(), diskstore.Options{MemTableSize: 4 << 20, CacheSize: 8 << 20,
+		Retention: store.Retention{For: time.Hour, Bodies: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -517,6 +520,25 @@ func TestOpenAPI(t *testing.T) {
 	ops.call(200, "POST", "/v1/jobs/finish", `{"jobs":[{"id":"`+res.Jobs[3].ID+`","reservation":"`+rsv(3)+`"},{"id":"nosuch","reservation":"x"}]}`, nil)
 	ops.call(400, "POST", "/v1/jobs/finish", `{"jobs":{}}`, nil, invalid)
 	ops.call(400, "POST", "/v1/reserve", `{"topics":["t"],"n":5000}`, nil, invalid)
+	// A finished job is retained: read with its end and attempts, listed
+	// by its state, and its id still taken (409 exists with the state).
+	var ended api.Job
+	ops.call(200, "GET", "/v1/jobs/"+res.Jobs[2].ID, "", &ended)
+	if ended.State != "finished" || ended.EndedAt == nil || len(ended.History) != 1 || ended.History[0].Outcome != "finished" {
+		t.Errorf("retained finished job = %+v, want state finished, ended_at and its one attempt", ended)
+	}
+	var finished api.JobsResponse
+	ops.call(200, "GET", tp+"/jobs?state=finished", "", &finished)
+	if len(finished.Jobs) != 2 {
+		t.Errorf("finished jobs = %+v, want the two finished above", finished.Jobs)
+	}
+	var exists struct {
+		Error struct{ Code, State string }
+	}
+	ops.call(409, "POST", tp+"/jobs", `{"id":"`+res.Jobs[2].ID+`","body":"again"}`, &exists)
+	if exists.Error.Code != "exists" || exists.Error.State != "finished" {
+		t.Errorf("put of a finished job's id = %+v, want exists, state finished", exists)
+	}
 	ops.call(200, "POST", "/v1/reserve", `{"topics":["empty"]}`, nil) // nothing ready: an empty list
 
 	// An operator's changes.
@@ -525,6 +547,12 @@ func TestOpenAPI(t *testing.T) {
 	ops.call(409, "POST", "/v1/jobs/d1/kick", "", nil) // ready now: nothing to kick
 	ops.call(200, "DELETE", "/v1/jobs/d1", "", nil)
 	ops.call(404, "DELETE", "/v1/jobs/d1", "", nil)
+	var deleted api.Job
+	ops.call(200, "GET", "/v1/jobs/d1", "", &deleted)
+	if deleted.State != "deleted" || deleted.EndedAt == nil {
+		t.Errorf("retained deleted job = %+v, want state deleted and ended_at", deleted)
+	}
+	ops.call(200, "GET", tp+"/jobs?state=deleted", "", nil)
 	ops.call(404, "PATCH", "/v1/jobs/d1", `{"priority":1}`, nil)
 	viewer.call(403, "DELETE", "/v1/jobs/r1", "", nil)
 	ops.call(200, "POST", tp+"/kick", `{"n":10}`, nil)
