@@ -65,7 +65,7 @@ func exported(text string) []string {
 // TestAlertMetricNamesExported: every delayq metric the shipped rules
 // and Grafana dashboard query is one a real server exports, once it has
 // done each kind of work (puts, reserves, finishes, releases, buries,
-// a TTR expiry, a schedule tick).
+// a TTR expiry, a schedule tick, a gRPC call).
 func TestAlertMetricNamesExported(t *testing.T) {
 	s := startServer(t, testConfig(t), &syncBuffer{})
 	defer http.DefaultClient.CloseIdleConnections()
@@ -101,10 +101,16 @@ func TestAlertMetricNamesExported(t *testing.T) {
 		t.Fatal(err)
 	}
 	reserve()
+	// A call of the gRPC API (Connect's JSON over HTTP/1.1), which the
+	// gRPC rule and panels query.
+	if code, body := do(t, s, "POST", "/delayq.v1.DelayQService/Get", `{"id":"w2"}`); code != http.StatusOK {
+		t.Fatalf("Connect Get = %d %s", code, body)
+	}
 	var text string
-	waitUntil(t, "a TTR expiry and a schedule tick in /metrics", func() bool {
+	waitUntil(t, "a TTR expiry, a schedule tick and the gRPC call in /metrics", func() bool {
 		text = scrape(t, s)
-		return strings.Contains(text, `delayq_ttr_expired_total{topic="work"}`) && strings.Contains(text, "delayq_schedule_ticks_total{")
+		return strings.Contains(text, `delayq_ttr_expired_total{topic="work"}`) && strings.Contains(text, "delayq_schedule_ticks_total{") &&
+			strings.Contains(text, "delayq_grpc_request_duration_seconds_count{")
 	})
 	have := exported(text)
 	for _, file := range []string{"prometheus-rules.yaml", "grafana-dashboard.json"} {
