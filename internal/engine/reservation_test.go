@@ -202,3 +202,47 @@ func BenchmarkReservationTag(b *testing.B) {
 		}
 	}
 }
+
+// FuzzOpenReservation: a reservation is client input (an HTTP or gRPC
+// field, any bytes). Opening one never panics; "" stays "" (no
+// reservation); anything else opens to the store token it was sealed
+// from, or to forgedReservation, which no job holds. A token the fuzzer
+// makes up opens only if it is exactly the seal of the store token before
+// its last '-', so a guess cannot get through, whatever its shape; and a
+// sealed token with any one byte changed is forged.
+func FuzzOpenReservation(f *testing.F) {
+	k := &reservationKeys{}
+	if _, err := k.get(context.Background()); err != nil {
+		f.Fatal(err)
+	}
+	sealed := k.seal("42-3")
+	for _, s := range []string{"", "-", "0-0", "42-3", sealed, sealed + "0", sealed[:len(sealed)-1],
+		"42-3-" + strings.Repeat("0", 32), "42-3-" + strings.Repeat("g", 32), "x", "--", "42-3-" + strings.ToUpper(sealed[5:])} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, token string) {
+		got := k.open(token)
+		switch {
+		case token == "":
+			if got != "" {
+				t.Fatalf("open(\"\") = %q, want \"\"", got)
+			}
+			return
+		case got == forgedReservation:
+		default:
+			if k.seal(got) != token {
+				t.Fatalf("open(%q) = %q, but that store token seals to %q: a token the engine never signed got through", token, got, k.seal(got))
+			}
+		}
+		// Any store token sealed, then one byte of its tag changed, is forged.
+		own := k.seal(token)
+		if k.open(own) != token {
+			t.Fatalf("open(seal(%q)) = %q, want it back", token, k.open(own))
+		}
+		b := []byte(own)
+		b[len(b)-1-len(token)%(2*reservationTagLen)] ^= 0x01
+		if k.open(string(b)) != forgedReservation {
+			t.Fatalf("open(%q), a sealed token with a tag byte changed, = %q, want forged", b, k.open(string(b)))
+		}
+	})
+}
