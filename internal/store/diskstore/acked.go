@@ -137,12 +137,27 @@ func loadAckMark(fs vfs.FS, dir string, log *slog.Logger) *ackMark {
 }
 
 // commitIn returns the commit number a WAL record (a batch) carries
-// under metaCommitKey, if any.
+// under metaCommitKey, if any. A record that is not a well-formed batch
+// carries none past the point where it goes wrong.
+//
+// Pebble's batch reader trusts its input: a length varint cut short by
+// the end of the record makes it index past the record and panic
+// (FuzzDecodeAckMark found it), and this runs at every start on records
+// read from disk. So each entry is checked to fit before the reader
+// decodes it: its key's length varint complete and the key inside the
+// record, and whatever follows the key either nothing (the reader is
+// then not asked: the entry is the last one, and only a key-only entry
+// is well-formed there) or a complete varint (the value's length, or the
+// next entry's kind byte), so every byte the reader looks at is inside
+// the record.
 func commitIn(repr []byte) (uint64, bool) {
 	r := batchrepr.Read(repr)
 	var commit uint64
 	found := false
 	for {
+		if !entryFits(r) {
+			return commit, found
+		}
 		kind, k, v, ok, err := r.Next()
 		if !ok || err != nil {
 			return commit, found
@@ -151,6 +166,25 @@ func commitIn(repr []byte) (uint64, bool) {
 			commit, found = binary.BigEndian.Uint64(v), true
 		}
 	}
+}
+
+// entryFits reports whether the batch entry at the start of rest can be
+// handed to batchrepr.Reader.Next without it reading past rest (see
+// commitIn).
+func entryFits(rest []byte) bool {
+	if len(rest) < 2 {
+		return false
+	}
+	klen, n := binary.Uvarint(rest[1:])
+	if n <= 0 || klen > uint64(len(rest)-1-n) {
+		return false
+	}
+	after := rest[1+n+int(klen):]
+	if len(after) == 0 {
+		return false
+	}
+	_, n = binary.Uvarint(after)
+	return n > 0
 }
 
 // shortLog is the refusal for a log that ends before the mark: the newest
