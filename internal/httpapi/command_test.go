@@ -186,3 +186,25 @@ func TestCommandFinishReserved(t *testing.T) {
 		t.Errorf("topics after finish and delete = %+v, want none", tp.Topics)
 	}
 }
+
+// TestCommandReadsKeysAsEncodingJSON pins what http.md says of the
+// original protocol, which is not read strictly as the v1 API is: its
+// clients were written for another server, so a key matches its field in
+// any case (`ttr` for `TTR`) and of a key given twice the last wins; a
+// body of null is no command and stores nothing.
+func TestCommandReadsKeysAsEncodingJSON(t *testing.T) {
+	a := newMemAPI(t, Options{})
+	if got := a.cmd("/", `null`, http.StatusOK); got.Success || !strings.Contains(got.Error, "unknown command") {
+		t.Errorf("null = %+v, want unknown command", got)
+	}
+	if topics, err := a.e.Topics(t.Context()); err != nil || len(topics) != 0 {
+		t.Fatalf("null stored something: %v, %v", topics, err)
+	}
+	if got := a.cmd("/", `{"command":"add","topic":"t","id":"a","ttr":30,"Body":"first","body":"last"}`, http.StatusOK); !got.Success {
+		t.Fatalf("add with ttr in lower case and body given twice = %+v", got)
+	}
+	j := a.getJob("a")
+	if j.TTR != 30 || j.Body == nil || *j.Body != "last" {
+		t.Errorf("job = ttr %v body %v, want 30s and the last body given", j.TTR, j.Body)
+	}
+}
