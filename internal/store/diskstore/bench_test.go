@@ -111,8 +111,21 @@ func BenchmarkPutReserveDelete(b *testing.B) {
 // costs: 32 goroutines each reserve one job and delete it, over a store
 // preloaded with b.N ready jobs of 100 bytes (the figure behind the
 // beanstalkd-protocol reserve+delete benchmark, without the sockets).
+//
+// Sub-benchmarks: the default mode (fsync before every answer) and the
+// fsync window (--fsync 50ms), each with the process's CPU per
+// reserve+delete and the committer's wake-ups per transition.
 func BenchmarkReserveDeleteParallel(b *testing.B) {
-	s := openAt(b, b.TempDir(), Options{})
+	for _, mode := range []struct {
+		name  string
+		every time.Duration
+	}{{"always", 0}, {"50ms", 50 * time.Millisecond}} {
+		b.Run(mode.name, func(b *testing.B) { benchReserveDelete(b, Options{SyncEvery: mode.every}) })
+	}
+}
+
+func benchReserveDelete(b *testing.B, opts Options) {
+	s := openAt(b, b.TempDir(), opts)
 	defer s.Close()
 	body := make([]byte, 100)
 	ctx := b.Context()
@@ -127,6 +140,10 @@ func BenchmarkReserveDeleteParallel(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.SetParallelism(16) // 32 goroutines on this 2-core machine
+	s.mu.Lock()
+	groups0, ops0, wakes0 := s.stats.groups, s.stats.ops, s.wakes
+	s.mu.Unlock()
+	cpu0 := cpuTime()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -142,8 +159,11 @@ func BenchmarkReserveDeleteParallel(b *testing.B) {
 			}
 		}
 	})
+	b.StopTimer()
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 	s.mu.Lock()
-	b.ReportMetric(float64(s.stats.ops)/float64(s.stats.groups), "ops/group")
+	b.ReportMetric(float64(s.stats.ops-ops0)/float64(s.stats.groups-groups0), "ops/group")
+	b.ReportMetric(float64(s.wakes-wakes0)/float64(s.stats.ops-ops0), "wakes/op")
 	s.mu.Unlock()
 }
 

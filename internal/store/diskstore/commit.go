@@ -2,6 +2,7 @@ package diskstore
 
 import (
 	"encoding/binary"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -123,9 +124,11 @@ func (s *Store) stageGroup(t *txn) *group {
 	}
 	g.ops++
 	s.tail = g
-	select {
-	case s.kick <- struct{}{}:
-	default:
+	if g.ops >= s.kickAt {
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
 	}
 	return g
 }
@@ -210,17 +213,40 @@ func (s *Store) committer() {
 			freed = true
 		}
 		s.mu.Lock()
+		s.wakes++
 		g := s.open
 		now := g.ops > 0 && len(flight) < limit &&
 			(len(flight) == 0 || freed || g.ops >= overlapAt)
 		if now {
 			s.flushLocked()
-		}
-		s.mu.Unlock()
-		if now {
 			flight = append(flight, g)
 			freed = false
 		}
+		s.kickAt = kickAt(len(flight), limit, freed)
+		s.mu.Unlock()
+	}
+}
+
+// kickAt is how many transitions the open group must hold before a new
+// one wakes the committer, given what the committer would do with it:
+// with no group in flight (or one just durable) any transition is
+// committed at once; with some in flight only a group of overlapAt
+// starts beside them; with limit in flight none. Until then the
+// committer wakes only when its oldest group becomes durable, and finds
+// the open group then.
+//
+// A kick the committer cannot act on costs a goroutine wake-up and a
+// turn of the store mutex for nothing. Every transition kicked once,
+// and at 32 concurrent reserve+deletes most arrived while the group in
+// flight was still being written: a wasted wake-up per transition.
+func kickAt(flying, limit int, freed bool) int {
+	switch {
+	case flying == 0 || (freed && flying < limit):
+		return 1
+	case flying < limit:
+		return overlapAt
+	default:
+		return math.MaxInt
 	}
 }
 

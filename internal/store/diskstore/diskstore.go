@@ -178,6 +178,13 @@ type Store struct {
 	topicBuf  []*topic                  // scratch for serving; guarded by mu
 	spare     chan spareBatch           // empty group batches for reuse (recycle)
 	series    seriesState               // chart series writes (series.go)
+
+	// kickAt is the open group's size at which a transition wakes the
+	// committer (commit.go); guarded by mu.
+	kickAt int
+	// wakes counts the committer's wake-ups (benchmarks, tests); guarded
+	// by mu.
+	wakes int
 }
 
 // topic is what memory keeps of a topic: its counters and pause (mirrored
@@ -223,6 +230,8 @@ func Open(dir string, opts Options) (*Store, error) {
 		stop:  make(chan struct{}),
 		tail:  closedGroup,
 		wal:   lazy,
+		// The committer starts with nothing in flight.
+		kickAt: 1,
 	}
 	s.ballast = newBallast(fs, dir, opts.Ballast)
 	s.opts.pebbleFS = s.ballastFS(fs)

@@ -270,3 +270,81 @@ func TestGroupCommitOverlapsSyncs(t *testing.T) {
 		}
 	}
 }
+
+// TestCommitterSleepsUntilItCanCommit: a transition wakes the committer
+// only when the committer would commit the open group now. While one sync
+// is held, fewer than overlapAt transitions, and while every sync slot is
+// held any number of them, gather in the open group without waking it; it
+// wakes for the group once a slot frees, and every transition is durable.
+// Before, every transition kicked the committer, which took the store
+// mutex, found it could not commit, and slept again.
+func TestCommitterSleepsUntilItCanCommit(t *testing.T) {
+	h := newHeldWALSyncs()
+	s := openAt(t, t.TempDir(), Options{fs: h})
+	defer s.Close()
+	h.hold()
+	opened := false
+	defer func() {
+		if !opened {
+			h.open()
+		}
+	}()
+	var wg sync.WaitGroup
+	put := func(id string) {
+		wg.Go(func() { putOne(t, s, id) })
+	}
+	wakes := func() int {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.wakes
+	}
+	// gather puts n transitions and waits until the open group holds
+	// them all: the committer has not taken them.
+	gather := func(prefix string, n int) {
+		for i := range n {
+			put(fmt.Sprintf("%s%d", prefix, i))
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			s.mu.Lock()
+			ops := s.open.ops
+			s.mu.Unlock()
+			if ops == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d transitions in the open group after 10 s", ops, n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	put("first")
+	h.waitBlocked(t, 1, "the first transition's sync did not begin")
+	w0 := wakes()
+	gather("few", overlapAt-1)
+	if got := wakes() - w0; got != 0 {
+		t.Errorf("%d transitions, too few to start a sync beside the one in flight, woke the committer %d times, want 0", overlapAt-1, got)
+	}
+	put("eighth") // the group reaches overlapAt: its sync starts beside
+	h.waitBlocked(t, 2, "a group of overlapAt transitions did not start its sync beside the one in flight")
+	for i := 2; i < syncsInFlight; i++ {
+		for k := range overlapAt {
+			put(fmt.Sprintf("wave%d-%d", i, k))
+		}
+		h.waitBlocked(t, i+1, "a wave of overlapAt transitions did not start its sync")
+	}
+	w1 := wakes()
+	const n = 20
+	gather("more", n) // every sync slot is taken
+	if got := wakes() - w1; got != 0 {
+		t.Errorf("%d transitions that arrived while every sync slot was busy woke the committer %d times, want 0", n, got)
+	}
+	opened = true
+	h.open()
+	wg.Wait()
+	for i := range n {
+		if _, err := s.Get(t.Context(), delayq.Ref{ID: fmt.Sprintf("more%d", i)}); err != nil {
+			t.Errorf("Get(more%d) = %v", i, err)
+		}
+	}
+}
