@@ -185,6 +185,9 @@ type Store struct {
 	// wakes counts the committer's wake-ups (benchmarks, tests); guarded
 	// by mu.
 	wakes int
+	// groupTopics and groupIDs are the emptied sets of the last
+	// committed group, for the next one (reuseSets); guarded by mu.
+	groupTopics, groupIDs map[string]bool
 }
 
 // topic is what memory keeps of a topic: its counters and pause (mirrored
