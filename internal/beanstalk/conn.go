@@ -50,6 +50,7 @@ type conn struct {
 
 	admitted  bool            // admit ran
 	principal *auth.Principal // who the client is; nil: nobody (see guard.go)
+	byName    string          // by's answer, once built
 	rateKey   string          // whose request rate the commands count against
 
 	dmu     sync.Mutex

@@ -96,12 +96,18 @@ func (c *conn) reserveNow(orElse error) error {
 
 // by names this connection's client in the attempts it reserves
 // (Job.History): its principal when it authenticated as one, else the
-// connection itself, by its remote address.
+// connection itself, by its remote address. The principal is set before
+// the first command (admit), so the name is built once per connection,
+// not once per reserve.
 func (c *conn) by() string {
-	if c.principal != nil && c.principal != auth.Open {
-		return c.principal.Name
+	if c.byName == "" {
+		if c.principal != nil && c.principal != auth.Open {
+			c.byName = c.principal.Name
+		} else {
+			c.byName = "beanstalk " + c.remote
+		}
 	}
-	return "beanstalk " + c.remote
+	return c.byName
 }
 
 // sendReserved records the reservation as this connection's and sends it.
