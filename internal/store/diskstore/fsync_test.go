@@ -209,6 +209,72 @@ func (h *heldWALSyncs) waitBlocked(t *testing.T, n int, why string) {
 	}
 }
 
+// heldCommits is a store whose WAL syncs are held at a gate: the
+// transitions put through it gather behind the held syncs until release.
+type heldCommits struct {
+	t        *testing.T
+	s        *Store
+	h        *heldWALSyncs
+	wg       sync.WaitGroup
+	released bool
+}
+
+// newHeldCommits opens a store with its WAL syncs held; the test's end
+// opens the gate (if the test did not) before it closes the store.
+func newHeldCommits(t *testing.T) *heldCommits {
+	r := &heldCommits{t: t, h: newHeldWALSyncs()}
+	r.s = openAt(t, t.TempDir(), Options{fs: r.h})
+	r.h.hold()
+	t.Cleanup(func() {
+		r.release()
+		_ = r.s.Close()
+	})
+	return r
+}
+
+// put puts a job with the given id in its own goroutine.
+func (r *heldCommits) put(id string) { r.wg.Go(func() { putOne(r.t, r.s, id) }) }
+
+// gather puts n jobs named prefix0.. and waits until the open group holds
+// them all: the committer has not taken them.
+func (r *heldCommits) gather(prefix string, n int) {
+	for i := range n {
+		r.put(fmt.Sprintf("%s%d", prefix, i))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r.s.mu.Lock()
+		ops := r.s.open.ops
+		r.s.mu.Unlock()
+		if ops == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%d of %d transitions in the open group after 10 s", ops, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// release opens the gate and waits for every put to return.
+func (r *heldCommits) release() {
+	if !r.released {
+		r.released = true
+		r.h.open()
+	}
+	r.wg.Wait()
+}
+
+// checkGot fails the test for each job named prefix0..prefix(n-1) the
+// store does not hold.
+func (r *heldCommits) checkGot(prefix string, n int) {
+	for i := range n {
+		if _, err := r.s.Get(r.t.Context(), delayq.Ref{ID: fmt.Sprintf("%s%d", prefix, i)}); err != nil {
+			r.t.Errorf("Get(%s%d) = %v", prefix, i, err)
+		}
+	}
+}
+
 // Overlapping syncs: transitions that arrive while a group's fsync is in
 // flight do not wait for that fsync to end before their own begins (the
 // old committer held the next group back until the previous one was
@@ -217,20 +283,8 @@ func (h *heldWALSyncs) waitBlocked(t *testing.T, n int, why string) {
 // in flight; once syncsInFlight syncs are running, everything that
 // arrives shares the next group and its one sync.
 func TestGroupCommitOverlapsSyncs(t *testing.T) {
-	h := newHeldWALSyncs()
-	s := openAt(t, t.TempDir(), Options{fs: h})
-	defer s.Close()
-	h.hold()
-	opened := false
-	defer func() {
-		if !opened {
-			h.open()
-		}
-	}()
-	var wg sync.WaitGroup
-	put := func(id string) {
-		wg.Go(func() { putOne(t, s, id) })
-	}
+	r := newHeldCommits(t)
+	h, put := r.h, r.put
 	put("first")
 	h.waitBlocked(t, 1, "the first transition's sync did not begin")
 	for i := 1; i < syncsInFlight; i++ {
@@ -241,34 +295,13 @@ func TestGroupCommitOverlapsSyncs(t *testing.T) {
 	}
 	// Every slot is taken: the next transitions gather in the open group.
 	const n = 20
-	for i := range n {
-		put(fmt.Sprintf("more%d", i))
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		s.mu.Lock()
-		ops := s.open.ops
-		s.mu.Unlock()
-		if ops == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d transitions in the open group after 10 s", ops, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	r.gather("more", n)
 	before := h.syncs.Load()
-	opened = true
-	h.open()
-	wg.Wait()
+	r.release()
 	if got := h.syncs.Load() - before; got > 2 {
 		t.Errorf("%d transitions that arrived while every sync slot was busy made %d WAL syncs, want at most 2 (one group)", n, got)
 	}
-	for i := range n {
-		if _, err := s.Get(t.Context(), delayq.Ref{ID: fmt.Sprintf("more%d", i)}); err != nil {
-			t.Errorf("Get(more%d) = %v", i, err)
-		}
-	}
+	r.checkGot("more", n)
 }
 
 // TestCommitterSleepsUntilItCanCommit: a transition wakes the committer
@@ -279,49 +312,17 @@ func TestGroupCommitOverlapsSyncs(t *testing.T) {
 // Before, every transition kicked the committer, which took the store
 // mutex, found it could not commit, and slept again.
 func TestCommitterSleepsUntilItCanCommit(t *testing.T) {
-	h := newHeldWALSyncs()
-	s := openAt(t, t.TempDir(), Options{fs: h})
-	defer s.Close()
-	h.hold()
-	opened := false
-	defer func() {
-		if !opened {
-			h.open()
-		}
-	}()
-	var wg sync.WaitGroup
-	put := func(id string) {
-		wg.Go(func() { putOne(t, s, id) })
-	}
+	r := newHeldCommits(t)
+	s, h, put := r.s, r.h, r.put
 	wakes := func() int {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return s.wakes
 	}
-	// gather puts n transitions and waits until the open group holds
-	// them all: the committer has not taken them.
-	gather := func(prefix string, n int) {
-		for i := range n {
-			put(fmt.Sprintf("%s%d", prefix, i))
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			s.mu.Lock()
-			ops := s.open.ops
-			s.mu.Unlock()
-			if ops == n {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%d of %d transitions in the open group after 10 s", ops, n)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
 	put("first")
 	h.waitBlocked(t, 1, "the first transition's sync did not begin")
 	w0 := wakes()
-	gather("few", overlapAt-1)
+	r.gather("few", overlapAt-1)
 	if got := wakes() - w0; got != 0 {
 		t.Errorf("%d transitions, too few to start a sync beside the one in flight, woke the committer %d times, want 0", overlapAt-1, got)
 	}
@@ -335,16 +336,10 @@ func TestCommitterSleepsUntilItCanCommit(t *testing.T) {
 	}
 	w1 := wakes()
 	const n = 20
-	gather("more", n) // every sync slot is taken
+	r.gather("more", n) // every sync slot is taken
 	if got := wakes() - w1; got != 0 {
 		t.Errorf("%d transitions that arrived while every sync slot was busy woke the committer %d times, want 0", n, got)
 	}
-	opened = true
-	h.open()
-	wg.Wait()
-	for i := range n {
-		if _, err := s.Get(t.Context(), delayq.Ref{ID: fmt.Sprintf("more%d", i)}); err != nil {
-			t.Errorf("Get(more%d) = %v", i, err)
-		}
-	}
+	r.release()
+	r.checkGot("more", n)
 }
