@@ -1,12 +1,15 @@
 package diskstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -70,8 +73,10 @@ func lockDir(fs vfs.FS, dir string) (*pebble.Lock, error) {
 // newest WAL's own records before Pebble touches it, else from what
 // Pebble recovered. It returns the last commit number recovered.
 func openPebble(dir string, opts Options, lock *pebble.Lock, readOnly bool) (db *pebble.DB, commit uint64, err error) {
+	t0 := time.Now()
 	mark := loadAckMark(opts.fsOrDefault(), dir, opts.Logger)
 	tail, err := checkWAL(opts.fsOrDefault(), dir)
+	tWAL := time.Since(t0)
 	if err == nil && mark != nil && tail.found && tail.commit < mark.commit {
 		err = shortLog(dir, tail.path, tail.end, tail.commit, mark)
 	}
@@ -89,19 +94,48 @@ func openPebble(dir string, opts Options, lock *pebble.Lock, readOnly bool) (db 
 	// Pebble's default answer to a damaged block is Logger.Fatalf, which
 	// takes the server down at every start that touches it. Log it
 	// instead: the read that met it fails with a *CorruptionError.
-	po.EventListener = &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
+	corruption := pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
 		opts.Logger.Error("diskstore: corrupt data; run `delayq repair` on the stopped server's data directory to salvage every readable job",
 			"file", info.Path, "detail", info.Details)
 	}}
+	// At debug, Pebble's flushes, compactions and stalls are logged too:
+	// they explain a slow open or a slow commit.
+	if opts.Logger.Enabled(context.Background(), slog.LevelDebug) {
+		corruption = pebble.TeeEventListener(corruption, pebble.MakeLoggingEventListener(pebbleLogger{l: opts.Logger}))
+	}
+	if opts.pebbleEvents != nil {
+		corruption = pebble.TeeEventListener(corruption, *opts.pebbleEvents)
+	}
+	po.EventListener = &corruption
+	var gate *gatedScheduler
+	if !readOnly {
+		gate = newGatedScheduler()
+		po.Experimental.CompactionScheduler = gate
+	}
 	// Pebble panics on some damage it meets while opening (its code says
 	// so: "interspersed with panics"); a panic must not take the process
 	// down with no word of which file is bad.
 	defer func() {
 		if r := recover(); r != nil {
+			if gate != nil {
+				gate.halt()
+			}
 			db, err = nil, fmt.Errorf("diskstore: open %s: %w", dir, pebbleCorruption(opts.fsOrDefault(), dir, fmt.Errorf("pebble panicked: %v", r)))
 		}
 	}()
+	t1 := time.Now()
 	db, err = pebble.Open(dir, po)
+	tOpen := time.Since(t1)
+	if opts.pebbleOpened != nil {
+		opts.pebbleOpened()
+	}
+	if gate != nil {
+		if err == nil {
+			gate.release()
+		} else {
+			gate.halt()
+		}
+	}
 	if err != nil {
 		if pebble.IsCorruptionError(err) {
 			err = pebbleCorruption(opts.fsOrDefault(), dir, err)
@@ -112,6 +146,7 @@ func openPebble(dir string, opts Options, lock *pebble.Lock, readOnly bool) (db 
 		_ = db.Close()
 		return nil, 0, fmt.Errorf("diskstore: open %s: %w", dir, err)
 	}
+	opts.Logger.Debug("diskstore: pebble opened", "wal_check", tWAL.Round(time.Microsecond), "pebble_open", tOpen.Round(time.Microsecond))
 	return db, commit, nil
 }
 

@@ -85,6 +85,11 @@ type Options struct {
 	// pebbleFS is the filesystem Pebble writes through: fs wrapped so
 	// that an ENOSPC releases the ballast (set by Open).
 	pebbleFS vfs.FS
+	// pebbleEvents, in tests, hears Pebble's events (flushes, compactions).
+	pebbleEvents *pebble.EventListener
+	// pebbleOpened, in tests, is called when pebble.Open has returned,
+	// before compactions are let run.
+	pebbleOpened func()
 	// freeBytes replaces statfs in tests. Defaults to statfsFree.
 	freeBytes func(dir string) (uint64, error)
 }
@@ -280,6 +285,7 @@ func (s *Store) openDB(readOnly bool) error {
 	s.exp = expiry{}
 	s.txnBatch = nil // it belonged to the instance before a reopen
 	s.open, s.tail = s.newGroup(), closedGroup
+	start := time.Now()
 	if err := s.load(readOnly); err != nil {
 		_ = db.Close()
 		if ce := asCorruption(err, s.dir); ce != nil {
@@ -289,6 +295,7 @@ func (s *Store) openDB(readOnly bool) error {
 		return fmt.Errorf("diskstore: open %s: %w", s.dir, err)
 	}
 	s.seqOnDisk = s.seq
+	s.log.Debug("diskstore: memory loaded", "took", time.Since(start).Round(time.Microsecond), "entries", len(s.entries))
 	return nil
 }
 
