@@ -39,5 +39,9 @@ echo "RSS after the restart: $(rss)"
 # The server's own account of the restart: how long the store took to open
 # (Pebble's WAL replay and the near-future index) out of the time to serve.
 grep 'msg="store opened"' "$work/log" | tail -1 | grep -o 'took=[^ ]*' | sed 's/^/store open: /' || true
+# Its parts: delayq's own check of the newest WAL, pebble.Open (WAL replay
+# and the flush of what it replayed), and loading the indexes into memory.
+grep 'msg="diskstore: pebble opened"' "$work/log" | tail -1 | grep -o 'wal_check=[^ ]* pebble_open=[^ ]*' | sed 's/^/open parts: /' || true
+grep 'msg="diskstore: memory loaded"' "$work/log" | tail -1 | grep -o 'took=[^ ]*' | sed 's/^/memory load: /' || true
 grep -o 'stopped reading at offset: ([^)]*); replayed [0-9]* keys' "$work/log" | sed 's/.*: \([0-9]*\)); replayed \([0-9]*\) keys/WAL replayed: \1 bytes, \2 keys/' || true
 curl -s "http://127.0.0.1:$port/v1/topics" | head -c 300; echo
