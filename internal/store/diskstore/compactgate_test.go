@@ -2,12 +2,16 @@ package diskstore
 
 import (
 	"fmt"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"go.uber.org/goleak"
 )
 
 // TestOpenRunsNoCompaction: a store that crashed with compaction debt and
@@ -109,4 +113,36 @@ func TestOpenRunsNoCompaction(t *testing.T) {
 	if after == 0 {
 		t.Error("the compaction after Open was not counted")
 	}
+}
+
+// TestFailedOpenStopsTheScheduler: when pebble.Open fails after it
+// registered the store's compaction scheduler (here: it cannot write its
+// OPTIONS file), Open returns the error and leaves no goroutine of the
+// scheduler behind, although Pebble never unregisters it.
+func TestFailedOpenStopsTheScheduler(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, Options{MinFree: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before := goleak.IgnoreCurrent()
+	registered := false
+	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind == errorfs.OpCreate && strings.Contains(filepath.Base(op.Path), ".dbtmp") {
+			registered = true // the OPTIONS file is written after Register
+			return errorfs.ErrInjected
+		}
+		return nil
+	}))
+	if s, err := Open(dir, Options{MinFree: -1, fs: fs}); err == nil {
+		_ = s.Close()
+		t.Fatal("Open succeeded without its OPTIONS file")
+	}
+	if !registered {
+		t.Fatal("set-up: Pebble never tried to write its OPTIONS file")
+	}
+	goleak.VerifyNone(t, before)
 }
