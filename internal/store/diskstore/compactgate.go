@@ -84,7 +84,7 @@ func (g *gatedScheduler) halt() {
 func (g *gatedScheduler) TrySchedule() (bool, pebble.CompactionGrantHandle) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.unregistered || !g.open || g.running >= g.allowed() {
+	if !g.mayStart() {
 		return false, nil
 	}
 	g.running++
@@ -101,9 +101,10 @@ func (g *gatedScheduler) UpdateGetAllowedWithoutPermission() {
 	}
 }
 
-// allowed is how many compactions may run now. Requires mu.
-func (g *gatedScheduler) allowed() int {
-	return min(maxCompactions, g.db.GetAllowedWithoutPermission())
+// mayStart reports whether one more compaction may start now: after
+// release, before Unregister, within the allowance. Requires mu.
+func (g *gatedScheduler) mayStart() bool {
+	return !g.unregistered && g.open && g.running < min(maxCompactions, g.db.GetAllowedWithoutPermission())
 }
 
 // release lets compactions run, and starts the one Pebble is waiting to
@@ -123,12 +124,8 @@ func (g *gatedScheduler) grant() {
 	for g.granting {
 		g.grantingDone.Wait()
 	}
-	if g.unregistered || !g.open || g.running >= g.allowed() {
-		g.mu.Unlock()
-		return
-	}
 	g.granting = true
-	for g.running < g.allowed() {
+	for g.mayStart() {
 		g.mu.Unlock()
 		waiting, _ := g.db.GetWaitingCompaction()
 		started := waiting && g.db.Schedule(g)
@@ -144,9 +141,8 @@ func (g *gatedScheduler) grant() {
 }
 
 // periodic grants when poked, and every 100 ms as Pebble's default
-// scheduler does: Pebble
-// does not tell its scheduler every time a waiting compaction becomes
-// runnable (it dampens TrySchedule while one waits).
+// scheduler does: Pebble does not tell its scheduler every time a waiting
+// compaction becomes runnable (it dampens TrySchedule while one waits).
 func (g *gatedScheduler) periodic() {
 	defer close(g.stopped)
 	t := time.NewTicker(100 * time.Millisecond)

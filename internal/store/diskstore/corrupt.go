@@ -94,32 +94,37 @@ func openPebble(dir string, opts Options, lock *pebble.Lock, readOnly bool) (db 
 	// Pebble's default answer to a damaged block is Logger.Fatalf, which
 	// takes the server down at every start that touches it. Log it
 	// instead: the read that met it fails with a *CorruptionError.
-	corruption := pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
+	events := pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
 		opts.Logger.Error("diskstore: corrupt data; run `delayq repair` on the stopped server's data directory to salvage every readable job",
 			"file", info.Path, "detail", info.Details)
 	}}
 	// At debug, Pebble's flushes, compactions and stalls are logged too:
 	// they explain a slow open or a slow commit.
 	if opts.Logger.Enabled(context.Background(), slog.LevelDebug) {
-		corruption = pebble.TeeEventListener(corruption, pebble.MakeLoggingEventListener(pebbleLogger{l: opts.Logger}))
+		events = pebble.TeeEventListener(events, pebble.MakeLoggingEventListener(pebbleLogger{l: opts.Logger}))
 	}
 	if opts.pebbleEvents != nil {
-		corruption = pebble.TeeEventListener(corruption, *opts.pebbleEvents)
+		events = pebble.TeeEventListener(events, *opts.pebbleEvents)
 	}
-	po.EventListener = &corruption
+	po.EventListener = &events
 	var gate *gatedScheduler
 	if !readOnly {
 		gate = newGatedScheduler()
 		po.Experimental.CompactionScheduler = gate
+		// Pebble does not unregister its scheduler when Open fails (or
+		// panics, below); after a successful Open, DB.Close does, and
+		// halt is then a no-op.
+		defer func() {
+			if err != nil {
+				gate.halt()
+			}
+		}()
 	}
 	// Pebble panics on some damage it meets while opening (its code says
 	// so: "interspersed with panics"); a panic must not take the process
 	// down with no word of which file is bad.
 	defer func() {
 		if r := recover(); r != nil {
-			if gate != nil {
-				gate.halt()
-			}
 			db, err = nil, fmt.Errorf("diskstore: open %s: %w", dir, pebbleCorruption(opts.fsOrDefault(), dir, fmt.Errorf("pebble panicked: %v", r)))
 		}
 	}()
@@ -129,12 +134,8 @@ func openPebble(dir string, opts Options, lock *pebble.Lock, readOnly bool) (db 
 	if opts.pebbleOpened != nil {
 		opts.pebbleOpened()
 	}
-	if gate != nil {
-		if err == nil {
-			gate.release()
-		} else {
-			gate.halt()
-		}
+	if gate != nil && err == nil {
+		gate.release()
 	}
 	if err != nil {
 		if pebble.IsCorruptionError(err) {
