@@ -179,7 +179,7 @@ func TestMigrateV1Store(t *testing.T) {
 	var logs bytes.Buffer
 	s := openAt(t, dir, Options{MinFree: -1, HotSize: -1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	checkV1Jobs(t, s)
-	if !strings.Contains(logs.String(), "migrated the store to format version 3") || !strings.Contains(logs.String(), "records_sealed=30") {
+	if !strings.Contains(logs.String(), "migrated the store to format version 4") || !strings.Contains(logs.String(), "records_sealed=30") {
 		t.Errorf("migration log = %q, want it to report 30 records sealed", logs.String())
 	}
 	if err := s.Close(); err != nil {

@@ -29,16 +29,21 @@ import (
 //	   record version 2 (attempts, Ended, the retained states), and the
 //	   retained jobs' E keys and X keys of the retained states. Every
 //	   version 2 key and record reads as it is, so Open upgrades a
-//	   version 2 store by writing the version alone (upgradeV2); the
+//	   version 2 store by writing the version alone (upgrade); the
 //	   number keeps an older build from opening a store it cannot read.
-const formatVersion uint32 = 3
+//	4: a reserve writes no record: what it changed goes into the value of
+//	   the job's reserved X key (a reservation overlay, overlay.go).
+//	   Every version 3 key and record reads as it is, so Open upgrades a
+//	   version 2 or 3 store by writing the version alone (upgrade).
+const formatVersion uint32 = 4
 
 // Key space. Every key starts with a one-byte prefix naming its kind:
 //
 //	J<id>                          -> job record (record.go)
 //	S<seq>                         -> id
 //	X<topic>\x00<state><sort key>  -> due ms (8 bytes) + id: a topic's jobs of one state in serving order
-//	                                  (retained states: by Ended then seq, List's order)
+//	                                  (retained states: by Ended then seq, List's order); a reserved
+//	                                  job's may add 0x00 + its reservation overlay (overlay.go)
 //	G<due><seq>                    -> id: every delayed job, in due order (the timer's index)
 //	E<ended><seq>                  -> state byte + topic length (uvarint) + topic + id: every
 //	                                  retained job, in the order it expires (Tick's expiry index)

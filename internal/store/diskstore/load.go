@@ -43,10 +43,10 @@ func (s *Store) load(readOnly bool) error {
 }
 
 // checkVersion writes the format version into a new store, migrates a
-// store of version 1 or 2 (migrate.go) and refuses one of any other
+// store of version 1, 2 or 3 (migrate.go) and refuses one of any other
 // version. Read-only it writes nothing: a new store's version waits for
-// the reopen, a version 2 store is read as it is (it holds nothing this
-// build reads differently), and a version 1 store, which needs its
+// the reopen, a version 2 or 3 store is read as it is (it holds nothing
+// this build reads differently), and a version 1 store, which needs its
 // migration written, is refused.
 func (s *Store) checkVersion(readOnly bool) error {
 	v, ok, err := s.get(metaVersionKey)
@@ -60,11 +60,11 @@ func (s *Store) checkVersion(readOnly bool) error {
 			}
 			return s.migrateV1()
 		}
-		if len(v) == 4 && binary.BigEndian.Uint32(v) == 2 {
+		if len(v) == 4 && (binary.BigEndian.Uint32(v) == 2 || binary.BigEndian.Uint32(v) == 3) {
 			if readOnly {
 				return nil
 			}
-			return s.upgradeV2()
+			return s.upgrade(binary.BigEndian.Uint32(v))
 		}
 		if len(v) != 4 || binary.BigEndian.Uint32(v) != formatVersion {
 			return fmt.Errorf("on-disk format version %x is not %d, the one this build reads; see keys.go", v, formatVersion)
@@ -113,12 +113,13 @@ func (s *Store) loadEntries(name string, st byte) error {
 		return err
 	}
 	for ok := it.First(); ok; ok = it.Next() {
-		k, v := it.Key()[len(prefix):], it.Value()
-		if len(v) < 8 || (st == stReady && len(k) != 12) || (st == stReserved && len(k) != 16) {
+		k := it.Key()[len(prefix):]
+		due, id, ov, err := splitIndexValue(it.Value())
+		if err != nil || (st == stReady && (len(k) != 12 || ov != nil)) || (st == stReserved && len(k) != 16) {
 			_ = it.Close()
 			return fmt.Errorf("%w: index key %x", errCorrupt, it.Key())
 		}
-		e := &entry{topic: name, state: st, id: string(v[8:]), due: int64(binary.BigEndian.Uint64(v))}
+		e := &entry{topic: name, state: st, id: string(id), due: due}
 		if st == stReady {
 			e.pri, e.seq, e.at = binary.BigEndian.Uint32(k), binary.BigEndian.Uint64(k[4:]), e.due
 		} else {

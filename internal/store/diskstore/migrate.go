@@ -19,7 +19,7 @@ var progressEvery = 2 * time.Second
 // migrateV1 upgrades a store of format version 1 to the current one: it
 // seals every job record in its checksum frame (checksum.go, version 2),
 // keeping the record's bytes, in batches, then sets the version (version
-// 3 needs nothing more, see upgradeV2). Each record is decoded first, so a
+// 3 and 4 need nothing more, see upgrade). Each record is decoded first, so a
 // damaged one is refused (a *CorruptionError naming it) instead of being
 // sealed as good. An interrupted migration is resumed: a record that is
 // already sealed is left alone.
@@ -81,17 +81,24 @@ func (s *Store) migrateV1() error {
 	return nil
 }
 
-// upgradeV2 upgrades a store of format version 2 to 3 by writing the
-// version alone: version 3 adds a record layout (record version 2) and
-// keys (E, and X keys of the retained states) that only the new code
-// writes, and every version 2 record is a record of the first layout,
-// which version 3 reads unchanged. The new number is what keeps an
-// older build, which would take a record of the new layout for a
-// damaged one, from opening the store once it holds any.
-func (s *Store) upgradeV2() error {
+// upgrade upgrades a store of format version 2 or 3 to the current
+// one by writing the version alone. Version 3 added a record layout
+// (record version 2) and keys (E, and X keys of the retained states),
+// version 4 reservation overlays in reserved X values (overlay.go); only
+// the new code writes them, and every older key and record reads
+// unchanged. The new number is what keeps an older build, which would
+// take the new bytes for damage (or, worse, a reserved job for the
+// record under it), from opening the store once it holds any.
+func (s *Store) upgrade(from uint32) error {
 	if err := s.db.Set(metaVersionKey, binary.BigEndian.AppendUint32(nil, formatVersion), pebble.Sync); err != nil {
 		return err
 	}
-	s.log.Info(fmt.Sprintf("diskstore: upgraded the store from format version 2 to %d (job history and retained jobs; no record rewritten)", formatVersion), "dir", s.dir)
+	s.log.Info(fmt.Sprintf("diskstore: upgraded the store from format version %d to %d (%s; no record rewritten)", from, formatVersion, upgrades[from]), "dir", s.dir)
 	return nil
+}
+
+// upgrades names what each version after from adds, for upgrade's log.
+var upgrades = map[uint32]string{
+	2: "job history, retained jobs and reservation overlays",
+	3: "reservation overlays",
 }

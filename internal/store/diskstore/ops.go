@@ -120,7 +120,7 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.J
 			n := successor(j)
 			store.ApplyReserve(n, store.ReserveStart(n, begin))
 			startAttempt(n, now, p.By)
-			t.stage(j, n)
+			t.stageReserve(j, n)
 			out = append(out, n.Clone())
 		}
 		return nil
@@ -186,6 +186,11 @@ func (s *Store) mustRecord(e *entry) (*delayq.Job, error) {
 	}
 	if !ok || j.Seq != e.seq {
 		return nil, unavailable("read job", fmt.Errorf("%w: job %q #%d indexed but missing", errCorrupt, e.id, e.seq))
+	}
+	if e.state == stReserved {
+		if j, err = s.overlayed(e, j); err != nil {
+			return nil, unavailable("read job", err)
+		}
 	}
 	return j, nil
 }

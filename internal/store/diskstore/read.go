@@ -125,13 +125,18 @@ func (s *Store) listState(p store.ListParams, st byte, after []byte, res *store.
 			res.Next = base64.RawURLEncoding.EncodeToString(append([]byte{stateByte(last.State)}, sortKey(last)...))
 			return true, nil
 		}
-		v := it.Value()
-		if len(v) < 8 {
+		_, id, ov, err := splitIndexValue(it.Value())
+		if err != nil {
 			continue
 		}
-		j, found, err := s.record(string(v[8:]))
+		j, found, err := s.record(string(id))
 		if err != nil {
 			return false, err
+		}
+		if found && ov != nil {
+			if j, err = applyOverlay(j, ov); err != nil {
+				return false, unavailable("list", err)
+			}
 		}
 		if found && j.State.Retained() && !s.visible(j) {
 			continue // the clock moved on since the seek

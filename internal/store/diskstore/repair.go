@@ -326,6 +326,20 @@ func readStore(ctx context.Context, work string, tail []walRecord, out *sink) er
 		rep.Damage = append(rep.Damage, fmt.Sprintf("the last commit number cannot be read: %v", err))
 	}
 
+	// A reserved job's reservation may sit in its X value (an overlay,
+	// overlay.go), which the scan below reaches after the job's record:
+	// read the overlays first. One in a damaged block is lost with the
+	// block (reported by the scan), and its job comes back as the
+	// reserve found it.
+	if _, err := scanRange(ctx, db, []byte{prefixIndex}, func(_, v []byte) (bool, error) {
+		if _, id, ov, err := splitIndexValue(v); err == nil && ov != nil {
+			out.overlays[string(id)] = bytes.Clone(ov)
+		}
+		return true, nil
+	}); err != nil {
+		return err
+	}
+
 	progress := newProgress(log, "repair: reading keys")
 	n := 0
 	var lastFwd, firstBwd []byte // the hole is between them (nil: open-ended)
@@ -406,10 +420,11 @@ func readStore(ctx context.Context, work string, tail []walRecord, out *sink) er
 // the id, X values the due time (8 bytes) then the id.
 func indexedID(prefix byte, v []byte) string {
 	if prefix == prefixIndex {
-		if len(v) <= 8 {
+		_, id, _, err := splitIndexValue(v)
+		if err != nil {
 			return ""
 		}
-		return string(v[8:])
+		return string(id)
 	}
 	return string(v)
 }
@@ -494,6 +509,14 @@ func (k *sink) keep(key, v []byte) error {
 			k.rep.Damage = append(k.rep.Damage, fmt.Sprintf("job record %q: %v", key[1:], err))
 			return nil
 		}
+		if ov := k.overlays[j.ID]; ov != nil {
+			n, err := applyOverlay(j, ov)
+			if err != nil {
+				k.rep.Damage = append(k.rep.Damage, fmt.Sprintf("reservation of job %q (kept as its record holds it): %v", j.ID, err))
+				return k.job(j)
+			}
+			j = n
+		}
 		return k.job(j)
 	case prefixDoc:
 		k.docs = append(k.docs, [2][]byte{key, v})
@@ -515,7 +538,7 @@ func decodeAny(v []byte, version uint32) (*delayq.Job, error) {
 	switch version {
 	case 1:
 		return decodeRecord(v)
-	case 2, formatVersion:
+	case 2, 3, formatVersion:
 		return openRecord(v)
 	}
 	if j, err := openRecord(v); err == nil {
@@ -534,11 +557,12 @@ type sink struct {
 	progress *progress
 	version  uint32 // of the damaged store, to decode its records
 
-	jobs    []*delayq.Job // the batch being filled
-	docs    [][2][]byte   // key, value: few, kept for the end
-	pauses  map[string]time.Time
-	lastSeq uint64
-	commit  uint64 // the last group commit the damaged store's log holds
+	jobs     []*delayq.Job     // the batch being filled
+	overlays map[string][]byte // id -> reserved X value with an overlay
+	docs     [][2][]byte       // key, value: few, kept for the end
+	pauses   map[string]time.Time
+	lastSeq  uint64
+	commit   uint64 // the last group commit the damaged store's log holds
 }
 
 // shortOf reports what the log lost against the high-water mark m (nil:
@@ -566,7 +590,7 @@ func newSink(ctx context.Context, dir string, rep *RepairReport, log *slog.Logge
 	if err != nil {
 		return nil, err
 	}
-	return &sink{ctx: ctx, s: s, rep: rep, log: log, progress: newProgress(log, "repair: writing jobs"), pauses: map[string]time.Time{}}, nil
+	return &sink{ctx: ctx, s: s, rep: rep, log: log, progress: newProgress(log, "repair: writing jobs"), pauses: map[string]time.Time{}, overlays: map[string][]byte{}}, nil
 }
 
 // job adds a salvaged job, writing the batch when it is full.

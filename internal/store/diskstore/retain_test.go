@@ -452,14 +452,14 @@ func copyV2Store(t *testing.T) string {
 }
 
 // TestUpgradeV2Store opens a store written by the code before history:
-// its records read as they are, it is marked version 3 (so an older
+// its records read as they are, it is marked version 4 (so an older
 // build refuses it), and its jobs gain history from then on.
 func TestUpgradeV2Store(t *testing.T) {
 	ctx := t.Context()
 	dir := copyV2Store(t)
 	var logs bytes.Buffer
 	s := openAt(t, dir, Options{MinFree: -1, HotSize: -1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	if !strings.Contains(logs.String(), "upgraded the store from format version 2 to 3") {
+	if !strings.Contains(logs.String(), "upgraded the store from format version 2 to 4") {
 		t.Errorf("log = %q, want the upgrade", logs.String())
 	}
 	sts, err := s.Topics(ctx)
@@ -491,8 +491,8 @@ func TestUpgradeV2Store(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(v, []byte{0, 0, 0, 3}) {
-		t.Errorf("version = %x, want 3", v)
+	if !bytes.Equal(v, []byte{0, 0, 0, 4}) {
+		t.Errorf("version = %x, want 4", v)
 	}
 	_ = closer.Close()
 	_ = db.Close()

@@ -151,7 +151,14 @@ func (t *txn) topicCounts(name string) *counts {
 // a delete that keeps the job stages (live, retained), Tick's expiry
 // (retained, nil). Its E key, Set once when it is retained, goes with
 // SingleDelete too; it is in no counter.
-func (t *txn) stage(old, new *delayq.Job) {
+func (t *txn) stage(old, new *delayq.Job) { t.stageAs(old, new, false) }
+
+// stageReserve stages a reserve that built new from old: its record is
+// left as it is and the reserve's changes go into its X value (an
+// overlay, overlay.go), when overlaid says they can.
+func (t *txn) stageReserve(old, new *delayq.Job) { t.stageAs(old, new, overlaid(old, new)) }
+
+func (t *txn) stageAs(old, new *delayq.Job, overlay bool) {
 	t.changes = append(t.changes, change{old, new})
 	if old != nil {
 		t.key = appendIndexKey(t.key[:0], old)
@@ -182,12 +189,15 @@ func (t *txn) stage(old, new *delayq.Job) {
 		t.key = append(t.key, new.ID...)
 		t.b.Set(t.key[:k], t.key[k:], nil)
 	}
-	t.s.recBuf = sealRecord(t.s.recBuf[:0], new)
-	t.key = appendJobKey(t.key[:0], new.ID)
-	t.b.Set(t.key, t.s.recBuf, nil)
 	t.key = appendIndexKey(t.key[:0], new)
 	k := len(t.key)
-	t.key = appendIndexValue(t.key, new)
+	if overlay {
+		t.key = appendOverlayValue(t.key, new)
+	} else {
+		t.key = appendIndexValue(t.key, new)
+		t.s.recBuf = sealRecord(t.s.recBuf[:0], new)
+		t.b.Set(appendJobKey(t.key[len(t.key):], new.ID), t.s.recBuf, nil)
+	}
 	t.b.Set(t.key[:k], t.key[k:], nil)
 	switch {
 	case new.State == delayq.StateDelayed:
