@@ -32,7 +32,9 @@ import (
 //	   version 2 store by writing the version alone (upgrade); the
 //	   number keeps an older build from opening a store it cannot read.
 //	4: a reserve writes no record: what it changed goes into the value of
-//	   the job's reserved X key (a reservation overlay, overlay.go).
+//	   the job's reserved X key (a reservation overlay, overlay.go); nor
+//	   does the timer's promotion of a delayed job (a ready X key over a
+//	   delayed record is a ready job).
 //	   Every version 3 key and record reads as it is, so Open upgrades a
 //	   version 2 or 3 store by writing the version alone (upgrade).
 const formatVersion uint32 = 4

@@ -187,10 +187,13 @@ func (s *Store) mustRecord(e *entry) (*delayq.Job, error) {
 	if !ok || j.Seq != e.seq {
 		return nil, unavailable("read job", fmt.Errorf("%w: job %q #%d indexed but missing", errCorrupt, e.id, e.seq))
 	}
-	if e.state == stReserved {
+	switch e.state {
+	case stReserved:
 		if j, err = s.overlayed(e, j); err != nil {
 			return nil, unavailable("read job", err)
 		}
+	case stReady:
+		promoted(j)
 	}
 	return j, nil
 }

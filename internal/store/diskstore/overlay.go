@@ -38,6 +38,22 @@ import (
 // written by format version 3 (due + id) reads as the plain index value
 // it is.
 
+// The timer's promotion of a delayed job to ready changes its state
+// alone (store.ApplyDue), so it writes no record either: the job's ready
+// X key over a record in the delayed state is a ready job (promoted).
+// Every other transition out of ready writes the whole record. A repair,
+// which rebuilds the indexes from the records, brings such a job back
+// delayed with its due time past, and the timer promotes it again at
+// once.
+
+// promoted makes rec, read from the record of a job memory or its X key
+// holds as ready, the ready job it is.
+func promoted(rec *delayq.Job) {
+	if rec.State == delayq.StateDelayed {
+		rec.State = delayq.StateReady
+	}
+}
+
 // overlayMark separates an X value's id from its overlay.
 const overlayMark = 0x00
 

@@ -322,3 +322,86 @@ func FuzzOverlay(f *testing.F) {
 		}
 	})
 }
+
+// TestPromotionWritesNoRecord: the timer makes a delayed job ready
+// without rewriting its record; the job reads back ready (Get, List,
+// from disk and after a reopen), a reserve overlays that same record,
+// and a repair brings the job back to be promoted again.
+func TestPromotionWritesNoRecord(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	s := openAt(t, dir, Options{MinFree: -1, HotSize: -1})
+	j := crashJob("later", true)
+	mustPut(t, s, j)
+	put, err := s.Get(ctx, delayq.Ref{ID: "later"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Tick(ctx, store.TickParams{Now: j.Due}); err != nil || res.Ready["crash"] != 1 {
+		t.Fatalf("Tick = %+v, %v; want one job made ready", res, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	v, _ := rawGet(t, dir, jobKey("later"))
+	if rec, err := openRecord(v); err != nil || rec.State != delayq.StateDelayed {
+		t.Fatalf("record after the promotion = %+v, %v; want the delayed record as it was", rec, err)
+	}
+	ready := put.Clone()
+	ready.State = delayq.StateReady
+	s = openAt(t, dir, Options{MinFree: -1, HotSize: -1})
+	got, err := s.Get(ctx, delayq.Ref{ID: "later"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(ready, got); diff != "" {
+		t.Errorf("Get after the promotion (-want +got):\n%s", diff)
+	}
+	res, err := s.List(ctx, store.ListParams{Topic: "crash", State: delayq.StateReady})
+	if err != nil || len(res.Jobs) != 1 {
+		t.Fatalf("List = %+v, %v", res, err)
+	}
+	if diff := cmp.Diff(ready, res.Jobs[0]); diff != "" {
+		t.Errorf("List after the promotion (-want +got):\n%s", diff)
+	}
+	r := reserveOne(t, s, "crash", j.Due.Add(time.Second), "alice")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, dir, Options{MinFree: -1, HotSize: -1})
+	if got, err = s.Get(ctx, delayq.Ref{ID: "later"}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(r, got); diff != "" {
+		t.Errorf("Get of the reserved promoted job (-reserved +got):\n%s", diff)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Repair rebuilds from records: the job comes back reserved (its
+	// overlay), over a record it reads as delayed; a job promoted and
+	// not reserved comes back delayed and due.
+	s = openAt(t, dir, Options{MinFree: -1, HotSize: -1})
+	mustPut(t, s, crashJob("later2", true))
+	if _, err := s.Tick(ctx, store.TickParams{Now: j.Due}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if rep := repairAt(t, dir); rep.Jobs != 2 || !rep.Clean() {
+		t.Fatalf("repair report = %+v", rep)
+	}
+	s = openAt(t, dir, Options{MinFree: -1, HotSize: -1})
+	defer func() { _ = s.Close() }()
+	if got, err = s.Get(ctx, delayq.Ref{ID: "later"}); err != nil || got.State != delayq.StateReserved || got.Reservation != r.Reservation {
+		t.Errorf("repaired reserved job = %+v, %v", got, err)
+	}
+	if res, err := s.Tick(ctx, store.TickParams{Now: j.Due}); err != nil || res.Ready["crash"] != 1 {
+		t.Errorf("Tick after repair = %+v, %v; want later2 made ready again", res, err)
+	}
+	if got, err = s.Get(ctx, delayq.Ref{ID: "later2"}); err != nil || got.State != delayq.StateReady {
+		t.Errorf("repaired promoted job after Tick = %+v, %v", got, err)
+	}
+}

@@ -138,6 +138,9 @@ func (s *Store) listState(p store.ListParams, st byte, after []byte, res *store.
 				return false, unavailable("list", err)
 			}
 		}
+		if found && st == stReady {
+			promoted(j)
+		}
 		if found && j.State.Retained() && !s.visible(j) {
 			continue // the clock moved on since the seek
 		}

@@ -128,7 +128,11 @@ func (s *Store) promote(t *txn, e *entry, now time.Time, bs map[string]store.Bac
 	default:
 		res.Ready[n.Topic]++
 	}
-	t.stage(j, n)
+	if j.State == delayq.StateDelayed {
+		t.stagePromote(j, n)
+	} else {
+		t.stage(j, n)
+	}
 	return nil
 }
 

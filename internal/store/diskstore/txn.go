@@ -151,14 +151,32 @@ func (t *txn) topicCounts(name string) *counts {
 // a delete that keeps the job stages (live, retained), Tick's expiry
 // (retained, nil). Its E key, Set once when it is retained, goes with
 // SingleDelete too; it is in no counter.
-func (t *txn) stage(old, new *delayq.Job) { t.stageAs(old, new, false) }
+func (t *txn) stage(old, new *delayq.Job) { t.stageAs(old, new, recWhole) }
+
+// How a staged transition writes the job's record (overlay.go).
+const (
+	recWhole   = iota // the whole record
+	recOverlay        // none; the reserve's changes go into the X value
+	recKept           // none; the X key of the new state says it all
+)
 
 // stageReserve stages a reserve that built new from old: its record is
 // left as it is and the reserve's changes go into its X value (an
-// overlay, overlay.go), when overlaid says they can.
-func (t *txn) stageReserve(old, new *delayq.Job) { t.stageAs(old, new, overlaid(old, new)) }
+// overlay), when overlaid says they can.
+func (t *txn) stageReserve(old, new *delayq.Job) {
+	if overlaid(old, new) {
+		t.stageAs(old, new, recOverlay)
+	} else {
+		t.stageAs(old, new, recWhole)
+	}
+}
 
-func (t *txn) stageAs(old, new *delayq.Job, overlay bool) {
+// stagePromote stages a delayed job old made ready (new) by the timer:
+// only the state changes, which the ready X key says, so the record is
+// left as it is (promoted, overlay.go).
+func (t *txn) stagePromote(old, new *delayq.Job) { t.stageAs(old, new, recKept) }
+
+func (t *txn) stageAs(old, new *delayq.Job, rec int) {
 	t.changes = append(t.changes, change{old, new})
 	if old != nil {
 		t.key = appendIndexKey(t.key[:0], old)
@@ -191,9 +209,12 @@ func (t *txn) stageAs(old, new *delayq.Job, overlay bool) {
 	}
 	t.key = appendIndexKey(t.key[:0], new)
 	k := len(t.key)
-	if overlay {
+	switch rec {
+	case recOverlay:
 		t.key = appendOverlayValue(t.key, new)
-	} else {
+	case recKept:
+		t.key = appendIndexValue(t.key, new)
+	default:
 		t.key = appendIndexValue(t.key, new)
 		t.s.recBuf = sealRecord(t.s.recBuf[:0], new)
 		t.b.Set(appendJobKey(t.key[len(t.key):], new.ID), t.s.recBuf, nil)
