@@ -131,11 +131,7 @@ func FuzzOpenRecord(f *testing.F) {
 // every state), into a new directory.
 func copyV1Store(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/v1store")); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return copyTestdata(t, "v1store")
 }
 
 // v1Topics is what testdata/v1store holds.
@@ -250,4 +246,15 @@ func TestMigrateV1RefusesDamagedRecord(t *testing.T) {
 	if !bytes.Equal(v, []byte{0, 0, 0, 1}) {
 		t.Errorf("version after a refused migration = %x, want 1", v)
 	}
+}
+
+// copyTestdata copies the store testdata/name into a new directory, so a
+// test may open (and upgrade) it.
+func copyTestdata(t *testing.T, name string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("testdata/"+name)); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -214,11 +213,7 @@ func TestRepairKeepsOverlay(t *testing.T) {
 // hours.
 func copyV3Store(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/v3store")); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return copyTestdata(t, "v3store")
 }
 
 // TestUpgradeV3Store opens a store written before reservation overlays:

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -444,11 +443,7 @@ func TestHistoryKeepsTwenty(t *testing.T) {
 // part only in the WAL, and one deleted.
 func copyV2Store(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.CopyFS(dir, os.DirFS("testdata/v2store")); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return copyTestdata(t, "v2store")
 }
 
 // TestUpgradeV2Store opens a store written by the code before history:
