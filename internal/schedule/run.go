@@ -18,10 +18,17 @@ const maxTicksPerVisit = 64
 // retryAfter is how soon a step that met a store error is tried again.
 const retryAfter = time.Second
 
+// tickTimeout bounds the store calls of one tick (claim, put, confirm).
+// They run on a context that shutdown does not cancel: a put cut off
+// between its steps can leave the tick claimed in a way another instance
+// must wait out (over Redis, an id claim without its job holds the id for
+// 10 s), so a tick in flight is finished, within this bound, instead.
+const tickTimeout = 5 * time.Second
+
 // Run fires schedules until ctx is done: it sleeps until the earliest
 // thing to do (a tick's put, a claim to take over) or Refresh, whichever
-// is first, or until a change made through this service. A step in
-// progress finishes its store call; Run returns nil once ctx is done.
+// is first, or until a change made through this service. A tick in
+// progress is finished (tickTimeout); Run returns nil once ctx is done.
 func (s *Service) Run(ctx context.Context) error {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -78,25 +85,30 @@ func (s *Service) visit(ctx context.Context, sc *store.Schedule) time.Time {
 		}
 		now := time.Now()
 		var again time.Time
+		work, cancel := context.WithTimeout(context.WithoutCancel(ctx), tickTimeout)
 		if sc.Pending {
 			if now.Before(sc.Lease) {
+				cancel()
 				return sc.Lease
 			}
-			sc, again, err = s.fire(ctx, sc, sc.Last, now, true)
+			sc, again, err = s.fire(work, sc, sc.Last, now, true)
 		} else {
 			base := latest(sc.Last, sc.Since)
 			tick := tm.next(base, sc.Anchor)
 			switch {
 			case tick.IsZero():
+				cancel()
 				return time.Time{}
 			case tick.Sub(now) > s.cfg.Lead:
+				cancel()
 				return tick.Add(-s.cfg.Lead)
 			case now.Sub(tick) > s.cfg.Grace:
-				sc, again, err = s.missed(ctx, sc, tm, base, tick, now)
+				sc, again, err = s.missed(work, sc, tm, base, tick, now)
 			default:
-				sc, again, err = s.fire(ctx, sc, tick, now, false)
+				sc, again, err = s.fire(work, sc, tick, now, false)
 			}
 		}
+		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("schedules: store call failed; retrying", "schedule", name, "err", err)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"testing"
 	"time"
@@ -124,10 +125,18 @@ func startOverRedis(t *testing.T, url string) *Server {
 	t.Helper()
 	cfg := testConfig(t)
 	cfg.Redis, cfg.DataDir = url, ""
-	s := New(cfg, nil)
+	// The instance's log is shown when the test fails: a test over several
+	// instances otherwise fails with no trace of what each one did.
+	logs := &syncBuffer{}
+	s := New(cfg, slog.New(slog.NewTextHandler(logs, nil)))
 	if err := s.Start(t.Context()); err != nil {
 		t.Fatalf("Start(--redis %s) = %v", url, err)
 	}
-	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	t.Cleanup(func() {
+		s.Shutdown(context.Background())
+		if t.Failed() {
+			t.Logf("log of the instance at %s:\n%s", s.URL(), logs.String())
+		}
+	})
 	return s
 }

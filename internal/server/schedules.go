@@ -23,8 +23,9 @@ func (s *Server) newSchedules() *schedule.Service {
 
 // runSchedules starts the scheduler in g. It stops first on shutdown
 // (stopSchedules), before the engine drains, so no tick's put meets a
-// draining engine; a tick claimed then is taken over after its lease by
-// another instance or after the restart.
+// draining engine; a tick in flight then is finished first (within
+// schedule's tickTimeout), and one its store call could not finish is
+// taken over after its lease by another instance or after the restart.
 func (s *Server) runSchedules(g *errgroup.Group) {
 	if s.sched == nil {
 		s.stopSched = func() {}
