@@ -33,9 +33,20 @@ func TestAlarms(t *testing.T) {
 			a.Set(time.Now().Add(time.Hour))
 			at = time.Now().Add(10 * time.Millisecond)
 			a.Set(at)
-			ringWithin(t, a, 10*time.Second)
-			if now := time.Now(); now.Before(at) {
-				t.Errorf("re-armed alarm rang %s before the time set", at.Sub(now))
+			// A ring from before these Sets may come first: the precise
+			// alarm's backstop rings 2 ms after the first time, which
+			// the ring above did not wait for (a CI run saw it 9.9 ms
+			// before at). The alarm's contract allows it (the loop takes
+			// an empty step); rings coalesce, so at most two are stale.
+			// The ring for at must follow, not an hour later.
+			for early := 0; ; early++ {
+				ringWithin(t, a, 10*time.Second)
+				if !time.Now().Before(at) {
+					break
+				}
+				if early == 2 {
+					t.Fatalf("re-armed alarm rang three times before the time set")
+				}
 			}
 			a.Set(time.Time{}) // the past: rings at once
 			ringWithin(t, a, 10*time.Second)

@@ -17,7 +17,7 @@ import (
 // A reserve changes a few fields of a job: its state, its attempts and
 // reservation token, its deadline, and one new attempt in its history.
 // Writing the whole record again for that (the body included) was about
-// two thirds of the bytes a reserve put into the WAL and the memtable,
+// three fifths of the bytes a reserve put into the WAL and the memtable
 // and one of its three Pebble keys; the memtable filled faster and
 // flushed more often, and the flushes are the CPU bursts behind the lateness
 // tail (docs/benchmarks.md). So a reserve leaves the job's record as it
