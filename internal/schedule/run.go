@@ -19,11 +19,17 @@ const maxTicksPerVisit = 64
 const retryAfter = time.Second
 
 // tickTimeout bounds the store calls of one tick (claim, put, confirm).
-// They run on a context that shutdown does not cancel: a put cut off
-// between its steps can leave the tick claimed in a way another instance
-// must wait out (over Redis, an id claim without its job holds the id for
-// 10 s), so a tick in flight is finished, within this bound, instead.
+// They run on a context that shutdown does not cancel (finishing): a put
+// cut off between its steps can leave the tick claimed in a way another
+// instance must wait out (over Redis, an id claim without its job holds
+// the id for 10 s), so a tick in flight is finished, within this bound,
+// instead.
 const tickTimeout = 5 * time.Second
+
+// finishing is ctx without its cancellation, bounded by tickTimeout.
+func finishing(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), tickTimeout)
+}
 
 // Run fires schedules until ctx is done: it sleeps until the earliest
 // thing to do (a tick's put, a claim to take over) or Refresh, whichever
@@ -85,30 +91,25 @@ func (s *Service) visit(ctx context.Context, sc *store.Schedule) time.Time {
 		}
 		now := time.Now()
 		var again time.Time
-		work, cancel := context.WithTimeout(context.WithoutCancel(ctx), tickTimeout)
 		if sc.Pending {
 			if now.Before(sc.Lease) {
-				cancel()
 				return sc.Lease
 			}
-			sc, again, err = s.fire(work, sc, sc.Last, now, true)
+			sc, again, err = s.fire(ctx, sc, sc.Last, now, true)
 		} else {
 			base := latest(sc.Last, sc.Since)
 			tick := tm.next(base, sc.Anchor)
 			switch {
 			case tick.IsZero():
-				cancel()
 				return time.Time{}
 			case tick.Sub(now) > s.cfg.Lead:
-				cancel()
 				return tick.Add(-s.cfg.Lead)
 			case now.Sub(tick) > s.cfg.Grace:
-				sc, again, err = s.missed(work, sc, tm, base, tick, now)
+				sc, again, err = s.missed(ctx, sc, tm, base, tick, now)
 			default:
-				sc, again, err = s.fire(work, sc, tick, now, false)
+				sc, again, err = s.fire(ctx, sc, tick, now, false)
 			}
 		}
-		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("schedules: store call failed; retrying", "schedule", name, "err", err)
@@ -156,6 +157,8 @@ func (s *Service) missed(ctx context.Context, sc *store.Schedule, tm *timing, ba
 
 // skipTo records tick as fired without putting anything.
 func (s *Service) skipTo(ctx context.Context, sc *store.Schedule, tick time.Time) (*store.Schedule, time.Time, error) {
+	ctx, cancel := finishing(ctx)
+	defer cancel()
 	n := sc.Clone()
 	n.Last, n.Pending, n.Lease, n.Rev = tick, false, time.Time{}, store.NewRev()
 	got, again, err := s.save(ctx, n, sc.Rev)
@@ -170,6 +173,8 @@ func (s *Service) skipTo(ctx context.Context, sc *store.Schedule, tick time.Time
 // stands (reread after a lost race; nil when deleted), or a time to come
 // back when the put failed and the claim waits for its lease.
 func (s *Service) fire(ctx context.Context, sc *store.Schedule, tick, now time.Time, takeover bool) (*store.Schedule, time.Time, error) {
+	ctx, cancel := finishing(ctx)
+	defer cancel()
 	claim := sc.Clone()
 	claim.Last, claim.Pending, claim.Lease, claim.Rev = tick, true, s.leaseEnd(tick, now), store.NewRev()
 	got, again, err := s.save(ctx, claim, sc.Rev)

@@ -54,19 +54,22 @@ func (s *Store) checkVersion(readOnly bool) error {
 		return err
 	}
 	if ok {
-		if len(v) == 4 && binary.BigEndian.Uint32(v) == 1 {
+		var ver uint32 // 0: not a version
+		if len(v) == 4 {
+			ver = binary.BigEndian.Uint32(v)
+		}
+		switch {
+		case ver == 1:
 			if readOnly {
 				return fmt.Errorf("%w: the store is in format version 1 and must be migrated to version %d, which writes every record; free space on the data directory's filesystem and start again", delayq.ErrDiskFull, formatVersion)
 			}
 			return s.migrateV1()
-		}
-		if len(v) == 4 && (binary.BigEndian.Uint32(v) == 2 || binary.BigEndian.Uint32(v) == 3) {
+		case ver == 2 || ver == 3:
 			if readOnly {
 				return nil
 			}
-			return s.upgrade(binary.BigEndian.Uint32(v))
-		}
-		if len(v) != 4 || binary.BigEndian.Uint32(v) != formatVersion {
+			return s.upgrade(ver)
+		case ver != formatVersion:
 			return fmt.Errorf("on-disk format version %x is not %d, the one this build reads; see keys.go", v, formatVersion)
 		}
 		return nil

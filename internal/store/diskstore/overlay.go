@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"slices"
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/store"
@@ -123,8 +122,7 @@ func applyOverlay(base *delayq.Job, v []byte) (*delayq.Job, error) {
 	n := successor(base)
 	store.ApplyReserve(n, deadline.Add(-n.TTR))
 	n.Deadline = deadline // exact, whatever TTR's rounding
-	n.History = slices.Clip(n.History)
-	n.StartAttempt(reserved, by)
+	startAttempt(n, reserved, by)
 	return n, nil
 }
 

@@ -108,8 +108,10 @@ func (s *Store) promote(t *txn, e *entry, now time.Time, bs map[string]store.Bac
 		return err
 	}
 	n := successor(j)
+	rec := recWhole
 	if j.State == delayq.StateDelayed {
 		store.ApplyDue(n)
+		rec = recKept // only the state changed: the ready X key says it (overlay.go)
 		res.AddLateness(n.Topic, now.Sub(n.Due))
 	} else {
 		deadline := n.Deadline
@@ -128,11 +130,7 @@ func (s *Store) promote(t *txn, e *entry, now time.Time, bs map[string]store.Bac
 	default:
 		res.Ready[n.Topic]++
 	}
-	if j.State == delayq.StateDelayed {
-		t.stagePromote(j, n)
-	} else {
-		t.stage(j, n)
-	}
+	t.stageAs(j, n, rec)
 	return nil
 }
 

@@ -171,11 +171,6 @@ func (t *txn) stageReserve(old, new *delayq.Job) {
 	}
 }
 
-// stagePromote stages a delayed job old made ready (new) by the timer:
-// only the state changes, which the ready X key says, so the record is
-// left as it is (promoted, overlay.go).
-func (t *txn) stagePromote(old, new *delayq.Job) { t.stageAs(old, new, recKept) }
-
 func (t *txn) stageAs(old, new *delayq.Job, rec int) {
 	t.changes = append(t.changes, change{old, new})
 	if old != nil {
@@ -209,13 +204,12 @@ func (t *txn) stageAs(old, new *delayq.Job, rec int) {
 	}
 	t.key = appendIndexKey(t.key[:0], new)
 	k := len(t.key)
-	switch rec {
-	case recOverlay:
+	if rec == recOverlay {
 		t.key = appendOverlayValue(t.key, new)
-	case recKept:
+	} else {
 		t.key = appendIndexValue(t.key, new)
-	default:
-		t.key = appendIndexValue(t.key, new)
+	}
+	if rec == recWhole {
 		t.s.recBuf = sealRecord(t.s.recBuf[:0], new)
 		t.b.Set(appendJobKey(t.key[len(t.key):], new.ID), t.s.recBuf, nil)
 	}
