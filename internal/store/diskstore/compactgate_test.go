@@ -19,40 +19,7 @@ import (
 // wait for it to end), and the compaction runs right after.
 func TestOpenRunsNoCompaction(t *testing.T) {
 	dir := t.TempDir()
-	// The debt: overlapping L0 tables, more than Pebble's L0 compaction
-	// threshold, written with compactions off; then a batch left in the
-	// WAL only, as a kill -9 leaves it.
-	raw := Options{MemTableSize: 4 << 20}
-	raw.setDefaults()
-	po := pebbleOptions(raw, nil)
-	po.DisableAutomaticCompactions = true
-	db, err := pebble.Open(dir, po)
-	if err != nil {
-		t.Fatal(err)
-	}
-	value := make([]byte, 100)
-	for table := range 8 {
-		b := db.NewBatch()
-		for i := range 2000 {
-			if err := b.Set(fmt.Appendf(nil, "J%06d", i*8+table), value, nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := b.Commit(pebble.Sync); err != nil {
-			t.Fatal(err)
-		}
-		if table < 7 {
-			if err := db.Flush(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if n := db.Metrics().Levels[0].TablesCount; n < 7 {
-		t.Fatalf("set-up: %d L0 tables, want 7", n)
-	}
-	if err := db.Close(); err != nil { // leaves the last batch in the WAL
-		t.Fatal(err)
-	}
+	writeCompactionDebt(t, dir)
 
 	var (
 		mu                                      sync.Mutex
@@ -90,7 +57,7 @@ func TestOpenRunsNoCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lock.Close()
-	db, _, err = openPebble(dir, opts, lock, false)
+	db, _, err := openPebble(dir, opts, lock, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,4 +112,44 @@ func TestFailedOpenStopsTheScheduler(t *testing.T) {
 		t.Fatal("set-up: Pebble never tried to write its OPTIONS file")
 	}
 	goleak.VerifyNone(t, before)
+}
+
+// writeCompactionDebt leaves in dir what a store that crashed with
+// compaction debt leaves: overlapping L0 tables, more than Pebble's L0
+// compaction threshold, written with compactions off; then a batch in
+// the WAL only, as a kill -9 leaves it. Opening it flushes the WAL
+// inside pebble.Open and compacts L0 after.
+func writeCompactionDebt(t *testing.T, dir string) {
+	t.Helper()
+	raw := Options{MemTableSize: 4 << 20}
+	raw.setDefaults()
+	po := pebbleOptions(raw, nil)
+	po.DisableAutomaticCompactions = true
+	db, err := pebble.Open(dir, po)
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := make([]byte, 100)
+	for table := range 8 {
+		b := db.NewBatch()
+		for i := range 2000 {
+			if err := b.Set(fmt.Appendf(nil, "J%06d", i*8+table), value, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.Commit(pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+		if table < 7 {
+			if err := db.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := db.Metrics().Levels[0].TablesCount; n < 7 {
+		t.Fatalf("set-up: %d L0 tables, want 7", n)
+	}
+	if err := db.Close(); err != nil { // leaves the last batch in the WAL
+		t.Fatal(err)
+	}
 }

@@ -108,7 +108,11 @@ func openPebble(dir string, opts Options, lock *pebble.Lock, readOnly bool) (db 
 	}
 	po.EventListener = &events
 	var gate *gatedScheduler
+	var bg *backgroundFS
 	if !readOnly {
+		if bg = lowerBackground(po.FS, opts.BackgroundNice); bg != nil {
+			po.FS = bg
+		}
 		gate = newGatedScheduler()
 		po.Experimental.CompactionScheduler = gate
 		// Pebble does not unregister its scheduler when Open fails (or
@@ -131,6 +135,9 @@ func openPebble(dir string, opts Options, lock *pebble.Lock, readOnly bool) (db 
 	t1 := time.Now()
 	db, err = pebble.Open(dir, po)
 	tOpen := time.Since(t1)
+	if bg != nil && err == nil {
+		bg.armed.Store(true) // Open is done with its caller's goroutine
+	}
 	if opts.pebbleOpened != nil {
 		opts.pebbleOpened()
 	}

@@ -77,6 +77,12 @@ type Options struct {
 	// their ids taken (retain.go); the zero value keeps none.
 	Retention store.Retention
 
+	// BackgroundNice, when not 0, is the nice value (Linux) of the
+	// threads that run Pebble's flushes and compactions, so that the
+	// kernel runs the requests first (background.go). The server sets
+	// it, with one Go P more than the CPUs for the work it lowers.
+	BackgroundNice int
+
 	// nearChunk is how many due-index entries one load brings into memory;
 	// tests lower it. Defaults to defaultNearChunk.
 	nearChunk int
