@@ -2,21 +2,15 @@ package server
 
 import "testing"
 
-// A server on the embedded store runs with one Go P more than the
-// default, for the store's low-priority background work, unless the
-// environment sets GOMAXPROCS.
-func TestBackgroundProcs(t *testing.T) {
-	for _, c := range []struct {
-		env           string
-		current, want int
-	}{
-		{"", 2, 3},
-		{"", 1, 2},
-		{"2", 2, 2},
-		{"8", 8, 8},
-	} {
-		if got := backgroundProcs(c.env, c.current); got != c.want {
-			t.Errorf("backgroundProcs(GOMAXPROCS=%q, %d) = %d, want %d", c.env, c.current, got, c.want)
-		}
+// The store lends itself Ps for its lowered work unless GOMAXPROCS is
+// set in the environment.
+func TestBackgroundP(t *testing.T) {
+	t.Setenv("GOMAXPROCS", "")
+	if !backgroundP() {
+		t.Error("backgroundP() = false without GOMAXPROCS in the environment, want true")
+	}
+	t.Setenv("GOMAXPROCS", "2")
+	if backgroundP() {
+		t.Error("backgroundP() = true with GOMAXPROCS=2 in the environment, want false (kept as given)")
 	}
 }

@@ -204,7 +204,6 @@ func (s *Server) openStore(ctx context.Context) (store.Store, error) {
 		s.log.Info("store opened", "store", "redis", "took", time.Since(start).Round(time.Microsecond))
 		return st, nil
 	}
-	reserveBackgroundP(s.log)
 	st, err := openInterruptible(ctx, s.log, func() (*diskstore.Store, error) {
 		return diskstore.Open(s.cfg.DataDir, diskstore.Options{
 			Logger:    s.log.With("component", "diskstore"),
@@ -214,8 +213,9 @@ func (s *Server) openStore(ctx context.Context) (store.Store, error) {
 			SyncEvery: s.cfg.Fsync,
 			Ballast:   int64(s.cfg.BallastMiB) << 20,
 			Retention: s.retention(),
-			// The flush and compaction threads, on the P reserved above.
+			// Pebble's flushes and compactions at low priority.
 			BackgroundNice: backgroundNice,
+			BackgroundP:    backgroundP(),
 		})
 	})
 	if err != nil {

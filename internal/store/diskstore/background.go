@@ -1,44 +1,60 @@
 package diskstore
 
 import (
+	"runtime"
+	"sync"
 	"sync/atomic"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Background work at low priority.
 //
 // Pebble flushes a full memtable and compacts L0 in goroutines of their
-// own, and each holds a CPU for about half a second (a 64 MiB memtable
-// here). On two cores that is half the machine: while it ran, the
-// requests and the timer got one core, fewer jobs were served than came
-// due, and the queue's age grew into the lateness tail of aim 4 of issue
-// 17 (a job due during a flush was 10 to 230 ms late, every one of them;
-// docs/benchmarks.md). The flush need not finish in half a second, and
-// the requests must not wait for it.
+// own, and each keeps a CPU busy for about half a second (a 64 MiB
+// memtable here). On two cores that is half the machine: while one ran,
+// the requests and the timer had one Go P of two, fewer jobs were served
+// than came due, and the queue's age grew into the lateness tail of aim 4
+// of issue 17 (every job due during a flush came 10 to 300 ms late;
+// docs/benchmarks.md, ninth session). The flush need not finish in half
+// a second; the requests must not wait for it.
 //
-// So a flush or compaction lowers the OS scheduling priority (the nice
-// value) of the thread it runs on when it creates its first output
-// table, and keeps that thread to itself (runtime.LockOSThread) so that
-// no other goroutine inherits the priority. When the goroutine ends, Go
-// ends its locked thread with it. The runtime creates new threads from a
-// clean template thread when the creating one is locked, so the nice
-// value never spreads. The kernel then runs the flush on whatever CPU the
-// requests leave; RocksDB does the same to its compaction threads.
+// So, with Options.BackgroundNice:
 //
-// A low-priority thread that the kernel leaves waiting still holds its
-// Go P, so this only helps with a P to spare: the server gives the
-// process one P more than it has CPUs (server.reserveBackgroundP). Only
-// the goroutines Pebble starts after Open returns are lowered: Open
-// itself may flush on its caller's goroutine.
+//   - A flush or a compaction lowers the OS priority (the nice value) of
+//     the thread it runs on when it creates its first output table, and
+//     keeps that thread to itself (runtime.LockOSThread, never undone), so
+//     that no other goroutine ever runs at that priority: when the
+//     goroutine ends, Go ends its locked thread with it (or, when it is
+//     the process's main thread, which cannot end, parks it for good,
+//     running nothing). The runtime
+//     starts new threads from a clean template thread when the creating
+//     one is locked, so the nice value does not spread either. The kernel
+//     then runs the flush on what CPU the requests leave; RocksDB lowers
+//     its compaction threads for the same reason.
+//   - A thread the kernel leaves waiting still holds its Go P. With as
+//     many Ps as CPUs a lowered flush would hold one of the two Ps while
+//     it waits, and the requests would have one P as before. So with
+//     Options.BackgroundP the process has one P more for each such job
+//     while it runs (extraP), and the requests keep as many as they had.
+//     Only while it runs: a P more than CPUs all the time cost 5-10% more
+//     CPU per job in the scheduler's spinning.
+//
+// Only the jobs Pebble starts after Open has returned are lowered: Open
+// may flush on its caller's goroutine.
 
 // backgroundFS is the filesystem Pebble writes through, wrapped so that
-// a flush or compaction lowers its thread's priority to nice as it
-// creates an output table.
+// a flush or compaction lowers its thread as it creates an output table;
+// its listener counts those jobs for extraP.
 type backgroundFS struct {
 	vfs.FS
 	nice  int
+	addP  bool
 	armed atomic.Bool // set once pebble.Open has returned
+
+	mu      sync.Mutex
+	running map[int]bool // jobs begun after arming, by Pebble's job id
 }
 
 // Pebble's write categories of flush and compaction outputs (pebble
@@ -49,14 +65,14 @@ const (
 )
 
 // lowerBackground wraps fs; nil when nice is 0 (nothing to lower).
-func lowerBackground(fs vfs.FS, nice int) *backgroundFS {
+func lowerBackground(fs vfs.FS, nice int, addP bool) *backgroundFS {
 	if nice == 0 {
 		return nil
 	}
 	if fs == nil {
 		fs = vfs.Default
 	}
-	return &backgroundFS{FS: fs, nice: nice}
+	return &backgroundFS{FS: fs, nice: nice, addP: addP, running: make(map[int]bool)}
 }
 
 // Create lowers the calling goroutine's thread when it is a flush or a
@@ -70,3 +86,67 @@ func (b *backgroundFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, e
 
 // Unwrap gives the wrapped filesystem, as Pebble's own wrappers do.
 func (b *backgroundFS) Unwrap() vfs.FS { return b.FS }
+
+// listener hears the jobs begin and end (on their own goroutines, before
+// and after their Creates).
+func (b *backgroundFS) listener() pebble.EventListener {
+	return pebble.EventListener{
+		FlushBegin:      func(i pebble.FlushInfo) { b.begin(i.JobID) },
+		FlushEnd:        func(i pebble.FlushInfo) { b.end(i.JobID) },
+		CompactionBegin: func(i pebble.CompactionInfo) { b.begin(i.JobID) },
+		CompactionEnd:   func(i pebble.CompactionInfo) { b.end(i.JobID) },
+	}
+}
+
+func (b *backgroundFS) begin(job int) {
+	if !b.addP || !b.armed.Load() {
+		return
+	}
+	b.mu.Lock()
+	b.running[job] = true
+	b.mu.Unlock()
+	extraP.add()
+}
+
+// end gives back the P of a job begun after arming; a job that began
+// inside Open took none.
+func (b *backgroundFS) end(job int) {
+	b.mu.Lock()
+	was := b.running[job]
+	delete(b.running, job)
+	b.mu.Unlock()
+	if was {
+		extraP.drop()
+	}
+}
+
+// extraP is the process's GOMAXPROCS raised by the lowered jobs running
+// in every store of the process: one P more for each.
+var extraP lentPs
+
+// lentPs counts the jobs that raised GOMAXPROCS.
+type lentPs struct {
+	mu   sync.Mutex
+	jobs int
+	base int // GOMAXPROCS before the first of them began
+}
+
+// add raises GOMAXPROCS by one for a job that begins.
+func (p *lentPs) add() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.jobs == 0 {
+		p.base = runtime.GOMAXPROCS(0)
+	}
+	p.jobs++
+	runtime.GOMAXPROCS(p.base + p.jobs)
+}
+
+// drop lowers GOMAXPROCS by one for a job that ended; back to the base
+// once none runs.
+func (p *lentPs) drop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.jobs--
+	runtime.GOMAXPROCS(p.base + p.jobs)
+}

@@ -38,15 +38,22 @@ func statNice(t *testing.T, stat []byte) int {
 	return n
 }
 
-// lowThreads counts the process's threads at nice.
+// lowThreads counts the process's threads at nice, but for the main
+// thread: a goroutine that ends locked to it does not end it (Go cannot
+// end a process's main thread) but parks it for good, so no goroutine
+// runs on it again.
 func lowThreads(t *testing.T, nice int) int {
 	t.Helper()
 	paths, err := filepath.Glob("/proc/self/task/*/stat")
 	if err != nil {
 		t.Fatal(err)
 	}
+	main := filepath.Join("/proc/self/task", strconv.Itoa(os.Getpid()), "stat")
 	n := 0
 	for _, p := range paths {
+		if p == main {
+			continue
+		}
 		if b, err := os.ReadFile(p); err == nil && statNice(t, b) == nice { // a thread may end meanwhile
 			n++
 		}
@@ -57,7 +64,9 @@ func lowThreads(t *testing.T, nice int) int {
 // TestBackgroundWorkRunsAtLowPriority: with BackgroundNice, the flushes
 // and compactions Pebble runs after Open create their tables on threads
 // at that nice value, the flush inside Open and Open's caller keep their
-// priority, and the lowered threads end with their work.
+// priority, and the lowered threads end with their work. With
+// BackgroundP, GOMAXPROCS is one more for each such job while it runs,
+// and as it was once they ended.
 func TestBackgroundWorkRunsAtLowPriority(t *testing.T) {
 	const nice = 19
 	if n := lowThreads(t, nice); n != 0 {
@@ -69,7 +78,9 @@ func TestBackgroundWorkRunsAtLowPriority(t *testing.T) {
 		reason string
 		opened bool // created after pebble.Open returned
 		nice   int
+		procs  int // GOMAXPROCS then
 	}
+	procs := runtime.GOMAXPROCS(0)
 	var (
 		mu        sync.Mutex
 		opened    bool
@@ -80,14 +91,14 @@ func TestBackgroundWorkRunsAtLowPriority(t *testing.T) {
 		// Pebble calls it on the goroutine that created the table,
 		// right after the Create that lowered it.
 		TableCreated: func(info pebble.TableCreateInfo) {
-			n := threadNice(t)
+			n, p := threadNice(t), runtime.GOMAXPROCS(0)
 			mu.Lock()
 			defer mu.Unlock()
-			tables = append(tables, table{info.Reason, opened, n})
+			tables = append(tables, table{info.Reason, opened, n, p})
 		},
 		CompactionEnd: func(pebble.CompactionInfo) { compacted <- struct{}{} },
 	}
-	opts := Options{BackgroundNice: nice, pebbleEvents: events, pebbleOpened: func() {
+	opts := Options{BackgroundNice: nice, BackgroundP: true, pebbleEvents: events, pebbleOpened: func() {
 		mu.Lock()
 		defer mu.Unlock()
 		opened = true
@@ -130,8 +141,9 @@ func TestBackgroundWorkRunsAtLowPriority(t *testing.T) {
 	if len(tables) == 0 || tables[0].opened || tables[0].reason != "flushing" {
 		t.Fatalf("set-up: tables %+v: want Open's flush first", tables)
 	}
-	if tables[0].nice != 0 {
-		t.Errorf("the flush inside Open wrote at nice %d, want 0 (Open may run it on its caller's goroutine)", tables[0].nice)
+	if tables[0].nice != 0 || tables[0].procs != procs {
+		t.Errorf("the flush inside Open wrote at nice %d with GOMAXPROCS %d, want 0 and %d (Open may run it on its caller's goroutine)",
+			tables[0].nice, tables[0].procs, procs)
 	}
 	after := map[string]int{}
 	for _, tb := range tables {
@@ -142,9 +154,15 @@ func TestBackgroundWorkRunsAtLowPriority(t *testing.T) {
 		if tb.nice != nice {
 			t.Errorf("a table %s after Open was written at nice %d, want %d", tb.reason, tb.nice, nice)
 		}
+		if tb.procs <= procs {
+			t.Errorf("a table %s after Open was written with GOMAXPROCS %d, want more than %d", tb.reason, tb.procs, procs)
+		}
 	}
 	if after["flushing"] == 0 || after["compacting"] == 0 {
 		t.Fatalf("tables after Open by reason: %v, want a flush and a compaction", after)
+	}
+	if p := runtime.GOMAXPROCS(0); p != procs {
+		t.Errorf("GOMAXPROCS is %d once every job ended, want %d as before", p, procs)
 	}
 	// Each lowered thread was locked to its goroutine, so it ends with it.
 	deadline := time.Now().Add(30 * time.Second)

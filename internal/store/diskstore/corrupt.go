@@ -106,13 +106,18 @@ func openPebble(dir string, opts Options, lock *pebble.Lock, readOnly bool) (db 
 	if opts.pebbleEvents != nil {
 		events = pebble.TeeEventListener(events, *opts.pebbleEvents)
 	}
-	po.EventListener = &events
-	var gate *gatedScheduler
+	// The flushes and compactions of a writable store, lowered
+	// (background.go).
 	var bg *backgroundFS
 	if !readOnly {
-		if bg = lowerBackground(po.FS, opts.BackgroundNice); bg != nil {
+		if bg = lowerBackground(po.FS, opts.BackgroundNice, opts.BackgroundP); bg != nil {
 			po.FS = bg
+			events = pebble.TeeEventListener(events, bg.listener())
 		}
+	}
+	po.EventListener = &events
+	var gate *gatedScheduler
+	if !readOnly {
 		gate = newGatedScheduler()
 		po.Experimental.CompactionScheduler = gate
 		// Pebble does not unregister its scheduler when Open fails (or

@@ -79,9 +79,13 @@ type Options struct {
 
 	// BackgroundNice, when not 0, is the nice value (Linux) of the
 	// threads that run Pebble's flushes and compactions, so that the
-	// kernel runs the requests first (background.go). The server sets
-	// it, with one Go P more than the CPUs for the work it lowers.
+	// kernel runs the requests first (background.go).
 	BackgroundNice int
+	// BackgroundP, with BackgroundNice, raises the process's GOMAXPROCS
+	// by one while each such job runs, so that the requests keep the Ps
+	// they had (background.go). It changes a process-wide setting: the
+	// server sets it unless GOMAXPROCS is set in the environment.
+	BackgroundP bool
 
 	// nearChunk is how many due-index entries one load brings into memory;
 	// tests lower it. Defaults to defaultNearChunk.
