@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // threadNice is the nice value of the calling goroutine's current
@@ -103,16 +102,7 @@ func TestBackgroundWorkRunsAtLowPriority(t *testing.T) {
 		defer mu.Unlock()
 		opened = true
 	}}
-	opts.setDefaults()
-	lock, err := lockDir(vfs.Default, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	db, _, err := openPebble(dir, opts, lock, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openLocked(t, dir, opts)
 	runtime.LockOSThread()
 	if n := threadNice(t); n != 0 {
 		t.Errorf("Open's caller runs at nice %d after Open, want 0", n)

@@ -51,16 +51,7 @@ func TestOpenRunsNoCompaction(t *testing.T) {
 		defer mu.Unlock()
 		opened = true
 	}}
-	opts.setDefaults()
-	lock, err := lockDir(vfs.Default, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	db, _, err := openPebble(dir, opts, lock, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openLocked(t, dir, opts)
 	defer db.Close()
 	mu.Lock()
 	if flushesInOpen == 0 {
@@ -152,4 +143,21 @@ func writeCompactionDebt(t *testing.T, dir string) {
 	if err := db.Close(); err != nil { // leaves the last batch in the WAL
 		t.Fatal(err)
 	}
+}
+
+// openLocked opens dir's Pebble as the store does (openPebble, writable),
+// holding the directory lock until the test ends.
+func openLocked(t *testing.T, dir string, opts Options) *pebble.DB {
+	t.Helper()
+	opts.setDefaults()
+	lock, err := lockDir(vfs.Default, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lock.Close() })
+	db, _, err := openPebble(dir, opts, lock, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
 }
