@@ -142,11 +142,17 @@ func (p *lentPs) add() {
 	runtime.GOMAXPROCS(p.base + p.jobs)
 }
 
-// drop lowers GOMAXPROCS by one for a job that ended; back to the base
-// once none runs.
+// drop lowers GOMAXPROCS by one for a job that ended. Once none runs it
+// gives the runtime its default back (SetDefaultGOMAXPROCS), which also
+// lets Go follow a change of the CPU limit again, as it does until
+// GOMAXPROCS is first set.
 func (p *lentPs) drop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.jobs--
+	if p.jobs == 0 {
+		runtime.SetDefaultGOMAXPROCS()
+		return
+	}
 	runtime.GOMAXPROCS(p.base + p.jobs)
 }

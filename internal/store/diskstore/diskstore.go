@@ -83,8 +83,9 @@ type Options struct {
 	BackgroundNice int
 	// BackgroundP, with BackgroundNice, raises the process's GOMAXPROCS
 	// by one while each such job runs, so that the requests keep the Ps
-	// they had (background.go). It changes a process-wide setting: the
-	// server sets it unless GOMAXPROCS is set in the environment.
+	// they had, and gives Go its default back once none runs
+	// (background.go). It changes a process-wide setting: the server sets
+	// it unless GOMAXPROCS is set in the environment.
 	BackgroundP bool
 
 	// nearChunk is how many due-index entries one load brings into memory;
