@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Background work at low priority.
@@ -23,12 +22,12 @@ import (
 // So, with Options.BackgroundNice:
 //
 //   - A flush or a compaction lowers the OS priority (the nice value) of
-//     the thread it runs on when it creates its first output table, and
-//     keeps that thread to itself (runtime.LockOSThread, never undone), so
-//     that no other goroutine ever runs at that priority: when the
-//     goroutine ends, Go ends its locked thread with it (or, when it is
-//     the process's main thread, which cannot end, parks it for good,
-//     running nothing). The runtime
+//     the thread it runs on as it begins (Pebble calls FlushBegin and
+//     CompactionBegin on the job's goroutine), and keeps that thread to
+//     itself (runtime.LockOSThread, never undone), so that no other
+//     goroutine ever runs at that priority. When the goroutine ends, Go
+//     ends its locked thread with it (or, for the process's main thread,
+//     which cannot end, parks it for good, running nothing). The runtime
 //     starts new threads from a clean template thread when the creating
 //     one is locked, so the nice value does not spread either. The kernel
 //     then runs the flush on what CPU the requests leave; RocksDB lowers
@@ -44,52 +43,28 @@ import (
 // Only the jobs Pebble starts after Open has returned are lowered: Open
 // may flush on its caller's goroutine.
 
-// backgroundFS is the filesystem Pebble writes through, wrapped so that
-// a flush or compaction lowers its thread as it creates an output table;
-// its listener counts those jobs for extraP.
-type backgroundFS struct {
-	vfs.FS
+// background lowers the flushes and compactions of one store: it hears
+// each begin and end on the job's own goroutine (Pebble calls its event
+// listener there).
+type background struct {
 	nice  int
 	addP  bool
 	armed atomic.Bool // set once pebble.Open has returned
 
 	mu      sync.Mutex
-	running map[int]bool // jobs begun after arming, by Pebble's job id
+	running map[int]bool // jobs that took a P, by Pebble's job id
 }
 
-// Pebble's write categories of flush and compaction outputs (pebble
-// v2.1.7, getDiskWriteCategoryForCompaction).
-const (
-	categoryFlush      vfs.DiskWriteCategory = "pebble-memtable-flush"
-	categoryCompaction vfs.DiskWriteCategory = "pebble-compaction"
-)
-
-// lowerBackground wraps fs; nil when nice is 0 (nothing to lower).
-func lowerBackground(fs vfs.FS, nice int, addP bool) *backgroundFS {
+// newBackground is nil when nice is 0: nothing to lower.
+func newBackground(nice int, addP bool) *background {
 	if nice == 0 {
 		return nil
 	}
-	if fs == nil {
-		fs = vfs.Default
-	}
-	return &backgroundFS{FS: fs, nice: nice, addP: addP, running: make(map[int]bool)}
+	return &background{nice: nice, addP: addP, running: make(map[int]bool)}
 }
 
-// Create lowers the calling goroutine's thread when it is a flush or a
-// compaction creating an output.
-func (b *backgroundFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	if (c == categoryFlush || c == categoryCompaction) && b.armed.Load() {
-		lowerThread(b.nice)
-	}
-	return b.FS.Create(name, c)
-}
-
-// Unwrap gives the wrapped filesystem, as Pebble's own wrappers do.
-func (b *backgroundFS) Unwrap() vfs.FS { return b.FS }
-
-// listener hears the jobs begin and end (on their own goroutines, before
-// and after their Creates).
-func (b *backgroundFS) listener() pebble.EventListener {
+// listener hears the jobs begin and end.
+func (b *background) listener() pebble.EventListener {
 	return pebble.EventListener{
 		FlushBegin:      func(i pebble.FlushInfo) { b.begin(i.JobID) },
 		FlushEnd:        func(i pebble.FlushInfo) { b.end(i.JobID) },
@@ -98,8 +73,14 @@ func (b *backgroundFS) listener() pebble.EventListener {
 	}
 }
 
-func (b *backgroundFS) begin(job int) {
-	if !b.addP || !b.armed.Load() {
+// begin lowers the calling job's thread and lends it a P, unless Open
+// has not returned yet.
+func (b *background) begin(job int) {
+	if !b.armed.Load() {
+		return
+	}
+	lowerThread(b.nice)
+	if !b.addP {
 		return
 	}
 	b.mu.Lock()
@@ -108,9 +89,9 @@ func (b *backgroundFS) begin(job int) {
 	extraP.add()
 }
 
-// end gives back the P of a job begun after arming; a job that began
-// inside Open took none.
-func (b *backgroundFS) end(job int) {
+// end gives back the P of a job that took one; a job that began inside
+// Open took none.
+func (b *background) end(job int) {
 	b.mu.Lock()
 	was := b.running[job]
 	delete(b.running, job)

@@ -108,10 +108,9 @@ func openPebble(dir string, opts Options, lock *pebble.Lock, readOnly bool) (db 
 	}
 	// The flushes and compactions of a writable store, lowered
 	// (background.go).
-	var bg *backgroundFS
+	var bg *background
 	if !readOnly {
-		if bg = lowerBackground(po.FS, opts.BackgroundNice, opts.BackgroundP); bg != nil {
-			po.FS = bg
+		if bg = newBackground(opts.BackgroundNice, opts.BackgroundP); bg != nil {
 			events = pebble.TeeEventListener(events, bg.listener())
 		}
 	}
