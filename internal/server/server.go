@@ -213,9 +213,8 @@ func (s *Server) openStore(ctx context.Context) (store.Store, error) {
 			SyncEvery: s.cfg.Fsync,
 			Ballast:   int64(s.cfg.BallastMiB) << 20,
 			Retention: s.retention(),
-			// Pebble's flushes and compactions at low priority.
-			BackgroundNice: backgroundNice,
-			BackgroundP:    backgroundP(),
+			// A P for each of Pebble's flushes and compactions.
+			BackgroundP: backgroundP(),
 		})
 	})
 	if err != nil {

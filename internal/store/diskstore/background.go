@@ -8,59 +8,49 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-// Background work at low priority.
+// A Go P for each flush and compaction.
 //
 // Pebble flushes a full memtable and compacts L0 in goroutines of their
 // own, and each keeps a CPU busy for about half a second (a 64 MiB
-// memtable here). On two cores that is half the machine: while one ran,
-// the requests and the timer had one Go P of two, fewer jobs were served
-// than came due, and the queue's age grew into the lateness tail of aim 4
-// of issue 17 (every job due during a flush came 10 to 300 ms late;
-// docs/benchmarks.md, ninth session). The flush need not finish in half
-// a second; the requests must not wait for it.
+// memtable here). With as many Ps as CPUs, on two cores, such a job held
+// one of the two Ps: the requests, the committer and the timer shared
+// the other, fewer jobs were served than came due, and the queue's age
+// became the lateness tail of aim 4 of issue 17 (every job due during a
+// flush came 10 to 300 ms late; docs/benchmarks.md, ninth session).
 //
-// So, with Options.BackgroundNice:
+// So with Options.BackgroundP the process has one P more for each flush
+// or compaction while it runs: GOMAXPROCS rises as the job begins and
+// falls as it ends (Pebble's FlushBegin and CompactionBegin, FlushEnd and
+// CompactionEnd), and once none runs Go gets its default back. The
+// requests keep the Ps they had, and the kernel shares the CPUs between
+// the job's thread and theirs. A P more than CPUs all the time cost 5-10%
+// more CPU per job in the scheduler's spinning; lent only during a job,
+// it costs nothing measurable.
 //
-//   - A flush or a compaction lowers the OS priority (the nice value) of
-//     the thread it runs on as it begins (Pebble calls FlushBegin and
-//     CompactionBegin on the job's goroutine), and keeps that thread to
-//     itself (runtime.LockOSThread, never undone), so that no other
-//     goroutine ever runs at that priority. When the goroutine ends, Go
-//     ends its locked thread with it (or, for the process's main thread,
-//     which cannot end, parks it for good, running nothing). The runtime
-//     starts new threads from a clean template thread when the creating
-//     one is locked, so the nice value does not spread either. The kernel
-//     then runs the flush on what CPU the requests leave; RocksDB lowers
-//     its compaction threads for the same reason.
-//   - A thread the kernel leaves waiting still holds its Go P. With as
-//     many Ps as CPUs a lowered flush would hold one of the two Ps while
-//     it waits, and the requests would have one P as before. So with
-//     Options.BackgroundP the process has one P more for each such job
-//     while it runs (extraP), and the requests keep as many as they had.
-//     Only while it runs: a P more than CPUs all the time cost 5-10% more
-//     CPU per job in the scheduler's spinning.
+// Also tried, and not kept: running the job's thread at nice 19. It
+// lowered the tail a little more, but under a flood of puts the kernel
+// starved the flushes, memtables queued up to Pebble's write stall, and
+// 10 million puts peaked at 328 MiB of RSS (the limit is 256) and took
+// 3.9 s to restart from their longer WAL (the limit is 3 s).
 //
-// Only the jobs Pebble starts after Open has returned are lowered: Open
-// may flush on its caller's goroutine.
+// Only the jobs Pebble starts after Open has returned take a P: a flush
+// inside Open takes none, and ends before the store serves.
 
-// background lowers the flushes and compactions of one store: it hears
-// each begin and end on the job's own goroutine (Pebble calls its event
-// listener there).
+// background lends the flushes and compactions of one store a P each. It
+// hears them begin and end through Pebble's event listener.
 type background struct {
-	nice  int
-	addP  bool
 	armed atomic.Bool // set once pebble.Open has returned
 
 	mu      sync.Mutex
 	running map[int]bool // jobs that took a P, by Pebble's job id
 }
 
-// newBackground is nil when nice is 0: nothing to lower.
-func newBackground(nice int, addP bool) *background {
-	if nice == 0 {
+// newBackground is nil unless lend is set.
+func newBackground(lend bool) *background {
+	if !lend {
 		return nil
 	}
-	return &background{nice: nice, addP: addP, running: make(map[int]bool)}
+	return &background{running: make(map[int]bool)}
 }
 
 // listener hears the jobs begin and end.
@@ -73,14 +63,9 @@ func (b *background) listener() pebble.EventListener {
 	}
 }
 
-// begin lowers the calling job's thread and lends it a P, unless Open
-// has not returned yet.
+// begin lends a job a P, unless Open has not returned yet.
 func (b *background) begin(job int) {
 	if !b.armed.Load() {
-		return
-	}
-	lowerThread(b.nice)
-	if !b.addP {
 		return
 	}
 	b.mu.Lock()
@@ -89,8 +74,7 @@ func (b *background) begin(job int) {
 	extraP.add()
 }
 
-// end gives back the P of a job that took one; a job that began inside
-// Open took none.
+// end gives back the P of a job that took one.
 func (b *background) end(job int) {
 	b.mu.Lock()
 	was := b.running[job]
@@ -101,8 +85,8 @@ func (b *background) end(job int) {
 	}
 }
 
-// extraP is the process's GOMAXPROCS raised by the lowered jobs running
-// in every store of the process: one P more for each.
+// extraP is the process's GOMAXPROCS raised by the jobs running in every
+// store of the process: one P more for each.
 var extraP lentPs
 
 // lentPs counts the jobs that raised GOMAXPROCS.

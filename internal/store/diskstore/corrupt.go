@@ -106,11 +106,11 @@ func openPebble(dir string, opts Options, lock *pebble.Lock, readOnly bool) (db 
 	if opts.pebbleEvents != nil {
 		events = pebble.TeeEventListener(events, *opts.pebbleEvents)
 	}
-	// The flushes and compactions of a writable store, lowered
+	// A P for each flush and compaction of a writable store
 	// (background.go).
 	var bg *background
 	if !readOnly {
-		if bg = newBackground(opts.BackgroundNice, opts.BackgroundP); bg != nil {
+		if bg = newBackground(opts.BackgroundP); bg != nil {
 			events = pebble.TeeEventListener(events, bg.listener())
 		}
 	}

@@ -77,13 +77,9 @@ type Options struct {
 	// their ids taken (retain.go); the zero value keeps none.
 	Retention store.Retention
 
-	// BackgroundNice, when not 0, is the nice value (Linux) of the
-	// threads that run Pebble's flushes and compactions, so that the
-	// kernel runs the requests first (background.go).
-	BackgroundNice int
-	// BackgroundP, with BackgroundNice, raises the process's GOMAXPROCS
-	// by one while each such job runs, so that the requests keep the Ps
-	// they had, and gives Go its default back once none runs
+	// BackgroundP raises the process's GOMAXPROCS by one while each of
+	// Pebble's flushes and compactions runs, so that the requests keep
+	// the Ps they had, and gives Go its default back once none runs
 	// (background.go). It changes a process-wide setting: the server sets
 	// it unless GOMAXPROCS is set in the environment.
 	BackgroundP bool
