@@ -2,8 +2,8 @@ package server
 
 import "testing"
 
-// The store lends itself Ps for its lowered work unless GOMAXPROCS is
-// set in the environment.
+// The store lends its flushes and compactions a P each unless GOMAXPROCS
+// is set in the environment.
 func TestBackgroundP(t *testing.T) {
 	t.Setenv("GOMAXPROCS", "")
 	if !backgroundP() {

@@ -106,19 +106,15 @@ func openPebble(dir string, opts Options, lock *pebble.Lock, readOnly bool) (db 
 	if opts.pebbleEvents != nil {
 		events = pebble.TeeEventListener(events, *opts.pebbleEvents)
 	}
-	// A P for each flush and compaction of a writable store
-	// (background.go).
-	var bg *background
-	if !readOnly {
-		if bg = newBackground(opts.BackgroundP); bg != nil {
-			events = pebble.TeeEventListener(events, bg.listener())
-		}
-	}
-	po.EventListener = &events
 	var gate *gatedScheduler
+	var bg *background
 	if !readOnly {
 		gate = newGatedScheduler()
 		po.Experimental.CompactionScheduler = gate
+		// A P for each flush and compaction (background.go).
+		if bg = newBackground(opts.BackgroundP); bg != nil {
+			events = pebble.TeeEventListener(events, bg.listener())
+		}
 		// Pebble does not unregister its scheduler when Open fails (or
 		// panics, below); after a successful Open, DB.Close does, and
 		// halt is then a no-op.
@@ -128,6 +124,7 @@ func openPebble(dir string, opts Options, lock *pebble.Lock, readOnly bool) (db 
 			}
 		}()
 	}
+	po.EventListener = &events
 	// Pebble panics on some damage it meets while opening (its code says
 	// so: "interspersed with panics"); a panic must not take the process
 	// down with no word of which file is bad.
@@ -140,7 +137,7 @@ func openPebble(dir string, opts Options, lock *pebble.Lock, readOnly bool) (db 
 	db, err = pebble.Open(dir, po)
 	tOpen := time.Since(t1)
 	if bg != nil && err == nil {
-		bg.armed.Store(true) // Open is done with its caller's goroutine
+		bg.armed.Store(true) // Open's own flush ends before the store serves: it takes no P
 	}
 	if opts.pebbleOpened != nil {
 		opts.pebbleOpened()
