@@ -9,7 +9,7 @@
 #                             at most every 50 ms)
 #   and beanstalkd in memory, the ceiling of the old comparison.
 # Each row ends with the server's CPU (user+system, from /proc) per 100,000
-# jobs when the row has a job count.
+# jobs when the row has a job count, and the load client's CPU.
 #
 #   bash scripts/bench.sh            # every run below (a few minutes)
 #   bash scripts/bench.sh put        # only runs whose name contains "put"
@@ -67,10 +67,18 @@ fi
 cpu_ms() { awk -v t="$(getconf CLK_TCK)" '{print int(($14 + $15) * 1000 / t)}' "/proc/$1/stat"; }
 # jobs_of ARGS...: the -n of a row, for its CPU per 100,000 jobs.
 jobs_of() { local n=""; while [ $# -gt 0 ]; do [ "$1" = -n ] && n=$2; shift; done; echo "$n"; }
-cpu_line() { # pid cpu0 n
+# client_ms: the CPU (user+system, ms) of a subshell's children, from the
+# last line of bash's `times`.
+client_ms() { awk 'END {n = 0; for (i = 1; i <= 2; i++) {split($i, a, "m"); sub("s", "", a[2]); n += a[1] * 60 + a[2]} printf "%d", n * 1000}'; }
+cpus=$(nproc)
+cpu_line() { # pid cpu0 n client_ms
   local used=$(( $(cpu_ms "$1") - $2 ))
-  if [ -n "$3" ]; then echo " server_cpu_ms=$used cpu_s_per_100k=$(awk -v u="$used" -v n="$3" 'BEGIN{printf "%.2f", u/n*100}')"
-  else echo " server_cpu_ms=$used"; fi
+  if [ -n "$3" ]; then
+    # The load client shares the cores, so a row whose server and client
+    # together keep every core busy is bound by their CPU per job:
+    # cpu_bound_per_s is the rate at which they would fill all cores.
+    echo " server_cpu_ms=$used cpu_s_per_100k=$(awk -v u="$used" -v n="$3" 'BEGIN{printf "%.2f", u/n*100}') client_cpu_ms=$4 cpu_bound_per_s=$(awk -v u="$used" -v c="$4" -v n="$3" -v k="$cpus" 'BEGIN{printf "%.0f", n * k * 1000 / (u + c)}')"
+  else echo " server_cpu_ms=$used client_cpu_ms=$4"; fi
 }
 run() { # name target pid args...
   local name=$1 target=$2 pid=$3; shift 3
@@ -79,8 +87,8 @@ run() { # name target pid args...
   local c0 out; c0=$(cpu_ms "$pid")
   # A failed row (its error is on stderr) does not end the run: the rows
   # after it, the peers' included, still measure.
-  out=$("$bin" bench "$target" --pid "$pid" --line "$@" | sed 's/^bench //') || { echo "failed"; return 0; }
-  echo "$out$(cpu_line "$pid" "$c0" "$(jobs_of "$@")")"
+  out=$("$bin" bench "$target" --pid "$pid" --line "$@" | sed 's/^bench //' && times) || { echo "failed"; return 0; }
+  echo "$(head -1 <<<"$out")$(cpu_line "$pid" "$c0" "$(jobs_of "$@")" "$(client_ms <<<"$out")")"
 }
 # redis_put NAME N: N puts of one Lua script (HSET of the job + ZADD of its
 # due time) from 32 clients against Redis with appendfsync always: what a
@@ -89,11 +97,12 @@ redis_put() {
   local name=$1 n=$2
   [[ -z "$filter" || "$name" == *"$filter"* ]] || return 0
   printf '%-40s ' "$name"
-  local c0 rps; c0=$(cpu_ms "$rd_pid")
-  rps=$(redis-benchmark -h 127.0.0.1 -p "$rd_port" -c 32 -n "$n" -r 1000000000 -q \
+  local c0 rps out; c0=$(cpu_ms "$rd_pid")
+  out=$(redis-benchmark -h 127.0.0.1 -p "$rd_port" -c 32 -n "$n" -r 1000000000 -q \
     EVAL "redis.call('HSET', KEYS[1], 'body', ARGV[1], 'due', ARGV[2]); return redis.call('ZADD', KEYS[2], ARGV[2], KEYS[1])" \
-    2 "job:__rand_int__" due "$(printf 'x%.0s' $(seq 100))" __rand_int__ | tr '\r' '\n' | awk '/requests per second/ {for (i=1;i<=NF;i++) if ($i=="requests") print $(i-1)}' | tail -1)
-  echo "rate=${rps}/s (reserve+delete: two such round trips per job, so half: $(awk -v r="$rps" 'BEGIN{printf "%.0f", r/2}')/s)$(cpu_line "$rd_pid" "$c0" "$n")"
+    2 "job:__rand_int__" due "$(printf 'x%.0s' $(seq 100))" __rand_int__ | tr '\r' '\n' | awk '/requests per second/ {for (i=1;i<=NF;i++) if ($i=="requests") print $(i-1)}' | tail -1 && times)
+  rps=$(head -1 <<<"$out")
+  echo "rate=${rps}/s (reserve+delete: two such round trips per job, so half: $(awk -v r="$rps" 'BEGIN{printf "%.0f", r/2}')/s)$(cpu_line "$rd_pid" "$c0" "$n" "$(client_ms <<<"$out")")"
 }
 DQ="http://127.0.0.1:$dq_http"; DQB="beanstalk://127.0.0.1:$dq_bs"
 DQW="http://127.0.0.1:$dqw_http"; DQWB="beanstalk://127.0.0.1:$dqw_bs"
