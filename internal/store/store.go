@@ -1,11 +1,65 @@
-// Package store defines the contract between the engine and a backend: the
-// Store interface, its parameter and result types, the optional Notifier
-// of stores shared by several instances and FreshPutter of stores with a
-// costly duplicate-id check, and the guards and field effects the stores
-// that hold delayq.Job values share (effects.go). It holds no state.
+// Package store defines the contract between the engine and a backend.
+// It holds no state. Every backend (memstore, diskstore, redisstore and
+// any later one) must pass the conformance suite in package storetest:
+// storetest.Run for every store, and storetest.RunShared, two and three
+// instances over one shared store, for every store several instances can
+// share.
 //
-// Every backend (memstore, diskstore, redisstore) must pass the shared
-// conformance suite in package storetest.
+// # What every store implements
+//
+//   - Store: jobs and their transitions, each one atomic and, for the
+//     durable backends, durable before it returns (the contract is on
+//     the interface below).
+//   - DocStore (embedded in Store; doc.go): small named documents
+//     (schedules, policies, alarms, the reservation key), every write a
+//     compare-and-set on a revision, durable before it returns.
+//   - DueCounter (embedded; due.go): a topic's delayed jobs counted by due
+//     time from the due-time index, for the dashboard.
+//   - SeriesStore (embedded; series.go): the dashboard's chart series,
+//     durable, shared by the instances of a shared store.
+//
+// # What a store may implement, and what each promises
+//
+//   - Notifier: the store is shared by several instances. Notify's events
+//     say what another instance changed: Event.Topic gained Event.Count
+//     ready jobs (the engine wakes that topic's long-poll waiters), or
+//     Event.Due is an earlier due time or deadline than the receiver may
+//     know of (the engine's timer steps at once). Events are hints, not
+//     transitions: one lost costs latency, never a job, and a store that
+//     reconnects after losing some sends a Due of now so the timer looks
+//     again. An instance need not be told of its own changes.
+//   - Cluster: instances of a shared store advertise themselves and list
+//     the live ones (GET /v1/cluster); a store that is not one is a
+//     deployment of one instance.
+//   - FreshPutter: a put of ids the engine generated itself may skip the
+//     costly duplicate-id check.
+//   - TopicStater: one topic's stats without reading every topic's.
+//   - Backuper: a consistent copy while serving (diskstore). A store
+//     without it refuses backups; its deployment backs up its server
+//     (Redis, Postgres) instead.
+//   - Healther: the store can be degraded while it still serves (low
+//     disk, known damage); /healthz reports it.
+//   - CommitObserver: the store times its durable writes for the metrics.
+//
+// # Who runs the timer when several instances share a store
+//
+// Every instance runs the engine's timer loop and calls Tick; Tick is
+// where due work moves (delayed to ready, expired reservations back to
+// ready or buried, expired retained jobs removed). A shared store divides
+// that work among the live instances itself (redisstore: timer buckets
+// leased by the live instances, leases.go), so that:
+//
+//   - each due job is moved exactly once, whichever instances tick
+//     concurrently (every move is one atomic step that moves only what is
+//     still due; the division only spreads the work, correctness never
+//     depends on it);
+//   - the work an instance held moves to the live ones within a bound
+//     when it dies without a word (kill -9), and at once when it closes;
+//   - an instance whose Tick moved nothing sleeps until the Next it was
+//     told, or until an Event says an earlier time.
+//
+// A store the instances do not share (memstore, diskstore) is ticked by
+// its one instance.
 package store
 
 import (

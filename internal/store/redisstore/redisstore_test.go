@@ -134,3 +134,30 @@ func TestPutThatLostItsClaimReplyUnclaims(t *testing.T) {
 		t.Fatalf("Put of the same id once Redis answers = %v, want it stored (the lost claim removed)", err)
 	}
 }
+
+// sharedFactory opens instances of one deployment (one key prefix) with
+// short leases, for storetest.RunShared.
+func sharedFactory(addrs []string) storetest.SharedFactory {
+	return storetest.SharedFactory{
+		Open: func(t *testing.T, n int, r store.Retention) []store.Store {
+			prefix := "t" + nonce()
+			out := make([]store.Store, n)
+			for i := range out {
+				out[i] = openStore(t, addrs, Options{
+					Prefix: prefix, Retention: r, Buckets: 8, LeaseTTL: 600 * time.Millisecond,
+					InstanceID: "shared" + strconv.Itoa(i),
+				})
+			}
+			return out
+		},
+		Crash: func(t *testing.T, s store.Store) { s.(*Store).abandon() },
+	}
+}
+
+func TestSharedStandalone(t *testing.T) {
+	storetest.RunShared(t, sharedFactory(redisAddrs(t, "DELAYQ_TEST_REDIS")))
+}
+
+func TestSharedCluster(t *testing.T) {
+	storetest.RunShared(t, sharedFactory(redisAddrs(t, "DELAYQ_TEST_REDIS_CLUSTER")))
+}
