@@ -98,7 +98,7 @@ if selected side; then
   redis-cli -p "$rd_port" FLUSHALL >/dev/null
   instance i1 "redis://127.0.0.1:$rd_port/0"; instance i2 "redis://127.0.0.1:$rd_port/0"
   two() { dq "$i1_bs" "$@" -c 16 -n $(( n / 2 )) > "$work/two1" & local a=$!; dq "$i2_bs" "$@" -c 16 -n $(( n / 2 )) > "$work/two2"; wait $a;
-          awk '{for (i=1;i<=NF;i++) if ($i ~ /^rate=/) {sub("rate=",""); sub("/s","",$i); s+=$i}} END {printf "rate=%.0f/s (sum of two)\n", s}' "$work/two1" "$work/two2"; }
+          awk '{for (i=1;i<=NF;i++) if ($i ~ /^jobs_per_s=/) {sub("jobs_per_s=","",$i); s+=$i}} END {printf "jobs_per_s=%.0f (sum of two)\n", s}' "$work/two1" "$work/two2"; }
   row "side delayq x2 put c=2x16" "$rd_port" "$rd_pid" two --mode put --body 100
   row "side delayq x2 put+reserve+delete" "$rd_port" "$rd_pid" two --mode reserve --body 100
   kill "$i1_pid" "$i2_pid"; wait "$i1_pid" "$i2_pid" 2>/dev/null || true
