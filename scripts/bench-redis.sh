@@ -102,6 +102,16 @@ if selected side; then
   row "side delayq x2 put c=2x16" "$rd_port" "$rd_pid" two --mode put --body 100
   row "side delayq x2 put+reserve+delete" "$rd_port" "$rd_pid" two --mode reserve --body 100
   kill "$i1_pid" "$i2_pid"; wait "$i1_pid" "$i2_pid" 2>/dev/null || true
+  # Retention's share: the same rows with --retain 0 (asynq's default
+  # keeps no completed task either).
+  redis-cli -p "$rd_port" FLUSHALL >/dev/null
+  instance i1 "redis://127.0.0.1:$rd_port/0" --retain 0
+  row "side delayq put --retain 0" "$rd_port" "$rd_pid" dq "$i1_bs" --mode put -n "$n" -c 32 --body 100
+  put_cpu=$row_cpu; put_stats=$row_stats
+  row "side delayq put+reserve+delete --retain 0" "$rd_port" "$rd_pid" dq "$i1_bs" --mode reserve -n "$n" -c 32 --body 100
+  printf '%-34s redis_cpu_us_per_job=%.1f commandstats per job:%s\n' "side delayq reserve+delete only --retain 0" \
+    "$(awk -v c="$(( row_cpu - put_cpu ))" -v n="$n" 'BEGIN{print c/n}')" "$(per_job "$(sub_stats "$row_stats" "$put_stats")" "$n")"
+  kill "$i1_pid"; wait "$i1_pid" 2>/dev/null || true
   kill "$rd_pid" "$ra_pid"
 fi
 

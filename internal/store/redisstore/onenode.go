@@ -10,6 +10,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
 )
 
 // On one Redis server (standalone, or the master Sentinel names) every
@@ -41,7 +42,8 @@ import (
 //	ARGV[5]    -> earliest due of the delayed jobs (unix ms), or ""
 //	ARGV[6]    -> the events channel
 //	ARGV[7]    -> this instance's id (the events' sender)
-//	ARGV[8..]  -> per job: id, claim, then f pairs
+//	ARGV[8]    -> "1" when the ids are fresh (PutFresh): no check
+//	ARGV[9..]  -> per job: id, claim, then f pairs
 //	Returns:   {"OK", last seq} or {"CLAIMED"} when an id is claimed
 //	           already (nothing written: the caller takes the full path,
 //	           which tells a live job from a stale claim) or
@@ -50,7 +52,8 @@ var putOneScript = newScript(`
 local n, f, prefix, topic = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local stride = 2 + 2 * f
 for i = 0, n - 1 do
-  local id = ARGV[8 + i * stride]
+  if ARGV[8] == '1' then break end
+  local id = ARGV[9 + i * stride]
   if redis.call('EXISTS', prefix .. ':id:{' .. id .. '}') == 1 then return {'CLAIMED'} end
   local seq = redis.call('HGET', K_IDS, id)
   if seq then return {'EXISTS', id, redis.call('HGET', K_JOB .. seq, 'state') or ''} end
@@ -62,7 +65,7 @@ if cur < clk then cur = clk end
 redis.call('SET', KEYS[14], string.format('%d', cur + n))
 local ready = 0
 for i = 0, n - 1 do
-  local base = 8 + i * stride
+  local base = 9 + i * stride
   local id, seq = ARGV[base], string.format('%d', cur + 1 + i)
   redis.call('SET', prefix .. ':id:{' .. id .. '}', ARGV[base + 1])
   redis.call('HSET', prefix .. ':seqs:{' .. string.format('%d', math.floor((cur + 1 + i) / 4096)) .. '}', seq, topic)
@@ -89,8 +92,9 @@ return {'OK', string.format('%d', cur + n)}
 
 // putOne is Put on a one-node Redis for jobs of one topic. ok is false
 // when the one step does not apply (some id is claimed: a live job, or a
-// claim the full path may take over) and nothing was written.
-func (s *Store) putOne(ctx context.Context, jobs []*delayq.Job) (ok bool, err error) {
+// claim the full path may take over) and nothing was written. fresh skips
+// the check of the ids (PutFresh).
+func (s *Store) putOne(ctx context.Context, jobs []*delayq.Job, fresh bool) (ok bool, err error) {
 	topic := jobs[0].Topic
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
 	var earliest int64
@@ -119,7 +123,11 @@ func (s *Store) putOne(ctx context.Context, jobs []*delayq.Job) (ok bool, err er
 	}
 	tk := s.k.topic(topic)
 	keys := append(tk.slice(), s.k.seqCounter(), s.k.topics(), s.k.bucketDue(bucketOf(topic, s.opt.Buckets)))
-	args = append([]string{strconv.Itoa(len(jobs)), strconv.Itoa(f), s.k.prefix, topic, due, s.k.events(), s.opt.InstanceID}, args...)
+	flag := "0"
+	if fresh {
+		flag = "1"
+	}
+	args = append([]string{strconv.Itoa(len(jobs)), strconv.Itoa(f), s.k.prefix, topic, due, s.k.events(), s.opt.InstanceID, flag}, args...)
 	var start time.Time
 	if s.Observing() {
 		start = time.Now()
@@ -194,4 +202,25 @@ func (l *leases) holds(b int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.mine[b] && time.Since(l.renewed) <= l.ttl
+}
+
+var _ store.FreshPutter = (*Store)(nil)
+
+// PutFresh implements store.FreshPutter. On one node it is the one-script
+// put without the check of each id (an EXISTS of its claim and an HGET
+// in its topic per job): the engine made the ids just now, so none is
+// taken. On a Cluster, and for jobs of several topics, it is Put.
+func (s *Store) PutFresh(ctx context.Context, jobs []*delayq.Job) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if s.oneNode && len(jobs) > 0 {
+		if err := dupInBatch(jobs); err != nil {
+			return err
+		}
+		if done, err := s.putOne(ctx, jobs, true); done {
+			return err
+		}
+	}
+	return s.Put(ctx, jobs)
 }

@@ -38,7 +38,7 @@ func (s *Store) Put(ctx context.Context, jobs []*delayq.Job) error {
 		return err
 	}
 	if s.oneNode {
-		if done, err := s.putOne(ctx, jobs); done {
+		if done, err := s.putOne(ctx, jobs, false); done {
 			return err
 		}
 	}
