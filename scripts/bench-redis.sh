@@ -15,8 +15,8 @@
 # its jobs with puts: the put row's CPU is subtracted for the per-reserve
 # figure, and its commandstats likewise); two delayq instances putting and
 # reserving against one Redis; lateness of 2,000 jobs/s due over 5 s with
-# two instances sharing the timer buckets; with CLUSTER=1 also 3 delayq
-# instances in front of a 3-master Redis Cluster (per-master CPU and keys).
+# two instances sharing the timer buckets; the delayq rows again on a
+# Redis with hash-max-listpack-value 256 ("listpack").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 filter="${1:-}"
@@ -113,6 +113,20 @@ if selected side; then
     "$(awk -v c="$(( row_cpu - put_cpu ))" -v n="$n" 'BEGIN{print c/n}')" "$(per_job "$(sub_stats "$row_stats" "$put_stats")" "$n")"
   kill "$i1_pid"; wait "$i1_pid" 2>/dev/null || true
   kill "$rd_pid" "$ra_pid"
+fi
+
+if selected listpack; then
+  # The same delayq rows on a Redis that keeps hashes with values up to
+  # 256 bytes as listpacks (hash-max-listpack-value, default 64): a job
+  # record with a 100-byte body is then a listpack, not a hashtable.
+  fresh_redis rp --hash-max-listpack-value 256
+  instance p1 "redis://127.0.0.1:$rp_port/0"
+  row "listpack delayq put c=32" "$rp_port" "$rp_pid" dq "$p1_bs" --mode put -n "$n" -c 32 --body 100
+  put_cpu=$row_cpu; put_stats=$row_stats
+  row "listpack delayq put+reserve+delete" "$rp_port" "$rp_pid" dq "$p1_bs" --mode reserve -n "$n" -c 32 --body 100
+  printf '%-34s redis_cpu_us_per_job=%.1f commandstats per job:%s\n' "listpack delayq reserve+delete only" \
+    "$(awk -v c="$(( row_cpu - put_cpu ))" -v n="$n" 'BEGIN{print c/n}')" "$(per_job "$(sub_stats "$row_stats" "$put_stats")" "$n")"
+  kill "$p1_pid" "$rp_pid"; wait "$p1_pid" 2>/dev/null || true
 fi
 
 if selected lateness; then
