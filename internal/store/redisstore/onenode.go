@@ -195,15 +195,6 @@ func (c *seqTopics) get(seq uint64) (string, bool) {
 	return t, ok
 }
 
-// holds says whether this instance leases bucket b, so that its own
-// engine already hears of new due times there and no other instance's
-// timer needs an event.
-func (l *leases) holds(b int) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.mine[b] && time.Since(l.renewed) <= l.ttl
-}
-
 var _ store.FreshPutter = (*Store)(nil)
 
 // PutFresh implements store.FreshPutter. On one node it is the one-script

@@ -183,9 +183,7 @@ func (s *Store) reserveTopics(ctx context.Context, shares map[string]share, now,
 			if !s.oneNode {
 				marks = append(marks, s.markDue(topic, d))
 			}
-			if !s.leases.holds(bucketOf(topic, s.opt.Buckets)) {
-				publish = true
-			}
+			publish = true
 			if earliest == 0 || d < earliest {
 				earliest = d
 			}
@@ -207,8 +205,9 @@ func (s *Store) reserveTopics(ctx context.Context, shares map[string]share, now,
 		}
 	}
 	if publish {
-		// Only another instance's timer needs to hear of the deadline:
-		// this one's engine knows it already.
+		// Even when this instance holds the bucket: its lease may move
+		// before the deadline, and the timer that takes it must hear of
+		// it (skipping this made a failover test's TTR expiry 17 s late).
 		s.publish(ctx, event{due: earliest})
 	}
 	return out, nil
