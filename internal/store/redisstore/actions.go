@@ -223,6 +223,11 @@ func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
 //	ARGV[5] -> now (unix ms): when the job ended
 //	ARGV[6] -> retention (ms); "0" keeps nothing
 //	ARGV[7] -> "1" to keep the body of a retained job
+//	ARGV[8] -> on a one-node Redis the key prefix: the script then also
+//	           drops or retains the job's global entries (unindex,
+//	           retainIndex; onenode.go); "" on a Cluster, where the caller
+//	           does that after
+//	ARGV[9] -> the nonce of a retained claim (retainIndex)
 //	Returns: {"OK", record as it was} or {"NOTRESERVED"}
 var deleteScript = newScript(`
 local seq, j = find(ARGV[1], ARGV[2])
@@ -233,12 +238,22 @@ if ARGV[4] ~= '1' then
     if not finished then return {'NOTRESERVED'} end
   elseif j.state == 'reserved' then return {'NOTRESERVED'} end
 end
-local rec = reply(seq)
+local rec = flat(j)
 unplace(seq, j)
 redis.call('HDEL', K_IDS, j.id)
 local keep = tonumber(ARGV[6])
+local prefix = ARGV[8]
+local claimKey, shard, rseq
+if prefix ~= '' then
+  claimKey = prefix .. ':id:{' .. j.id .. '}'
+  shard, rseq = shardKeys(prefix, seq)
+end
 if keep <= 0 then
   redis.call('DEL', K_JOB .. seq)
+  if prefix ~= '' then
+    if redis.call('GET', claimKey) == j.claim then redis.call('DEL', claimKey) end
+    redis.call('HDEL', shard, seq)
+  end
   return {'OK', rec}
 end
 local now = clock(ARGV[5])
@@ -267,6 +282,14 @@ local idx = K_ENDED[j.state]
 redis.call('ZADD', idx, now, pad(seq))
 redis.call('ZREMRANGEBYSCORE', idx, '-inf', fmt(now - keep))
 redis.call('PEXPIRE', idx, keep)
+if prefix ~= '' then
+  -- retainIndex's two steps, here in one (onenode.go)
+  redis.call('SET', rseq, j.topic, 'PX', keep)
+  redis.call('HDEL', shard, seq)
+  if redis.call('GET', claimKey) == j.claim then
+    redis.call('SET', claimKey, j.topic .. '|0|' .. ARGV[9], 'PX', keep)
+  end
+end
 return {'OK', rec}
 `)
 
@@ -286,14 +309,20 @@ func (s *Store) Delete(ctx context.Context, p store.DeleteParams) (*delayq.Job, 
 	if s.opt.Retention.Bodies {
 		bodies = "1"
 	}
+	prefix := ""
+	if s.oneNode {
+		prefix = s.k.prefix
+	}
 	r, err := s.runJob(ctx, "delete", deleteScript, p.Ref, p.Ref.Reservation, force,
-		msString(p.Now), strconv.FormatInt(keep, 10), bodies)
+		msString(p.Now), strconv.FormatInt(keep, 10), bodies, prefix, nonce())
 	if err != nil {
 		return nil, err
 	}
-	if keep > 0 {
+	switch {
+	case s.oneNode:
+	case keep > 0:
 		s.retainIndex(ctx, r, keep)
-	} else {
+	default:
 		s.unindex(ctx, r)
 	}
 	return r.job, nil

@@ -8,7 +8,9 @@
 // indexes (id and seq lookups, the topic registry, timer buckets) live in
 // other slots; they are written before or after the topic script and are
 // only ever trusted after a check against the topic, so a crash between
-// the two steps leaves nothing wrong (docs/redis.md).
+// the two steps leaves nothing wrong (docs/redis.md). On one Redis server
+// (not a Cluster) the put, reserve and delete scripts write those global
+// entries themselves, one step per transition (onenode.go).
 //
 // The timer work is split into buckets leased by the live instances
 // (leases.go); Tick promotes due work of the leased buckets only. Instances

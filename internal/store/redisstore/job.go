@@ -145,6 +145,21 @@ local function findRetained(mode, ref, now, keep)
 end
 local function held(j, res) return j.state == 'reserved' and res ~= '' and j.res == res end
 local function reply(seq) return redis.call('HGETALL', K_JOB .. seq) end
+-- flat is a loaded record as HGETALL would answer it (a script that has
+-- the record in hand answers without reading it again).
+local function flat(j)
+  local a = {}
+  for f, v in pairs(j) do
+    if f ~= 'hdirty' then a[#a + 1] = f; a[#a + 1] = v end
+  end
+  return a
+end
+-- shardKeys are the global seq -> topic keys of seq under prefix (keys.go:
+-- seqShard, retainedSeq); only one-node scripts name keys (onenode.go).
+local function shardKeys(prefix, seq)
+  local sh = prefix .. ':seqs:{' .. string.format('%d', math.floor(tonumber(seq) / 4096)) .. '}'
+  return sh, sh .. ':r:' .. seq
+end
 local function earliest()
   local a = redis.call('ZRANGE', K_DELAYED, 0, 0, 'WITHSCORES')
   local b = redis.call('ZRANGE', K_RESERVED, 0, 0, 'WITHSCORES')
@@ -351,6 +366,9 @@ func (s *Store) resolve(ctx context.Context, ref delayq.Ref) (target, error) {
 		}
 	case ref.Seq != 0:
 		seq := strconv.FormatUint(ref.Seq, 10)
+		if t, ok := s.topicOf.get(ref.Seq); ok {
+			return target{topic: t, mode: "s", ref: seq}, nil
+		}
 		topic, err = s.c.Do(ctx, s.c.B().Hget().Key(s.k.seqShard(ref.Seq)).Field(seq).Build()).ToString()
 		if rueidis.IsRedisNil(err) {
 			// a retained job's seq has a key of its own (retainIndex)
@@ -395,6 +413,12 @@ func (s *Store) runJob(ctx context.Context, op string, script *rueidis.Lua, ref 
 
 // exec runs a per-topic script and returns its array reply.
 func (s *Store) exec(ctx context.Context, op string, script *rueidis.Lua, topic string, args []string) ([]rueidis.RedisMessage, error) {
+	return s.execKeys(ctx, op, script, s.k.topic(topic).slice(), args)
+}
+
+// execKeys is exec with the keys given: a topic's, and on a one-node
+// Redis the global ones its script also writes (onenode.go).
+func (s *Store) execKeys(ctx context.Context, op string, script *rueidis.Lua, keys, args []string) ([]rueidis.RedisMessage, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -402,7 +426,6 @@ func (s *Store) exec(ctx context.Context, op string, script *rueidis.Lua, topic 
 	if s.Observing() {
 		start = time.Now()
 	}
-	keys := s.k.topic(topic).slice()
 	var arr []rueidis.RedisMessage
 	var serr error
 	exec := func(c rueidis.Client) error {

@@ -37,6 +37,11 @@ func (s *Store) Put(ctx context.Context, jobs []*delayq.Job) error {
 	if err := dupInBatch(jobs); err != nil {
 		return err
 	}
+	if s.oneNode {
+		if done, err := s.putOne(ctx, jobs, false); done {
+			return err
+		}
+	}
 	start := time.Now()
 	claims, err := s.claimAll(ctx, jobs)
 	if err != nil {
@@ -54,6 +59,9 @@ func (s *Store) Put(ctx context.Context, jobs []*delayq.Job) error {
 		}
 		s.unclaimAll(jobs, claims)
 		return err
+	}
+	for _, j := range jobs {
+		s.topicOf.add(j.Seq, j.Topic)
 	}
 	s.publishPut(ctx, jobs)
 	return nil

@@ -116,6 +116,11 @@ type Store struct {
 	leases *leases
 	fan    *fanout
 
+	// oneNode: every key is on one server (not a Cluster), so transitions
+	// take their global keys in their own script (onenode.go).
+	oneNode bool
+	topicOf seqTopics
+
 	store.CommitHook // times each write round trip (delayq_store_commit_seconds)
 
 	adMu      sync.Mutex
@@ -161,7 +166,7 @@ func New(ctx context.Context, opt Options) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: connect %s: %w: %w", describe(opt), delayq.ErrUnavailable, err)
 	}
 	s := &Store{opt: opt, c: c, k: keys{prefix: opt.Prefix}, log: opt.Logger, since: time.Now(),
-		advertise: opt.AdvertiseURL, protocols: opt.Protocols}
+		advertise: opt.AdvertiseURL, protocols: opt.Protocols, oneNode: c.Mode() != rueidis.ClientModeCluster}
 	if err := s.checkServer(ctx); err != nil {
 		c.Close()
 		return nil, err

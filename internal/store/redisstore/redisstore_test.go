@@ -104,10 +104,47 @@ func TestPutWhileAnotherPutHoldsTheID(t *testing.T) {
 // past the put's deadline) removes the claim once Redis answers again.
 // Left behind, the claim refused every put of that id for staleClaim,
 // and the scheduler took that refusal for a tick already fired.
+//
+// That takes the multi-step put (a Cluster's): on one node the claim and
+// the job are one script, so a lost reply leaves both or neither
+// (TestOneNodePutThatLostItsReplyIsWhole).
 func TestPutThatLostItsClaimReplyUnclaims(t *testing.T) {
 	addrs := redisAddrs(t, "DELAYQ_TEST_REDIS")
 	s := openStore(t, addrs, Options{})
 	defer s.Close()
+	s.oneNode = false
+	j := putDuringPause(t, addrs, s)
+	if err := s.Put(t.Context(), []*delayq.Job{j}); err != nil {
+		t.Fatalf("Put of the same id once Redis answers = %v, want it stored (the lost claim removed)", err)
+	}
+}
+
+// TestOneNodePutThatLostItsReplyIsWhole: on one node a put whose reply
+// was lost stored its job whole or not at all; here Redis ran it after
+// the pause, so the retry is told the id exists and the job is there.
+func TestOneNodePutThatLostItsReplyIsWhole(t *testing.T) {
+	addrs := redisAddrs(t, "DELAYQ_TEST_REDIS")
+	s := openStore(t, addrs, Options{})
+	defer s.Close()
+	j := putDuringPause(t, addrs, s)
+	err := s.Put(t.Context(), []*delayq.Job{j})
+	var ex *delayq.ExistsError
+	if !errors.As(err, &ex) || ex.State != delayq.StateReady {
+		t.Fatalf("Put of the same id once Redis answers = %v, want ExistsError{ready}", err)
+	}
+	got, err := s.Get(t.Context(), delayq.Ref{ID: j.ID})
+	if err != nil || string(got.Body) != "x" || got.Seq == 0 {
+		t.Fatalf("Get of the put whose reply was lost = %+v, %v; want the job", got, err)
+	}
+	if _, err := s.Get(t.Context(), delayq.Ref{Seq: got.Seq}); err != nil {
+		t.Fatalf("Get by its seq = %v", err)
+	}
+}
+
+// putDuringPause runs a put that gives up while Redis holds writes for
+// 150 ms, and returns its job.
+func putDuringPause(t *testing.T, addrs []string, s *Store) *delayq.Job {
+	t.Helper()
 	// Pause from a connection of its own: writes, scripts included, queue
 	// up for 150 ms, long after the put below gives up. (Short: other
 	// packages' tests share this Redis.)
@@ -130,9 +167,7 @@ func TestPutThatLostItsClaimReplyUnclaims(t *testing.T) {
 	if err == nil {
 		t.Fatal("Put with a 20 ms deadline during a 150 ms pause succeeded")
 	}
-	if err := s.Put(t.Context(), []*delayq.Job{j}); err != nil {
-		t.Fatalf("Put of the same id once Redis answers = %v, want it stored (the lost claim removed)", err)
-	}
+	return j
 }
 
 // sharedFactory opens instances of one deployment (one key prefix) with

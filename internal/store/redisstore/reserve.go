@@ -33,6 +33,10 @@ return redis.call('ZRANGE', K_READY, 0, tonumber(ARGV[2]) - 1)
 //	ARGV[4]    -> the caller's exact now rounded up (unix ms): TTRs begin
 //	              there, not up to a millisecond before it (store.BeginTTR)
 //	ARGV[5]    -> who reserves (the attempt's By)
+//	ARGV[6]    -> the topic (one-node only)
+//	KEYS[14]   -> on a one-node Redis, the topic's timer bucket, lowered
+//	              to the earliest new deadline here (onenode.go); on a
+//	              Cluster the caller marks it after
 //	Returns:   {earliest new deadline or "", record, record, ...}
 var reserveScript = newScript(`
 local now, max, last = clock(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
@@ -46,7 +50,8 @@ local out, earliest = {''}, nil
 for _, m in ipairs(members) do
   local seq = unpad(string.sub(m, 11))
   local j = load(seq)
-  unplace(seq, j)
+  redis.call('ZREM', K_READY, m)
+  redis.call('ZREM', K_AGE, pad(seq))
   j.state = 'reserved'
   incr(j, 'att')
   j.res = seq .. '-' .. j.att
@@ -54,12 +59,17 @@ for _, m in ipairs(members) do
   -- a ready job put with Due just past a caller's Now still gets a full TTR
   local deadline = math.max(begin, tonumber(j.due)) + tonumber(j.ttr)
   j.deadline = fmt(deadline)
-  place(seq, j)
-  save(seq, j)
+  redis.call('ZADD', K_RESERVED, deadline, pad(seq))
+  -- only the fields a reserve changes
+  redis.call('HSET', K_JOB .. seq, 'state', 'reserved', 'att', j.att, 'res', j.res, 'deadline', j.deadline,
+    'hist', j.hist, 'hn', j.hn, 'cur', j.cur)
   if not earliest or deadline < earliest then earliest = deadline end
-  out[#out + 1] = reply(seq)
+  out[#out + 1] = flat(j)
 end
-if earliest then out[1] = fmt(earliest) end
+if earliest then
+  out[1] = fmt(earliest)
+  if KEYS[14] then redis.call('ZADD', KEYS[14], 'LT', earliest, ARGV[6]) end
+end
 return out
 `)
 
@@ -148,8 +158,16 @@ func (s *Store) reserveTopics(ctx context.Context, shares map[string]share, now,
 	out := []*delayq.Job{}
 	var marks rueidis.Commands
 	var earliest int64
+	publish := false
 	for topic, sh := range shares {
-		arr, err := s.exec(ctx, "reserve", reserveScript, topic, []string{now, strconv.Itoa(sh.n), sh.last, begin, by})
+		var arr []rueidis.RedisMessage
+		var err error
+		if s.oneNode {
+			arr, err = s.execKeys(ctx, "reserve", reserveScript, append(s.k.topic(topic).slice(), s.k.bucketDue(bucketOf(topic, s.opt.Buckets))),
+				[]string{now, strconv.Itoa(sh.n), sh.last, begin, by, topic})
+		} else {
+			arr, err = s.exec(ctx, "reserve", reserveScript, topic, []string{now, strconv.Itoa(sh.n), sh.last, begin, by})
+		}
 		if err != nil {
 			return out, err
 		}
@@ -159,9 +177,13 @@ func (s *Store) reserveTopics(ctx context.Context, shares map[string]share, now,
 				return out, unavailable("reserve: decode", err)
 			}
 			out = append(out, r.job)
+			s.topicOf.add(r.job.Seq, topic)
 		}
 		if d, err := arr[0].AsInt64(); err == nil {
-			marks = append(marks, s.markDue(topic, d))
+			if !s.oneNode {
+				marks = append(marks, s.markDue(topic, d))
+			}
+			publish = true
 			if earliest == 0 || d < earliest {
 				earliest = d
 			}
@@ -181,6 +203,11 @@ func (s *Store) reserveTopics(ctx context.Context, shares map[string]share, now,
 		if err := s.doAll(context.WithoutCancel(ctx), "reserve: mark deadline", marks); err != nil {
 			s.log.Warn("redisstore: reserve could not mark deadlines; the sweep will", "err", err)
 		}
+	}
+	if publish {
+		// Even when this instance holds the bucket: its lease may move
+		// before the deadline, and the timer that takes it must hear of
+		// it (skipping this made a failover test's TTR expiry 17 s late).
 		s.publish(ctx, event{due: earliest})
 	}
 	return out, nil

@@ -1,0 +1,109 @@
+package redisstore
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// TestOneNodeAndMultiStepShareTheLayout: on one Redis server, jobs put,
+// reserved and ended through the multi-step path (the only one before
+// issue 31, and still the Cluster's) are served through the one-script
+// path and the other way round, and both leave the same global entries:
+// a store written by an earlier release needs no migration.
+func TestOneNodeAndMultiStepShareTheLayout(t *testing.T) {
+	clk := &fakeClock{now: hbase}
+	ss := retaining(t, 2, store.Retention{For: time.Hour, Now: clk.Now})
+	old, cur := ss[0], ss[1]
+	if !cur.oneNode {
+		t.Fatal("a store on a standalone Redis does not take the one-node path")
+	}
+	old.oneNode = false
+	ctx := t.Context()
+
+	// Written the old way, served the new way.
+	j1, j2 := hjob("a1", "t"), hjob("a2", "t")
+	if err := old.Put(ctx, []*delayq.Job{j1, j2}); err != nil {
+		t.Fatal(err)
+	}
+	got := ok(cur.Reserve(ctx, store.ReserveParams{Topics: []string{"t"}, Max: 2, Now: hat(1), By: "w"}))(t)
+	if len(got) != 2 || got[0].ID != "a1" || got[1].ID != "a2" || got[0].Seq != j1.Seq {
+		t.Fatalf("Reserve through the one-node path = %v, want a1 and a2", got)
+	}
+	cur.topicOf = seqTopics{} // find the topic through the seq index old wrote
+	ok(cur.Delete(ctx, store.DeleteParams{Ref: delayq.Ref{Seq: j1.Seq, Reservation: got[0].Reservation}, Now: hat(2)}))(t)
+	ok(cur.Delete(ctx, store.DeleteParams{Ref: delayq.Ref{ID: "a2", Reservation: got[1].Reservation}, Now: hat(2)}))(t)
+
+	// Written the new way, served the old way.
+	j3 := hjob("a3", "t")
+	if err := cur.Put(ctx, []*delayq.Job{j3}); err != nil {
+		t.Fatal(err)
+	}
+	got = ok(old.Reserve(ctx, store.ReserveParams{Topics: []string{"t"}, Max: 2, Now: hat(3), By: "w"}))(t)
+	if len(got) != 1 || got[0].ID != "a3" || got[0].Seq != j3.Seq || string(got[0].Body) != "body of a3" {
+		t.Fatalf("Reserve through the multi-step path = %v, want a3", got)
+	}
+	ok(old.Delete(ctx, store.DeleteParams{Ref: delayq.Ref{Seq: j3.Seq, Reservation: got[0].Reservation}, Now: hat(4)}))(t)
+
+	for _, j := range []*delayq.Job{j1, j2, j3} {
+		for _, s := range ss {
+			for _, ref := range []delayq.Ref{{ID: j.ID}, {Seq: j.Seq}} {
+				g, err := s.Get(ctx, ref)
+				if err != nil || g.State != delayq.StateFinished || g.Seq != j.Seq || len(g.History) != 1 {
+					t.Fatalf("Get(%v) (one node: %v) = %+v, %v; want the finished job", ref, s.oneNode, g, err)
+				}
+			}
+			err := s.Put(ctx, []*delayq.Job{hjob(j.ID, "other")})
+			var ex *delayq.ExistsError
+			if !errors.As(err, &ex) || ex.State != delayq.StateFinished {
+				t.Fatalf("Put of finished %s (one node: %v) = %v, want ExistsError{finished}", j.ID, s.oneNode, err)
+			}
+		}
+		// The same global entries whichever path ended the job: the claim
+		// retained with the retention as TTL, the seq in a key of its own.
+		c := cur.c
+		claim, err := c.Do(ctx, c.B().Get().Key(cur.k.claim(j.ID)).Build()).ToString()
+		ttl, _ := c.Do(ctx, c.B().Pttl().Key(cur.k.claim(j.ID)).Build()).AsInt64()
+		if err != nil || !strings.HasPrefix(claim, "t|0|") || ttl <= 0 || ttl > time.Hour.Milliseconds() {
+			t.Fatalf("claim of %s = %q (ttl %d ms), %v; want a retained claim with a TTL", j.ID, claim, ttl, err)
+		}
+		seq := strconv.FormatUint(j.Seq, 10)
+		if n, _ := c.Do(ctx, c.B().Hexists().Key(cur.k.seqShard(j.Seq)).Field(seq).Build()).AsInt64(); n != 0 {
+			t.Fatalf("seq %s of retained %s is still in its shard", seq, j.ID)
+		}
+		if v, err := c.Do(ctx, c.B().Get().Key(cur.k.retainedSeq(j.Seq)).Build()).ToString(); err != nil || v != "t" {
+			t.Fatalf("retained seq key of %s = %q, %v; want t", j.ID, v, err)
+		}
+	}
+}
+
+// TestOneNodeDeleteDropsGlobalEntries: without retention, a delete on one
+// node drops the job's id claim and seq entry in its own script.
+func TestOneNodeDeleteDropsGlobalEntries(t *testing.T) {
+	s := retaining(t, 1, store.Retention{})[0]
+	ctx := t.Context()
+	j := hjob("d1", "t")
+	if err := s.Put(ctx, []*delayq.Job{j}); err != nil {
+		t.Fatal(err)
+	}
+	c := s.c
+	seq := strconv.FormatUint(j.Seq, 10)
+	if v, err := c.Do(ctx, c.B().Hget().Key(s.k.seqShard(j.Seq)).Field(seq).Build()).ToString(); err != nil || v != "t" {
+		t.Fatalf("seq entry after a one-node put = %q, %v; want t", v, err)
+	}
+	ok(s.Delete(ctx, store.DeleteParams{Ref: delayq.Ref{Seq: j.Seq}, Now: hat(1)}))(t)
+	if n, _ := c.Do(ctx, c.B().Exists().Key(s.k.claim("d1")).Build()).AsInt64(); n != 0 {
+		t.Fatal("the id claim outlived its deleted job")
+	}
+	if n, _ := c.Do(ctx, c.B().Hexists().Key(s.k.seqShard(j.Seq)).Field(seq).Build()).AsInt64(); n != 0 {
+		t.Fatal("the seq entry outlived its deleted job")
+	}
+	if err := s.Put(ctx, []*delayq.Job{hjob("d1", "u")}); err != nil {
+		t.Fatalf("Put of a deleted id into another topic = %v", err)
+	}
+}
