@@ -19,8 +19,8 @@ const jobCols = "seq, id, topic, state, priority, due, created, delay_ms, ttr_ms
 type queries struct {
 	schema, jobs string
 
-	find, findRetained, getBySeq, getByID, save, remove, retain  string
-	reserve, putDelete, putSeqs, putInsert, putTaken             string
+	find, findRetained, getBySeq, getByID, save, remove, retain   string
+	reserve, putDelete, putSeqs, putInsert, putTaken              string
 	tickDelayed, tickReserved, tickExpire, tickNext               string
 	kickBuried, kickDelayed                                       string
 	pause, unpause, topics, topicStats, dueCounts                 string

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	
+
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/store"
 )
