@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -137,4 +138,44 @@ func factory() storetest.Factory {
 func TestConformance(t *testing.T) {
 	pgURL(t)
 	storetest.Run(t, factory())
+}
+
+// sharedFactory opens instances of one deployment on one fresh schema,
+// with short lease checks, for storetest.RunShared.
+func sharedFactory() storetest.SharedFactory {
+	return storetest.SharedFactory{
+		Open: func(t *testing.T, n int, r store.Retention) []store.Store {
+			url := pgURL(t)
+			schema := freshSchema(t, url)
+			out := make([]store.Store, n)
+			for i := range out {
+				out[i] = openStore(t, Options{URL: url, Schema: schema, Retention: r, LeaseCheck: 300 * time.Millisecond,
+					InstanceID: "shared" + strconv.Itoa(i)})
+			}
+			return out
+		},
+		Crash: func(t *testing.T, s store.Store) { s.(*Store).abandon() },
+	}
+}
+
+// abandon stops s as kill -9 stops its process: its loops end and its
+// connections close with nothing handed back (no unlock, no goodbye):
+// Postgres frees the lease when it sees the sessions end, and the
+// instance's heartbeat row stays until it is stale.
+func (s *Store) abandon() {
+	s.cancel()
+	s.wg.Wait()
+	s.lease.mu.Lock()
+	if s.lease.conn != nil {
+		_ = s.lease.conn.PgConn().Conn().Close() // the socket, without a Terminate message
+		s.lease.conn, s.lease.held = nil, false
+	}
+	s.lease.mu.Unlock()
+	s.fan.close()
+	s.pool.Close()
+}
+
+func TestShared(t *testing.T) {
+	pgURL(t)
+	storetest.RunShared(t, sharedFactory())
 }
