@@ -91,15 +91,15 @@ func MigrationSQL(schema string, from int) (string, error) {
 // advisory lock, so instances starting together apply each step once. A
 // schema at a newer version refuses to start: this build would not know
 // its tables. A role without CREATE can run a schema a DBA migrated.
-func (s *Store) migrate(ctx context.Context) error {
+func (s *Store) migrate(ctx context.Context) (from int, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return s.fail("migrate", err)
+		return 0, s.fail("migrate", err)
 	}
 	defer conn.Release()
 	key := "delayq.migrate." + s.opt.Schema
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(hashtext($1))", key); err != nil {
-		return s.fail("migrate: take the migration lock", err)
+		return 0, s.fail("migrate: take the migration lock", err)
 	}
 	defer func() {
 		_, _ = conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(hashtext($1))", key)
@@ -109,26 +109,26 @@ func (s *Store) migrate(ctx context.Context) error {
 	var exists bool
 	err = conn.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, id+".schema_version").Scan(&exists)
 	if err != nil {
-		return s.fail("migrate: read the schema version", err)
+		return 0, s.fail("migrate: read the schema version", err)
 	}
 	if exists {
 		if err := conn.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+id+".schema_version").Scan(&version); err != nil {
-			return s.fail("migrate: read the schema version", err)
+			return 0, s.fail("migrate: read the schema version", err)
 		}
 	}
 	want := SchemaVersion()
 	if version > want {
-		return fmt.Errorf("pgstore: schema %q is at version %d, newer than this delayq knows (%d): upgrade delayq, or point it at another schema", s.opt.Schema, version, want)
+		return version, fmt.Errorf("pgstore: schema %q is at version %d, newer than this delayq knows (%d): upgrade delayq, or point it at another schema", s.opt.Schema, version, want)
 	}
 	if version == want {
-		return nil
+		return version, nil
 	}
 	if !exists {
 		if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+id); err != nil {
-			return s.fail(fmt.Sprintf("migrate: create schema %q (or have a DBA run `delayq migrate --print`)", s.opt.Schema), err)
+			return version, s.fail(fmt.Sprintf("migrate: create schema %q (or have a DBA run `delayq migrate --print`)", s.opt.Schema), err)
 		}
 		if _, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+id+".schema_version (version integer PRIMARY KEY, applied timestamptz NOT NULL DEFAULT now())"); err != nil {
-			return s.fail("migrate: create the version table", err)
+			return version, s.fail("migrate: create the version table", err)
 		}
 	}
 	for _, m := range migrations() {
@@ -143,9 +143,25 @@ func (s *Store) migrate(ctx context.Context) error {
 			return err
 		})
 		if err != nil {
-			return s.fail("migrate: apply "+m.name, err)
+			return version, s.fail("migrate: apply "+m.name, err)
 		}
 		s.log.Info("postgres schema migrated", "schema", s.opt.Schema, "version", m.version)
 	}
-	return nil
+	return version, nil
+}
+
+// Migrate brings the schema of opt to this build's version, as Open
+// does, and closes its connection: `delayq migrate`. It returns the
+// version the schema was at.
+func Migrate(ctx context.Context, opt Options) (from int, err error) {
+	opt.setDefaults()
+	s, err := prepare(opt)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.connect(ctx); err != nil {
+		return 0, err
+	}
+	defer s.pool.Close()
+	return s.migrate(ctx)
 }

@@ -137,6 +137,46 @@ type Store struct {
 // Close.
 func Open(ctx context.Context, opt Options) (*Store, error) {
 	opt.setDefaults()
+	s, err := prepare(opt)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.connect(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := s.migrate(ctx); err != nil {
+		s.pool.Close()
+		return nil, err
+	}
+	if err := s.checkPrivileges(ctx); err != nil {
+		s.pool.Close()
+		return nil, err
+	}
+	if opt.MaxBody > 0 {
+		if _, err := s.pool.Exec(ctx, s.q.setMaxBody, strconv.Itoa(opt.MaxBody)); err != nil {
+			s.pool.Close()
+			return nil, s.fail("publish max_body", err)
+		}
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.fan = newFanout()
+	s.lease = &lease{s: s}
+	s.lease.try(ctx)
+	if err := s.heartbeat(ctx); err != nil {
+		s.cancel()
+		s.lease.release()
+		s.pool.Close()
+		return nil, err
+	}
+	s.wg.Add(3)
+	go func() { defer s.wg.Done(); s.lease.run(s.ctx) }()
+	go func() { defer s.wg.Done(); s.listen(s.ctx) }()
+	go func() { defer s.wg.Done(); s.heartbeats(s.ctx) }()
+	return s, nil
+}
+
+// prepare checks opt and builds the store's connection settings.
+func prepare(opt Options) (*Store, error) {
 	if err := CheckSchema(opt.Schema); err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
@@ -167,37 +207,6 @@ func Open(ctx context.Context, opt Options) (*Store, error) {
 		delete(s.pids, c.PgConn().PID())
 		s.pidMu.Unlock()
 	}
-	if err := s.connect(ctx); err != nil {
-		return nil, err
-	}
-	if err := s.migrate(ctx); err != nil {
-		s.pool.Close()
-		return nil, err
-	}
-	if err := s.checkPrivileges(ctx); err != nil {
-		s.pool.Close()
-		return nil, err
-	}
-	if opt.MaxBody > 0 {
-		if _, err := s.pool.Exec(ctx, s.q.setMaxBody, strconv.Itoa(opt.MaxBody)); err != nil {
-			s.pool.Close()
-			return nil, s.fail("publish max_body", err)
-		}
-	}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.fan = newFanout()
-	s.lease = &lease{s: s}
-	s.lease.try(ctx)
-	if err := s.heartbeat(ctx); err != nil {
-		s.cancel()
-		s.lease.release()
-		s.pool.Close()
-		return nil, err
-	}
-	s.wg.Add(3)
-	go func() { defer s.wg.Done(); s.lease.run(s.ctx) }()
-	go func() { defer s.wg.Done(); s.listen(s.ctx) }()
-	go func() { defer s.wg.Done(); s.heartbeats(s.ctx) }()
 	return s, nil
 }
 
