@@ -107,7 +107,7 @@ func openStore(t testing.TB, opt Options) *Store {
 		opt.Schema = freshSchema(t, opt.URL)
 	}
 	if opt.Logger == nil {
-		opt.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		opt.Logger = quiet()
 	}
 	if opt.MaxConns == 0 {
 		opt.MaxConns = 4
@@ -179,3 +179,6 @@ func TestShared(t *testing.T) {
 	pgURL(t)
 	storetest.RunShared(t, sharedFactory())
 }
+
+// quiet is a logger that drops everything.
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

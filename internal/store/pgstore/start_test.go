@@ -1,0 +1,153 @@
+package pgstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/delayq/delayq"
+)
+
+// TestNewerSchemaRefusesToStart: a schema a newer delayq migrated is
+// refused with a message saying so, and left as it is.
+func TestNewerSchemaRefusesToStart(t *testing.T) {
+	s := openStore(t, Options{})
+	schema := s.Schema()
+	s.Close()
+	app := appConn(t)
+	next := SchemaVersion() + 1
+	if _, err := app.Exec(t.Context(), "INSERT INTO "+schema+".schema_version (version) VALUES ($1)", next); err != nil {
+		t.Fatal(err)
+	}
+	app2 := appConn(t) // its cleanup runs after the one below
+	t.Cleanup(func() {
+		app2.Exec(context.Background(), "DELETE FROM "+schema+".schema_version WHERE version = $1", next)
+	})
+	_, err := Open(t.Context(), Options{URL: pgURL(t), Schema: schema, Logger: s.log})
+	if err == nil || !strings.Contains(err.Error(), "newer than this delayq knows") || !strings.Contains(err.Error(), "upgrade delayq") {
+		t.Fatalf("Open of a schema at version %d = %v, want a refusal saying it is newer", next, err)
+	}
+}
+
+// TestDownAtStart: a database that does not answer fails Open after
+// its retries with ErrUnavailable and a message naming the host, never
+// the password.
+func TestDownAtStart(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	var logs bytes.Buffer
+	_, err = Open(t.Context(), Options{URL: "postgres://delayq:s3cret-pw@" + addr + "/jobs?sslmode=disable",
+		ConnectTimeout: 600 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err == nil || !errors.Is(err, delayq.ErrUnavailable) {
+		t.Fatalf("Open of a closed port = %v, want ErrUnavailable", err)
+	}
+	if !strings.Contains(err.Error(), addr) || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("Open's error %q: want the host %s named and no password", err, addr)
+	}
+	if n := strings.Count(logs.String(), "retrying"); n < 2 || !strings.Contains(logs.String(), addr) || strings.Contains(logs.String(), "s3cret") {
+		t.Fatalf("Open logged %d retries: want at least 2 (100 ms, then 200 ms, within 600 ms), naming %s without the password; log:\n%s", n, addr, logs.String())
+	}
+	if got := Redact("postgres://delayq:s3cret-pw@h:5432/db?password=other"); strings.Contains(got, "s3cret") || strings.Contains(got, "other") {
+		t.Fatalf("Redact = %q, still holds a password", got)
+	}
+	if got := Redact("host=h user=u password=s3cret dbname=d"); strings.Contains(got, "s3cret") {
+		t.Fatalf("Redact = %q, still holds a password", got)
+	}
+}
+
+// TestMissingPrivilegeNamed: a role that may not write the jobs table is
+// refused at start with the privilege named, not at its first put.
+func TestMissingPrivilegeNamed(t *testing.T) {
+	s := openStore(t, Options{})
+	schema := s.Schema()
+	s.Close()
+	app := appConn(t)
+	role := "r" + nonce()
+	ctx := t.Context()
+	for _, q := range []string{
+		"CREATE ROLE " + role + " LOGIN",
+		"GRANT USAGE ON SCHEMA " + schema + " TO " + role,
+		"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA " + schema + " TO " + role,
+		"GRANT USAGE ON SEQUENCE " + schema + ".job_seq TO " + role,
+		"REVOKE DELETE ON " + schema + ".jobs FROM " + role,
+	} {
+		if _, err := app.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	app2 := appConn(t) // its cleanup runs after the one below
+	t.Cleanup(func() {
+		ctx, app := context.Background(), app2
+		app.Exec(ctx, "REVOKE ALL ON ALL TABLES IN SCHEMA "+schema+" FROM "+role)
+		app.Exec(ctx, "REVOKE ALL ON SEQUENCE "+schema+".job_seq FROM "+role)
+		app.Exec(ctx, "REVOKE ALL ON SCHEMA "+schema+" FROM "+role)
+		app.Exec(ctx, "DROP ROLE "+role)
+	})
+	cfg, err := pgx.ParseConfig(pgURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := strings.Replace(pgURL(t), "://"+cfg.User+"@", "://"+role+"@", 1)
+	_, err = Open(ctx, Options{URL: url, Schema: schema, Logger: quiet()})
+	if err == nil || !strings.Contains(err.Error(), "DELETE on table "+schema+".jobs") {
+		t.Fatalf("Open as a role without DELETE = %v, want the missing privilege named", err)
+	}
+	// With it granted the same role starts: it needs no CREATE once the
+	// schema is migrated.
+	if _, err := app.Exec(ctx, "GRANT DELETE ON "+schema+".jobs TO "+role); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := Open(ctx, Options{URL: url, Schema: schema, Logger: quiet()})
+	if err != nil {
+		t.Fatalf("Open with every privilege = %v", err)
+	}
+	s2.Close()
+}
+
+// TestPrintedMigrationIsWhatOpenApplies: the SQL `delayq migrate
+// --print` writes, run by hand, leaves a schema Open takes as current.
+func TestPrintedMigrationIsWhatOpenApplies(t *testing.T) {
+	url := pgURL(t)
+	schema := "t" + nonce() // new, never migrated
+	app := appConn(t)
+	t.Cleanup(func() { app.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+	sql, err := MigrationSQL(schema, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.Exec(t.Context(), sql); err != nil {
+		t.Fatalf("running the printed SQL: %v", err)
+	}
+	from, err := Migrate(t.Context(), Options{URL: url, Schema: schema, Logger: quiet()})
+	if err != nil || from != SchemaVersion() {
+		t.Fatalf("Migrate after the printed SQL = from %d, %v; want from %d (nothing left to do)", from, err, SchemaVersion())
+	}
+	s := openStore(t, Options{URL: url, Schema: schema})
+	s.Close()
+	if _, err := MigrationSQL("bad-name", 0); err == nil {
+		t.Fatal("MigrationSQL of a schema name with '-' = nil error")
+	}
+}
+
+// TestStatementTimeoutReported: a statement cut off by
+// statement_timeout fails with ErrUnavailable naming the timeout.
+func TestStatementTimeoutReported(t *testing.T) {
+	s := openStore(t, Options{StatementTimeout: 200 * time.Millisecond})
+	defer s.Close()
+	_, err := s.pool.Exec(t.Context(), "SELECT pg_sleep(2)")
+	err = s.fail("sleep", err)
+	if !errors.Is(err, delayq.ErrUnavailable) || !strings.Contains(err.Error(), "statement_timeout (200ms)") {
+		t.Fatalf("a 2 s statement under a 200ms timeout = %v, want ErrUnavailable naming statement_timeout", err)
+	}
+}
