@@ -144,7 +144,9 @@ CREATE FUNCTION delayq.uuid_v7() RETURNS text LANGUAGE sql VOLATILE AS $$
 $$;
 
 -- put puts one job inside the caller's transaction: it exists, and
--- fires, only if that transaction commits. The checks are the server's:
+-- fires, only if that transaction commits. It is due after delay, or at
+-- at when given (a time past makes it ready at once), by the database's
+-- clock, rounded up to the millisecond so it never fires early. The checks are the server's:
 -- topic and id names, body size, TTR at least 1 s, priority 0..2^32-1,
 -- no negative delay, and the id not taken by a live or retained job.
 CREATE FUNCTION delayq.put(
@@ -154,7 +156,8 @@ CREATE FUNCTION delayq.put(
     id           text DEFAULT NULL,
     priority     bigint DEFAULT 1024,
     ttr          interval DEFAULT '60 seconds',
-    max_attempts integer DEFAULT 0
+    max_attempts integer DEFAULT 0,
+    at           timestamptz DEFAULT NULL
 ) RETURNS TABLE (job_id text, job_seq bigint) LANGUAGE plpgsql AS $$
 DECLARE
     v_now   timestamptz := date_trunc('milliseconds', clock_timestamp());
@@ -195,8 +198,16 @@ BEGIN
     IF put.max_attempts IS NULL OR put.max_attempts < 0 THEN
         PERFORM delayq.raise_invalid('max_attempts', 'is negative');
     END IF;
-    v_due := v_now + v_delay * interval '1 millisecond';
-    v_state := CASE WHEN v_delay > 0 THEN 'delayed' ELSE 'ready' END;
+    IF put.at IS NOT NULL THEN
+        v_delay := greatest(0, ceil(extract(epoch FROM put.at - clock_timestamp()) * 1000))::bigint;
+    END IF;
+    IF v_delay > 0 THEN
+        v_due := to_timestamp(ceil(extract(epoch FROM clock_timestamp() + v_delay * interval '1 millisecond') * 1000) / 1000.0);
+        v_state := 'delayed';
+    ELSE
+        v_due := v_now;
+        v_state := 'ready';
+    END IF;
     -- A retained job whose retention ran out no longer holds its id.
     DELETE FROM delayq.jobs j WHERE j.id = v_id AND j.expires <= v_now;
     v_seq := nextval('delayq.job_seq');
@@ -213,8 +224,9 @@ BEGIN
 END $$;
 
 -- put_batch puts several jobs in one call: jobs is a JSON array of
--- objects {"topic", "body" (text) or "body_base64", "delay_ms", "id",
--- "priority", "ttr_ms", "max_attempts"}; a field left out takes put's
+-- objects {"topic", "body" (text) or "body_base64", "delay_ms" or "at"
+-- (RFC 3339), "id", "priority", "ttr_ms", "max_attempts"}; a field left
+-- out takes put's
 -- default. All or none: a bad or duplicate job raises, and the caller's
 -- transaction decides.
 CREATE FUNCTION delayq.put_batch(jobs jsonb) RETURNS TABLE (job_id text, job_seq bigint) LANGUAGE plpgsql AS $$
@@ -235,6 +247,7 @@ BEGIN
             j->>'id',
             coalesce((j->>'priority')::bigint, 1024),
             coalesce((j->>'ttr_ms')::bigint, 60000) * interval '1 millisecond',
-            coalesce((j->>'max_attempts')::integer, 0));
+            coalesce((j->>'max_attempts')::integer, 0),
+            (j->>'at')::timestamptz);
     END LOOP;
 END $$;
