@@ -144,6 +144,10 @@ func Open(ctx context.Context, opt Options) (*Store, error) {
 	if err := s.connect(ctx); err != nil {
 		return nil, err
 	}
+	if err := s.checkSession(ctx); err != nil {
+		s.pool.Close()
+		return nil, err
+	}
 	if _, err := s.migrate(ctx); err != nil {
 		s.pool.Close()
 		return nil, err
@@ -293,6 +297,35 @@ func describeErr(err error) string {
 		}
 	}
 	return err.Error()
+}
+
+// checkSession refuses a connection whose statements do not all run in
+// one server session: a pooler in transaction or statement mode
+// (PgBouncer's pool_mode = transaction) hands each statement to
+// whichever server connection is free, which breaks LISTEN (no
+// wake-ups) and the session advisory lock of the timer lease. It asks
+// the backend's pid a few times on one connection; a pooler that keeps
+// handing back the same server connection while idle is not caught
+// (docs/postgres.md says to use session mode or a direct connection).
+func (s *Store) checkSession(ctx context.Context) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return s.fail("connect", err)
+	}
+	defer conn.Release()
+	var first int32
+	for i := range 3 {
+		var pid int32
+		if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+			return s.fail("connect", err)
+		}
+		if i == 0 {
+			first = pid
+		} else if pid != first {
+			return fmt.Errorf("pgstore: %s: one connection's statements ran in different server sessions (pids %d and %d): a pooler in transaction or statement mode is in front of postgres; delayq needs session mode or a direct connection for LISTEN and its advisory locks (see docs/postgres.md)", s.hosts(), first, pid)
+		}
+	}
+	return nil
 }
 
 // checkPrivileges names the privilege a role lacks, at start, rather
