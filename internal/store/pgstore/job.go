@@ -71,8 +71,15 @@ func newQueries(schema string) queries {
 	q.unpause = t(`DELETE FROM S.pauses WHERE topic = $1`)
 	q.topics = t(`SELECT topic, state, count(*), count(*) FILTER (WHERE priority < 1024), min(due)
 		FROM S.jobs WHERE ended IS NULL GROUP BY topic, state`)
-	q.topicStats = t(`SELECT state, count(*), count(*) FILTER (WHERE priority < 1024), min(due)
-		FROM S.jobs WHERE topic = $1 AND ended IS NULL GROUP BY state`)
+	// One topic's counts, each from its state's partial index, so the
+	// cost follows the topic's jobs, not the table's.
+	q.topicStats = t(`SELECT
+		(SELECT count(*) FROM S.jobs WHERE topic = $1 AND state = 'ready'),
+		(SELECT count(*) FROM S.jobs WHERE topic = $1 AND state = 'ready' AND priority < 1024),
+		(SELECT min(due) FROM S.jobs WHERE topic = $1 AND state = 'ready'),
+		(SELECT count(*) FROM S.jobs WHERE topic = $1 AND state = 'delayed'),
+		(SELECT count(*) FROM S.jobs WHERE topic = $1 AND state = 'reserved'),
+		(SELECT count(*) FROM S.jobs WHERE topic = $1 AND state = 'buried')`)
 	q.dueCounts = t(`SELECT due FROM S.jobs WHERE topic = $1 AND state = 'delayed' AND due <= $2 ORDER BY due, seq`)
 	q.getDoc = t(`SELECT name, rev, data FROM S.docs WHERE kind = $1 AND name = $2`)
 	q.listDocs = t(`SELECT name, rev, data FROM S.docs WHERE kind = $1 ORDER BY name`)

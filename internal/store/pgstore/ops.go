@@ -453,23 +453,12 @@ func (s *Store) TopicStats(ctx context.Context, topic string) (delayq.TopicStats
 	case !errors.Is(err, pgx.ErrNoRows):
 		return st, s.fail("topic stats", err)
 	}
-	rows, err := s.pool.Query(ctx, s.q.topicStats, topic)
+	var oldest *time.Time
+	err = s.pool.QueryRow(ctx, s.q.topicStats, topic).Scan(&st.Ready, &st.Urgent, &oldest, &st.Delayed, &st.Reserved, &st.Buried)
 	if err != nil {
 		return st, s.fail("topic stats", err)
 	}
-	for rows.Next() {
-		var state string
-		var n, urgent int
-		var oldest time.Time
-		if err := rows.Scan(&state, &n, &urgent, &oldest); err != nil {
-			rows.Close()
-			return st, s.fail("topic stats", err)
-		}
-		addCount(&st, delayq.State(state), n, urgent, oldest)
-	}
-	if err := rows.Err(); err != nil {
-		return st, s.fail("topic stats", err)
-	}
+	st.OldestReady = fromPtr(oldest)
 	return st, nil
 }
 

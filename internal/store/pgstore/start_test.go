@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
 )
 
 // TestNewerSchemaRefusesToStart: a schema a newer delayq migrated is
@@ -149,5 +150,43 @@ func TestStatementTimeoutReported(t *testing.T) {
 	err = s.fail("sleep", err)
 	if !errors.Is(err, delayq.ErrUnavailable) || !strings.Contains(err.Error(), "statement_timeout (200ms)") {
 		t.Fatalf("a 2 s statement under a 200ms timeout = %v, want ErrUnavailable naming statement_timeout", err)
+	}
+}
+
+// TestTopicStatsMatchesTopics: the one-topic counts (read from the
+// states' indexes) are the topic's entry of Topics, and an unknown topic
+// has zero counts.
+func TestTopicStatsMatchesTopics(t *testing.T) {
+	s := openStore(t, Options{})
+	defer s.Close()
+	ctx := t.Context()
+	now := delayq.TruncMilli(time.Now())
+	job := func(id string, prio uint32, due time.Time) *delayq.Job {
+		st := delayq.StateReady
+		if due.After(now) {
+			st = delayq.StateDelayed
+		}
+		return &delayq.Job{ID: id, Topic: "stats", Body: []byte("x"), Priority: prio, TTR: time.Minute, State: st, Due: due, Created: now}
+	}
+	if err := s.Put(ctx, []*delayq.Job{job("a", 1, now), job("b", 2000, now.Add(-time.Second)), job("c", 1024, now),
+		job("d", 1024, now.Add(time.Hour)), job("e", 1024, now)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Reserve(ctx, store.ReserveParams{Topics: []string{"stats"}, Max: 1, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.Topics(ctx)
+	if err != nil || len(all) != 1 {
+		t.Fatalf("Topics = %v, %v", all, err)
+	}
+	one, err := s.TopicStats(ctx, "stats")
+	if err != nil || one != all[0] {
+		t.Fatalf("TopicStats = %+v, %v; want Topics' %+v", one, err, all[0])
+	}
+	if one.Ready != 3 || one.Reserved != 1 || one.Delayed != 1 || one.Urgent != 0 || !one.OldestReady.Equal(now.Add(-time.Second)) {
+		t.Fatalf("TopicStats = %+v; want 3 ready (none urgent: the urgent one is reserved), 1 reserved, 1 delayed, oldest ready a second ago", one)
+	}
+	if z, err := s.TopicStats(ctx, "none"); err != nil || z != (delayq.TopicStats{Name: "none"}) {
+		t.Fatalf("TopicStats of an unknown topic = %+v, %v", z, err)
 	}
 }
