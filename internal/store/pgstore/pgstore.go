@@ -190,7 +190,10 @@ func prepare(opt Options) (*Store, error) {
 	}
 	cfg.MaxConns = int32(opt.MaxConns)
 	cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(opt.StatementTimeout.Milliseconds(), 10)
-	cfg.ConnConfig.RuntimeParams["application_name"] = "delayq"
+	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set {
+		// Names the instance in pg_stat_activity, for the DBA.
+		cfg.ConnConfig.RuntimeParams["application_name"] = "delayq/" + opt.InstanceID
+	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 3 * time.Second
 	}

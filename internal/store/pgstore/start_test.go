@@ -190,3 +190,41 @@ func TestTopicStatsMatchesTopics(t *testing.T) {
 		t.Fatalf("TopicStats of an unknown topic = %+v, %v", z, err)
 	}
 }
+
+// TestSessionsKilledWhileServing: when Postgres ends every session of an
+// instance (a restart, a failover, a DBA's pg_terminate_backend), calls
+// fail with ErrUnavailable, never a raw driver error, and the instance
+// comes back by itself: the pool reconnects, and the timer lease is
+// taken again.
+func TestSessionsKilledWhileServing(t *testing.T) {
+	s := openStore(t, Options{LeaseCheck: 100 * time.Millisecond})
+	defer s.Close()
+	ctx := t.Context()
+	now := delayq.TruncMilli(time.Now())
+	j := &delayq.Job{ID: "k", Topic: "kill", Body: []byte("x"), TTR: time.Minute, State: delayq.StateDelayed, Due: now.Add(time.Millisecond), Created: now}
+	if err := s.Put(ctx, []*delayq.Job{j}); err != nil {
+		t.Fatal(err)
+	}
+	app := appConn(t)
+	var n int
+	if err := app.QueryRow(ctx, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1",
+		"delayq/"+s.InstanceID()).Scan(&n); err != nil || n < 2 {
+		t.Fatalf("terminated %d sessions (%v), want the pool's, the lease's and the listener's", n, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		res, err := s.Tick(ctx, store.TickParams{Now: time.Now()})
+		if err != nil && !errors.Is(err, delayq.ErrUnavailable) {
+			t.Fatalf("Tick after the sessions ended = %v, want ErrUnavailable or success", err)
+		}
+		if err == nil && res.Ready["kill"] == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the instance never fired its due job again after its sessions ended")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, err := s.Get(ctx, delayq.Ref{ID: "k"}); err != nil {
+		t.Fatalf("Get once back = %v", err)
+	}
+}
