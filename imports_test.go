@@ -18,12 +18,17 @@ func TestImportRules(t *testing.T) {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
 	const mod = "github.com/delayq/delayq"
-	concrete := []string{mod + "/internal/store/diskstore", mod + "/internal/store/redisstore", mod + "/internal/store/memstore"}
+	concrete := []string{mod + "/internal/store/diskstore", mod + "/internal/store/redisstore", mod + "/internal/store/memstore", mod + "/internal/store/pgstore"}
 	frontends := []string{mod + "/internal/httpapi", mod + "/internal/beanstalk", mod + "/internal/grpcapi"}
 	rules := map[string]func(imp string) bool{ // package → is this import allowed?
 		mod:             stdlibOr(),
 		mod + "/api":    stdlibOr(mod),
 		mod + "/client": stdlibOr(mod, mod+"/api", "github.com/google/uuid"),
+		// The transactional put: the client's options and pgx, no more
+		// (the plain client never depends on a database driver).
+		mod + "/client/pgtx": func(imp string) bool {
+			return stdlibOr(mod, mod+"/client", "github.com/google/uuid")(imp) || strings.HasPrefix(imp, "github.com/jackc/pgx/v5")
+		},
 		mod + "/internal/engine": func(imp string) bool {
 			return !hasAny(imp, append(concrete, frontends...))
 		},

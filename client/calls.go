@@ -109,6 +109,10 @@ func ExistingState(err error) delayq.State {
 	if errors.Is(err, delayq.ErrExists) && errors.As(err, &re) {
 		return delayq.State(re.State)
 	}
+	var ee *delayq.ExistsError // a put made in a transaction (package pgtx)
+	if errors.As(err, &ee) {
+		return ee.State
+	}
 	return ""
 }
 

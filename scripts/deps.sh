@@ -8,7 +8,8 @@
 # image), qemu-user (runs the other architecture's release binary's
 # --version), systemd-analyze (verifies packaging/delayq.service) and npm
 # (fetches buf for scripts/gen-proto.sh, which TestGeneratedCodeIsCurrent
-# runs). Debian packages only; needs root (or sudo) the first time.
+# runs), postgresql (the Postgres backend tests; scripts/pg-test-env.sh
+# runs its initdb and pg_ctl). Debian packages only; needs root (or sudo) the first time.
 set -euo pipefail
 
 need=()
@@ -23,6 +24,7 @@ command -v podman >/dev/null || need+=(podman)
 { command -v qemu-aarch64 && command -v qemu-x86_64; } >/dev/null || need+=(qemu-user)
 command -v systemd-analyze >/dev/null || need+=(systemd)
 command -v npm >/dev/null || need+=(nodejs npm)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 [ -d /usr/share/php/Pheanstalk ] || dpkg -s php-pda-pheanstalk >/dev/null 2>&1 || need+=(php-pda-pheanstalk)
 
 if [ ${#need[@]} -eq 0 ]; then

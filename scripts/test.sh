@@ -3,7 +3,7 @@
 #   bash scripts/test.sh
 # It installs what the tests need (scripts/deps.sh), starts a standalone
 # Redis and a 3-master Redis Cluster on free loopback ports for the Redis
-# backend tests, checks formatting and vet, and runs every test with -race.
+# backend tests and a throwaway PostgreSQL cluster for the Postgres ones, checks formatting and vet, and runs every test with -race.
 # Extra arguments go to `go test` (for example -run TestX).
 # With CI=true nothing may be skipped for want of a server.
 set -euo pipefail
@@ -27,10 +27,18 @@ echo "== redis"
 # This run's servers live in a directory of its own, made here so the
 # trap can stop them even when start fails halfway.
 export DELAYQ_REDIS_TEST_DIR="${DELAYQ_REDIS_TEST_DIR:-$(mktemp -d -t delayq-redis-test.XXXXXX)}"
-trap 'bash scripts/redis-test-env.sh stop >/dev/null 2>&1 || true' EXIT
+export DELAYQ_PG_TEST_DIR="${DELAYQ_PG_TEST_DIR:-$(mktemp -d -t delayq-pg-test.XXXXXX)}"
+trap 'bash scripts/redis-test-env.sh stop >/dev/null 2>&1 || true; bash scripts/pg-test-env.sh stop >/dev/null 2>&1 || true' EXIT
 redis_env="$(bash scripts/redis-test-env.sh start)"
 eval "$redis_env"
 echo "DELAYQ_TEST_REDIS=$DELAYQ_TEST_REDIS DELAYQ_TEST_REDIS_CLUSTER=$DELAYQ_TEST_REDIS_CLUSTER"
+
+echo "== postgres"
+# As for Redis: a cluster that cannot start stops the run, and with
+# CI=true the Postgres tests fail rather than skip without it.
+pg_env="$(bash scripts/pg-test-env.sh start)"
+eval "$pg_env"
+echo "DELAYQ_TEST_POSTGRES=$DELAYQ_TEST_POSTGRES"
 
 export DELAYQ_TEST_BEANSTALKD="${DELAYQ_TEST_BEANSTALKD:-$(command -v beanstalkd || true)}"
 

@@ -52,6 +52,7 @@ type root struct {
 	Repair  repairCmd  `cmd:"" help:"Salvage a damaged embedded store of a stopped server: keep every readable job, keep the original."`
 	Bench   benchCmd   `cmd:"" help:"Measure a delayq or beanstalkd server: put, reserve+delete, firing lateness."`
 	Token   tokenCmd   `cmd:"" help:"Make a new random token and print the hashed entry for --auth-file."`
+	Migrate migrateCmd `cmd:"" help:"Create or upgrade the PostgreSQL schema of --postgres, or --print its SQL for a DBA."`
 
 	// Periodic jobs and topic controls (schedules.go, pause.go, policy.go).
 	Pause    pauseCmd    `cmd:"" help:"Pause a topic: reserves skip it for --for, or until resumed."`
@@ -117,6 +118,7 @@ func newParser(cli *root, stdout, stderr io.Writer) *kong.Kong {
 		kong.Vars(defaultVars()),
 		kong.Vars(securityVars()),
 		kong.Vars(redisVars()),
+		kong.Vars(postgresVars()),
 		kong.UsageOnError(),
 		kong.TypeMapper(reflect.TypeFor[time.Duration](), durationMapper()),
 	)

@@ -21,7 +21,7 @@ type serveCmd struct {
 	CacheMiB         int           `name:"cache-mib" env:"DELAYQ_CACHE_MIB" default:"${cache_mib}" help:"Block cache of the embedded store, in MiB (fills only with what reserves and finishes read)."`
 	HotMiB           int           `name:"hot-mib" env:"DELAYQ_HOT_MIB" default:"${hot_mib}" help:"Job records the embedded store keeps in memory beside its ready, reserved and near-future jobs, in MiB (0 keeps none)."`
 	MinFreeMiB       int           `name:"min-free-mib" env:"DELAYQ_MIN_FREE_MIB" default:"${min_free_mib}" help:"Free disk space below which new jobs are refused (disk_full) while existing ones are still served, in MiB (0 turns the check off)."`
-	Fsync            fsyncFlag     `name:"fsync" env:"DELAYQ_FSYNC" default:"always" help:"always: answer each write once it is fsynced (the default). A duration such as 50ms: answer once the write reaches the operating system (a kill -9 loses nothing) and fsync at least that often (a power loss loses at most that window), like beanstalkd -f and Redis appendfsync everysec. Not with --redis (Redis's appendfsync governs)."`
+	Fsync            fsyncFlag     `name:"fsync" env:"DELAYQ_FSYNC" default:"always" help:"always: answer each write once it is fsynced (the default). A duration such as 50ms: answer once the write reaches the operating system (a kill -9 loses nothing) and fsync at least that often (a power loss loses at most that window), like beanstalkd -f and Redis appendfsync everysec. Not with --redis (Redis's appendfsync governs) or --postgres (synchronous_commit governs)."`
 	BallastMiB       int           `name:"ballast-mib" env:"DELAYQ_BALLAST_MIB" default:"${ballast_mib}" help:"Disk space the embedded store holds in reserve (a file in the data directory) and releases when the disk is full, so reserves, finishes and deletes keep working, in MiB (0 keeps none)."`
 	MaxBody          int           `name:"max-body" env:"DELAYQ_MAX_BODY" default:"${max_body}" help:"Largest job body, in bytes."`
 	Retain           time.Duration `name:"retain" env:"DELAYQ_RETAIN" default:"${retain}" help:"How long a job that ended (finished, deleted, or failed for good) stays readable with its attempts, and its id refused to a new put (0 keeps none)."`
@@ -38,9 +38,11 @@ type serveCmd struct {
 	BeanstalkAddr string `name:"beanstalk-addr" env:"DELAYQ_BEANSTALK_ADDR" default:"${beanstalk_addr}" help:"host:port of the beanstalkd protocol (empty disables it)."`
 	DebugAddr     string `name:"debug-addr" env:"DELAYQ_DEBUG_ADDR" help:"host:port serving Go's profiler at /debug/pprof/ (off by default; no authentication, keep it on loopback)."`
 	Redis         string `name:"redis" env:"DELAYQ_REDIS" help:"Keep state in Redis instead of --data-dir: redis://host:port/db, rediss://..., ?addr=h:p for more Cluster seeds, ?master_set=name for Sentinel."`
+	Postgres      string `name:"postgres" env:"DELAYQ_POSTGRES" help:"Keep state in PostgreSQL instead of --data-dir: postgres://user:pass@host:port/db?..., several hosts (host=a,b) with target_session_attrs=read-write to follow a failover. Applications can then put jobs inside their own transactions (docs/postgres.md)."`
 
 	securityFlags `embed:""`
 	redisFlags    `embed:""`
+	postgresFlags `embed:""`
 
 	// The config file (serve_config.go): every flag above is also a key.
 	Config string      `name:"config" env:"DELAYQ_CONFIG" type:"path" group:"Config file" help:"TOML file of serve settings, each key a flag's name (max-body = 1048576). A flag or DELAYQ_* variable wins over the file."`
@@ -54,6 +56,7 @@ func (c *serveCmd) config() config.Config {
 		HTTPAddr:         c.HTTPAddr,
 		BeanstalkAddr:    c.BeanstalkAddr,
 		Redis:            c.Redis,
+		Postgres:         c.Postgres,
 		DebugAddr:        c.DebugAddr,
 		DataDir:          c.DataDir,
 		CacheMiB:         c.CacheMiB,
@@ -74,6 +77,7 @@ func (c *serveCmd) config() config.Config {
 		AccessLog:        c.AccessLog,
 		Security:         c.securityFlags.config(),
 		RedisSettings:    c.redisFlags.config(),
+		PostgresSettings: c.postgresFlags.config(),
 	}
 }
 

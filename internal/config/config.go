@@ -55,18 +55,18 @@ type Config struct {
 	// holds the records and index blocks that reserves and finishes read;
 	// it fills only as blocks are read, so far-future jobs never fill it.
 	// Default 128: against 64, a burst of 100k jobs drained 25% faster.
-	// Ignored with Redis.
+	// Ignored with Redis and Postgres.
 	CacheMiB int
 	// HotMiB bounds the job records the embedded store keeps in memory
 	// beside its ready, reserved and near-future jobs, so reserve, finish
 	// and the timer read nothing from disk; records beyond it are read
 	// from disk when needed. Default 128; 0 keeps none. Ignored with
-	// Redis.
+	// Redis and Postgres.
 	HotMiB int
 	// MinFreeMiB is the free disk space below which the embedded store
 	// refuses new jobs (HTTP 507 disk_full, beanstalkd OUT_OF_MEMORY)
 	// while it keeps serving the jobs it has. Default 256; 0 turns the
-	// check off. Ignored with Redis.
+	// check off. Ignored with Redis and Postgres.
 	MinFreeMiB int
 	// Fsync is the embedded store's fsync window. Zero (--fsync always,
 	// the default) answers a transition only after its write is durable
@@ -81,7 +81,7 @@ type Config struct {
 	// BallastMiB is the file the embedded store keeps in its data
 	// directory and releases when the disk is full, so that it can still
 	// reopen and take reserves, finishes and deletes. Default 64; 0 keeps
-	// none. Ignored with Redis.
+	// none. Ignored with Redis and Postgres.
 	BallastMiB int
 	// Retain is how long a job that ended (finished, deleted, or failed
 	// for good) stays readable with its attempts, and its id taken so a
@@ -137,6 +137,14 @@ type Config struct {
 	// RedisSettings tune the Redis backend (redis.go).
 	RedisSettings
 
+	// Postgres, when set, is the PostgreSQL database the instance keeps
+	// its state in (postgres://user:pass@host:port/db?..., several hosts
+	// with target_session_attrs=read-write to follow a failover);
+	// DataDir is then ignored. Not with Redis. Default "".
+	Postgres string
+	// PostgresSettings tune the Postgres backend (postgres.go).
+	PostgresSettings
+
 	// Security is authentication, TLS and the per-client limits
 	// (security.go).
 	Security
@@ -163,6 +171,7 @@ func Default() Config {
 		LogFormat:        "text",
 		Security:         DefaultSecurity(),
 		RedisSettings:    DefaultRedisSettings(),
+		PostgresSettings: DefaultPostgresSettings(),
 	}
 }
 
@@ -191,27 +200,36 @@ func (c Config) Validate() error {
 			add("redis", "%q is not a redis:// or rediss:// URL", c.Redis)
 		}
 	}
+	if c.Postgres != "" {
+		if c.Redis != "" {
+			add("postgres", "set together with --redis: pick one store")
+		} else if err := checkPostgresURL(c.Postgres); err != nil {
+			add("postgres", "not a PostgreSQL connection string (postgres://user@host:port/db?...): %v", errors.Unwrap(err))
+		}
+	}
 	if c.AlarmInterval != 0 && (c.AlarmInterval < MinAlarmInterval || c.AlarmInterval > MaxAlarmInterval) {
 		add("alarm-interval", "%s is out of range (%s to %s)", c.AlarmInterval, MinAlarmInterval, MaxAlarmInterval)
 	}
-	if strings.TrimSpace(c.DataDir) == "" && c.Redis == "" {
+	if strings.TrimSpace(c.DataDir) == "" && c.embedded() {
 		add("data-dir", "must not be empty")
 	}
-	if c.Redis == "" && (c.CacheMiB < MinCacheMiB || c.CacheMiB > MaxCacheMiB) {
+	if c.embedded() && (c.CacheMiB < MinCacheMiB || c.CacheMiB > MaxCacheMiB) {
 		add("cache-mib", "%d is out of range (%d to %d MiB)", c.CacheMiB, MinCacheMiB, MaxCacheMiB)
 	}
-	if c.Redis == "" && (c.HotMiB < 0 || c.HotMiB > MaxCacheMiB) {
+	if c.embedded() && (c.HotMiB < 0 || c.HotMiB > MaxCacheMiB) {
 		add("hot-mib", "%d is out of range (0 to %d MiB)", c.HotMiB, MaxCacheMiB)
 	}
 	if c.Fsync != 0 && c.Redis != "" {
 		add("fsync", "does not apply with --redis: Redis's own appendfsync setting governs durability there (leave --fsync at always)")
+	} else if c.Fsync != 0 && c.Postgres != "" {
+		add("fsync", "does not apply with --postgres: PostgreSQL's own synchronous_commit governs durability there (leave --fsync at always)")
 	} else if c.Fsync != 0 && (c.Fsync < MinFsyncWindow || c.Fsync > MaxFsyncWindow) {
 		add("fsync", "%s is out of range (always, or %s to %s)", c.Fsync, MinFsyncWindow, MaxFsyncWindow)
 	}
-	if c.Redis == "" && (c.MinFreeMiB < 0 || c.MinFreeMiB > MaxCacheMiB*1024) {
+	if c.embedded() && (c.MinFreeMiB < 0 || c.MinFreeMiB > MaxCacheMiB*1024) {
 		add("min-free-mib", "%d is out of range (0 to %d MiB)", c.MinFreeMiB, MaxCacheMiB*1024)
 	}
-	if c.Redis == "" && (c.BallastMiB < 0 || c.BallastMiB > MaxCacheMiB) {
+	if c.embedded() && (c.BallastMiB < 0 || c.BallastMiB > MaxCacheMiB) {
 		add("ballast-mib", "%d is out of range (0 to %d MiB)", c.BallastMiB, MaxCacheMiB)
 	}
 	if c.MaxBody < 1 || c.MaxBody > MaxBodyLimit {
@@ -244,8 +262,15 @@ func (c Config) Validate() error {
 	if c.Redis != "" {
 		c.RedisSettings.validate(add)
 	}
+	if c.Postgres != "" {
+		c.PostgresSettings.validate(add)
+	}
 	return errors.Join(errs...)
 }
+
+// embedded reports whether c keeps its state in the embedded store
+// (DataDir), neither Redis nor Postgres.
+func (c Config) embedded() bool { return c.Redis == "" && c.Postgres == "" }
 
 // checkAddr accepts host:port with a numeric port 0-65535 (port 0 picks a
 // free port). The host may be empty (all interfaces).

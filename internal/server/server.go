@@ -28,6 +28,7 @@ import (
 	"github.com/delayq/delayq/internal/schedule"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/diskstore"
+	"github.com/delayq/delayq/internal/store/pgstore"
 	"github.com/delayq/delayq/internal/store/redisstore"
 )
 
@@ -190,10 +191,22 @@ func (s *Server) retention() store.Retention {
 	return store.Retention{For: s.cfg.Retain, Bodies: s.cfg.RetainBodies}
 }
 
-// openStore opens the backend the configuration names: Redis when
-// cfg.Redis is set (DataDir is then ignored), else the embedded store.
+// openStore opens the backend the configuration names: Postgres when
+// cfg.Postgres is set, Redis when cfg.Redis is set (DataDir is then
+// ignored), else the embedded store.
 func (s *Server) openStore(ctx context.Context) (store.Store, error) {
 	start := time.Now()
+	if s.cfg.Postgres != "" {
+		st, err := pgstore.Open(ctx, pgstore.Options{URL: s.cfg.Postgres, Schema: s.cfg.PostgresSchema,
+			StatementTimeout: s.cfg.PostgresStatementTimeout, ConnectTimeout: s.cfg.PostgresConnectTimeout,
+			MaxBody: s.cfg.MaxBody, Retention: s.retention(), Logger: s.log.With("component", "pgstore")})
+		if err != nil {
+			return nil, fmt.Errorf("server: open postgres store: %w", err)
+		}
+		s.log.Info("store opened", "store", "postgres", "schema", st.Schema(), "statement_timeout", s.cfg.PostgresStatementTimeout,
+			"took", time.Since(start).Round(time.Microsecond))
+		return st, nil
+	}
 	if s.cfg.Redis != "" {
 		st, err := redisstore.New(ctx, redisstore.Options{URL: s.cfg.Redis, Logger: s.log.With("component", "redisstore"),
 			Prefix: s.cfg.RedisPrefix, Buckets: s.cfg.RedisBuckets, Volatile: s.cfg.RedisVolatile,

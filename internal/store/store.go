@@ -1,6 +1,6 @@
 // Package store defines the contract between the engine and a backend.
-// It holds no state. Every backend (memstore, diskstore, redisstore and
-// any later one) must pass the conformance suite in package storetest:
+// It holds no state. Every backend (memstore, diskstore, redisstore,
+// pgstore and any later one) must pass the conformance suite in package storetest:
 // storetest.Run for every store, and storetest.RunShared, two and three
 // instances over one shared store, for every store several instances can
 // share.
@@ -47,7 +47,8 @@
 // where due work moves (delayed to ready, expired reservations back to
 // ready or buried, expired retained jobs removed). A shared store divides
 // that work among the live instances itself (redisstore: timer buckets
-// leased by the live instances, leases.go), so that:
+// leased by the live instances, leases.go; pgstore: one lease, a session
+// advisory lock, tick.go), so that:
 //
 //   - each due job is moved exactly once, whichever instances tick
 //     concurrently (every move is one atomic step that moves only what is

@@ -1,0 +1,22 @@
+// Package pgstore is the PostgreSQL backend: every job is a row of one
+// table in a schema of its own (default "delayq"), so an application can
+// put a job inside its own transaction (the SQL function put, or package
+// client/pgtx) and the job exists, and fires, only if that transaction
+// commits.
+//
+// Layout (migrations/*.sql, applied at Open under an advisory lock):
+// one jobs table with a partial index per state in the order that state
+// is served or timed (ready by topic, priority, seq; delayed by due;
+// reserved by deadline; retained by expiry), small tables for documents,
+// chart series, pauses and instances. Transitions lock the rows they
+// change (SELECT ... FOR UPDATE, reserve with SKIP LOCKED) and apply the
+// field effects of package store in Go, so every backend returns the same
+// jobs.
+//
+// Timing: a statement trigger on the jobs table sends NOTIFY at commit
+// for every change that readies jobs or makes an earlier due time, so the
+// instance holding the timer lease (a session advisory lock on a
+// connection of its own) sleeps until its next due time and consumers
+// long-poll without polling the table. Any number of instances share one
+// database; the lease moves when its holder's session ends.
+package pgstore

@@ -1,0 +1,239 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/delayq/delayq"
+)
+
+// jobCols are the columns a job is read from, in scanJob's order.
+const jobCols = "seq, id, topic, state, priority, due, created, delay_ms, ttr_ms, max_attempts, attempts, reservation, deadline, timeouts, releases, buries, kicks, last_reason, last_failed, history, ended, body"
+
+// queries holds the store's SQL with the schema written in, built once.
+type queries struct {
+	schema, jobs string
+
+	find, findRetained, getBySeq, getByID, save, remove, retain   string
+	reserve, putDelete, putSeqs, putInsert, putTaken              string
+	tickDelayed, tickReserved, tickExpire, tickNext               string
+	kickBuried, kickDelayed                                       string
+	pause, unpause, topics, topicStats, dueCounts                 string
+	getDoc, listDocs, insertDoc, updateDoc, deleteDoc             string
+	seriesInit, seriesLock, seriesSave, seriesRead, seriesExpire  string
+	setMaxBody, privileges, heartbeat, instances, leaveInstance   string
+	listReady, listDelayed, listReserved, listBuried, listRetired string
+}
+
+func newQueries(schema string) queries {
+	id := pgx.Identifier{schema}.Sanitize()
+	t := func(s string) string { return strings.ReplaceAll(s, "S.", id+".") }
+	q := queries{schema: schema, jobs: id + ".jobs"}
+	q.find = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE (CASE WHEN $1 <> '' THEN id = $1 ELSE seq = $2 END) AND ended IS NULL FOR UPDATE`)
+	q.getByID = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE id = $1 AND (ended IS NULL OR expires > $2)`)
+	q.getBySeq = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE seq = $1 AND (ended IS NULL OR expires > $2)`)
+	q.save = t(`UPDATE S.jobs SET state = $2, priority = $3, due = $4, delay_ms = $5, attempts = $6, reservation = $7,
+		deadline = $8, timeouts = $9, releases = $10, buries = $11, kicks = $12, last_reason = $13, last_failed = $14,
+		history = $15, body = $16 WHERE seq = $1`)
+	q.remove = t(`DELETE FROM S.jobs WHERE seq = $1`)
+	q.retain = t(`UPDATE S.jobs SET state = $2, ended = $3, expires = $4, reservation = '', deadline = NULL,
+		history = $5, body = CASE WHEN $6 THEN body END WHERE seq = $1`)
+	// One ordered index scan per topic (jobs_ready), skipping rows other
+	// reserves hold, and paused topics; then the best Max of them all.
+	q.reserve = t(`SELECT x.* FROM unnest($1::text[]) AS tp(name)
+		CROSS JOIN LATERAL (SELECT ` + jobCols + ` FROM S.jobs j WHERE j.state = 'ready' AND j.topic = tp.name
+			ORDER BY j.priority, j.seq LIMIT $2 FOR UPDATE SKIP LOCKED) x
+		WHERE NOT EXISTS (SELECT 1 FROM S.pauses p WHERE p.topic = tp.name AND p.until > $3)
+		ORDER BY x.priority, x.seq LIMIT $2`)
+	q.putDelete = t(`DELETE FROM S.jobs WHERE id = ANY($1) AND expires <= $2`)
+	q.putSeqs = t(`SELECT nextval('S.job_seq') FROM generate_series(1, $1)`)
+	q.putInsert = t(`INSERT INTO S.jobs (seq, id, topic, state, priority, due, created, delay_ms, ttr_ms, max_attempts, body)
+		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::timestamptz[], $7::timestamptz[],
+			$8::bigint[], $9::bigint[], $10::integer[], $11::bytea[])
+		ON CONFLICT DO NOTHING RETURNING id`)
+	q.putTaken = t(`SELECT id, state FROM S.jobs WHERE id = ANY($1) AND (ended IS NULL OR expires > $2)`)
+	q.tickDelayed = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE state = 'delayed' AND due <= $1 ORDER BY due, seq LIMIT $2 FOR UPDATE SKIP LOCKED`)
+	q.tickReserved = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE state = 'reserved' AND deadline <= $1 ORDER BY deadline, seq LIMIT $2 FOR UPDATE SKIP LOCKED`)
+	// The CTE runs once: as "seq IN (subquery)" the planner may run the
+	// locking subquery again per row, and each run passes over the rows
+	// locked before, so one Tick removed more than Max (seen under
+	// -race, where plans and timings differ).
+	q.tickExpire = t(`WITH x AS MATERIALIZED (SELECT seq FROM S.jobs WHERE ended IS NOT NULL AND expires <= $1
+		ORDER BY expires, seq LIMIT $2 FOR UPDATE SKIP LOCKED)
+		DELETE FROM S.jobs j USING x WHERE j.seq = x.seq`)
+	q.tickNext = t(`SELECT least(
+		(SELECT due FROM S.jobs WHERE state = 'delayed' ORDER BY due, seq LIMIT 1),
+		(SELECT deadline FROM S.jobs WHERE state = 'reserved' ORDER BY deadline, seq LIMIT 1),
+		(SELECT expires FROM S.jobs WHERE ended IS NOT NULL ORDER BY expires, seq LIMIT 1))`)
+	q.kickBuried = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE topic = $1 AND state = 'buried' ORDER BY due, seq LIMIT $2 FOR UPDATE`)
+	q.kickDelayed = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE topic = $1 AND state = 'delayed' ORDER BY due, seq LIMIT $2 FOR UPDATE`)
+	q.pause = t(`INSERT INTO S.pauses (topic, until) VALUES ($1, $2) ON CONFLICT (topic) DO UPDATE SET until = EXCLUDED.until`)
+	q.unpause = t(`DELETE FROM S.pauses WHERE topic = $1`)
+	q.topics = t(`SELECT topic, state, count(*), count(*) FILTER (WHERE priority < 1024), min(due)
+		FROM S.jobs WHERE ended IS NULL GROUP BY topic, state`)
+	// One topic's counts, each from its state's partial index, so the
+	// cost follows the topic's jobs, not the table's.
+	q.topicStats = t(`SELECT
+		(SELECT count(*) FROM S.jobs WHERE topic = $1 AND state = 'ready'),
+		(SELECT count(*) FROM S.jobs WHERE topic = $1 AND state = 'ready' AND priority < 1024),
+		(SELECT min(due) FROM S.jobs WHERE topic = $1 AND state = 'ready'),
+		(SELECT count(*) FROM S.jobs WHERE topic = $1 AND state = 'delayed'),
+		(SELECT count(*) FROM S.jobs WHERE topic = $1 AND state = 'reserved'),
+		(SELECT count(*) FROM S.jobs WHERE topic = $1 AND state = 'buried')`)
+	q.dueCounts = t(`SELECT due FROM S.jobs WHERE topic = $1 AND state = 'delayed' AND due <= $2 ORDER BY due, seq`)
+	q.getDoc = t(`SELECT name, rev, data FROM S.docs WHERE kind = $1 AND name = $2`)
+	q.listDocs = t(`SELECT name, rev, data FROM S.docs WHERE kind = $1 ORDER BY name`)
+	q.insertDoc = t(`INSERT INTO S.docs (kind, name, rev, data) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`)
+	q.updateDoc = t(`UPDATE S.docs SET rev = $3, data = $4 WHERE kind = $1 AND name = $2 AND rev = $5`)
+	q.deleteDoc = t(`DELETE FROM S.docs WHERE kind = $1 AND name = $2`)
+	q.seriesInit = t(`INSERT INTO S.series (topic, step_s, start_s, ready, delayed, reserved, buried, fires, finishes, failures, lateness, lateness_max_ms, expires_s)
+		VALUES ($1, $2, $3, 0, 0, 0, 0, 0, 0, 0, NULL, 0, $4) ON CONFLICT DO NOTHING`)
+	q.seriesLock = t(`SELECT ready, delayed, reserved, buried, fires, finishes, failures, lateness, lateness_max_ms
+		FROM S.series WHERE topic = $1 AND step_s = $2 AND start_s = $3 FOR UPDATE`)
+	q.seriesSave = t(`UPDATE S.series SET ready = $4, delayed = $5, reserved = $6, buried = $7, fires = $8, finishes = $9,
+		failures = $10, lateness = $11, lateness_max_ms = $12 WHERE topic = $1 AND step_s = $2 AND start_s = $3`)
+	q.seriesRead = t(`SELECT start_s, ready, delayed, reserved, buried, fires, finishes, failures, lateness, lateness_max_ms
+		FROM S.series WHERE topic = $1 AND step_s = $2 AND start_s BETWEEN $3 AND $4 ORDER BY start_s`)
+	q.seriesExpire = t(`DELETE FROM S.series WHERE ctid = ANY(ARRAY(SELECT ctid FROM S.series WHERE expires_s <= $1 LIMIT 1000))`)
+	q.setMaxBody = t(`INSERT INTO S.settings (name, value) VALUES ('max_body', $1) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value`)
+	q.heartbeat = t(`INSERT INTO S.instances (id, url, protocols, since, seen, timer) VALUES ($1, $2, $3, $4, now(), $5)
+		ON CONFLICT (id) DO UPDATE SET url = EXCLUDED.url, protocols = EXCLUDED.protocols, seen = now(), timer = EXCLUDED.timer`)
+	q.instances = t(`SELECT id, url, protocols, since, timer FROM S.instances WHERE seen > now() - $1::interval ORDER BY url, id`)
+	q.leaveInstance = t(`DELETE FROM S.instances WHERE id = $1`)
+	q.listReady = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE topic = $1 AND state = 'ready' AND (priority, seq) > ($2, $3) ORDER BY priority, seq LIMIT $4`)
+	q.listDelayed = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE topic = $1 AND state = 'delayed' AND (due, seq) > ($2, $3) ORDER BY due, seq LIMIT $4`)
+	q.listReserved = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE topic = $1 AND state = 'reserved' AND (deadline, seq) > ($2, $3) ORDER BY deadline, seq LIMIT $4`)
+	q.listBuried = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE topic = $1 AND state = 'buried' AND (due, seq) > ($2, $3) ORDER BY due, seq LIMIT $4`)
+	q.listRetired = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE topic = $1 AND state = $5 AND ended IS NOT NULL AND expires > $6
+		AND (ended, seq) > ($2, $3) ORDER BY ended, seq LIMIT $4`)
+	sch := "'" + schema + "'"
+	q.privileges = `SELECT 'USAGE on schema ` + schema + `' WHERE NOT has_schema_privilege(` + sch + `, 'USAGE')
+		UNION ALL
+		SELECT format('%s on table %s.%s', p, ` + sch + `, tb) FROM unnest(ARRAY['jobs','pauses','docs','series','instances','settings']) tb,
+			unnest(ARRAY['SELECT','INSERT','UPDATE','DELETE']) p
+		WHERE has_schema_privilege(` + sch + `, 'USAGE') AND NOT has_table_privilege(quote_ident(` + sch + `) || '.' || tb, p)
+		UNION ALL
+		SELECT 'USAGE on sequence ` + schema + `.job_seq' WHERE has_schema_privilege(` + sch + `, 'USAGE')
+			AND NOT has_sequence_privilege(quote_ident(` + sch + `) || '.job_seq', 'USAGE')`
+	return q
+}
+
+// scanJob reads one row of jobCols.
+func scanJob(row pgx.Row) (*delayq.Job, error) {
+	var (
+		j                                 delayq.Job
+		seq, prio, delayMS, ttrMS         int64
+		state                             string
+		due, created                      time.Time
+		deadline, lastFailed, ended       *time.Time
+		history                           []byte
+		maxAttempts, attempts             int32
+		timeouts, releases, buries, kicks int32
+	)
+	err := row.Scan(&seq, &j.ID, &j.Topic, &state, &prio, &due, &created, &delayMS, &ttrMS, &maxAttempts, &attempts,
+		&j.Reservation, &deadline, &timeouts, &releases, &buries, &kicks, &j.LastReason, &lastFailed, &history, &ended, &j.Body)
+	if err != nil {
+		return nil, err
+	}
+	j.Seq, j.Priority, j.State = uint64(seq), uint32(prio), delayq.State(state)
+	j.Due, j.Created = due.UTC(), created.UTC()
+	j.Delay, j.TTR = time.Duration(delayMS)*time.Millisecond, time.Duration(ttrMS)*time.Millisecond
+	j.MaxAttempts, j.Attempts = int(maxAttempts), int(attempts)
+	j.Timeouts, j.Releases, j.Buries, j.Kicks = int(timeouts), int(releases), int(buries), int(kicks)
+	j.Deadline, j.LastFailed, j.Ended = fromPtr(deadline), fromPtr(lastFailed), fromPtr(ended)
+	if len(history) > 0 {
+		if err := json.Unmarshal(history, &j.History); err != nil {
+			return nil, fmt.Errorf("job %d: history: %w", seq, err)
+		}
+	}
+	return &j, nil
+}
+
+// scanJobs reads every row.
+func scanJobs(rows pgx.Rows) ([]*delayq.Job, error) {
+	defer rows.Close()
+	var out []*delayq.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+func fromPtr(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// ts is t in store precision for a nullable column: nil for the zero time.
+func ts(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = delayq.TruncMilli(t).UTC()
+	return &t
+}
+
+func msOf(d time.Duration) int64 { return d.Milliseconds() }
+
+// historyJSON encodes a job's attempts; nil for none.
+func historyJSON(h []delayq.Attempt) []byte {
+	if len(h) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(h) // plain fields: cannot fail
+	return b
+}
+
+// saveArgs are q.save's arguments for j.
+func saveArgs(j *delayq.Job) []any {
+	return []any{int64(j.Seq), string(j.State), int64(j.Priority), delayq.TruncMilli(j.Due).UTC(), msOf(j.Delay), j.Attempts,
+		j.Reservation, ts(j.Deadline), j.Timeouts, j.Releases, j.Buries, j.Kicks, j.LastReason, ts(j.LastFailed),
+		historyJSON(j.History), j.Body}
+}
+
+// find locks and reads the live job ref names.
+func (s *Store) find(ctx context.Context, tx pgx.Tx, ref delayq.Ref) (*delayq.Job, error) {
+	if ref.ID == "" && ref.Seq == 0 {
+		return nil, fmt.Errorf("pgstore: job %s: %w", ref, delayq.ErrNotFound)
+	}
+	j, err := scanJob(tx.QueryRow(ctx, s.q.find, ref.ID, int64(ref.Seq)))
+	if err == pgx.ErrNoRows {
+		return nil, fmt.Errorf("pgstore: job %s: %w", ref, delayq.ErrNotFound)
+	}
+	return j, err
+}
+
+// save writes j's changed fields back.
+func (s *Store) save(ctx context.Context, tx pgx.Tx, j *delayq.Job) error {
+	_, err := tx.Exec(ctx, s.q.save, saveArgs(j)...)
+	return err
+}
+
+// change runs a transition of the one job ref names: fn checks the job
+// and changes it in place, and change writes it back and returns it.
+func (s *Store) change(ctx context.Context, op string, ref delayq.Ref, fn func(j *delayq.Job) error) (*delayq.Job, error) {
+	var out *delayq.Job
+	err := s.tx(ctx, op, func(tx pgx.Tx) error {
+		j, err := s.find(ctx, tx, ref)
+		if err != nil {
+			return err
+		}
+		if err := fn(j); err != nil {
+			return err
+		}
+		out = j
+		return s.save(ctx, tx, j)
+	})
+	return out, err
+}

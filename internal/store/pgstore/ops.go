@@ -1,0 +1,595 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// defaultTickMax is how many jobs Tick moves when TickParams.Max <= 0.
+const defaultTickMax = 1000
+
+// Put implements store.Store: one transaction that frees the ids of
+// retained jobs whose retention ran out, takes the seqs and inserts
+// every job, or none when an id is taken.
+func (s *Store) Put(ctx context.Context, jobs []*delayq.Job) error {
+	seen := make(map[string]bool, len(jobs))
+	ids := make([]string, len(jobs))
+	for i, j := range jobs {
+		if seen[j.ID] {
+			return fmt.Errorf("pgstore: put: %w", &delayq.ExistsError{ID: j.ID})
+		}
+		seen[j.ID] = true
+		ids[i] = j.ID
+	}
+	if len(jobs) == 0 {
+		return s.check()
+	}
+	retNow := s.opt.Retention.Clock()()
+	var seqs []uint64
+	err := s.tx(ctx, "put", func(tx pgx.Tx) error {
+		if s.opt.Retention.For > 0 {
+			if _, err := tx.Exec(ctx, s.q.putDelete, ids, retNow); err != nil {
+				return err
+			}
+		}
+		rows, err := tx.Query(ctx, s.q.putSeqs, len(jobs))
+		if err != nil {
+			return err
+		}
+		seqs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (uint64, error) {
+			var v int64
+			err := r.Scan(&v)
+			return uint64(v), err
+		})
+		if err != nil {
+			return err
+		}
+		slices.Sort(seqs)
+		n := len(jobs)
+		var (
+			aSeq, aPrio, aDelay, aTTR = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+			aTopic, aState            = make([]string, n), make([]string, n)
+			aDue, aCreated            = make([]time.Time, n), make([]time.Time, n)
+			aMax                      = make([]int32, n)
+			aBody                     = make([][]byte, n)
+		)
+		for i, j := range jobs {
+			aSeq[i], aPrio[i] = int64(seqs[i]), int64(j.Priority)
+			aDelay[i], aTTR[i] = msOf(j.Delay), msOf(j.TTR)
+			aTopic[i], aState[i] = j.Topic, string(j.State)
+			aDue[i], aCreated[i] = delayq.TruncMilli(j.Due).UTC(), delayq.TruncMilli(j.Created).UTC()
+			aMax[i] = int32(j.MaxAttempts)
+			aBody[i] = j.Body
+			if aBody[i] == nil {
+				aBody[i] = []byte{}
+			}
+		}
+		rows, err = tx.Query(ctx, s.q.putInsert, aSeq, ids, aTopic, aState, aPrio, aDue, aCreated, aDelay, aTTR, aMax, aBody)
+		if err != nil {
+			return err
+		}
+		inserted, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		if len(inserted) == n {
+			return nil
+		}
+		return s.taken(ctx, tx, ids, inserted)
+	})
+	if err != nil {
+		return err
+	}
+	for i, j := range jobs {
+		j.Seq = seqs[i]
+	}
+	return nil
+}
+
+// taken builds the ExistsError of a put some of whose ids were taken:
+// the first such id with its job's state.
+func (s *Store) taken(ctx context.Context, tx pgx.Tx, ids, inserted []string) error {
+	in := make(map[string]bool, len(inserted))
+	for _, id := range inserted {
+		in[id] = true
+	}
+	var first string
+	for _, id := range ids {
+		if !in[id] {
+			first = id
+			break
+		}
+	}
+	var state string
+	err := tx.QueryRow(ctx, `SELECT state FROM `+s.q.jobs+` WHERE id = $1`, first).Scan(&state)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	return fmt.Errorf("pgstore: put: %w", &delayq.ExistsError{ID: first, State: delayq.State(state)})
+}
+
+// Get implements store.Store.
+func (s *Store) Get(ctx context.Context, ref delayq.Ref) (*delayq.Job, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	retNow := s.opt.Retention.Clock()()
+	var row pgx.Row
+	switch {
+	case ref.ID != "":
+		row = s.pool.QueryRow(ctx, s.q.getByID, ref.ID, retNow)
+	case ref.Seq != 0:
+		row = s.pool.QueryRow(ctx, s.q.getBySeq, int64(ref.Seq), retNow)
+	default:
+		return nil, fmt.Errorf("pgstore: job %s: %w", ref, delayq.ErrNotFound)
+	}
+	j, err := scanJob(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("pgstore: job %s: %w", ref, delayq.ErrNotFound)
+	}
+	if err != nil {
+		return nil, s.fail("get", err)
+	}
+	return j, nil
+}
+
+// Reserve implements store.Store.
+func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.Job, error) {
+	now := s.at(p.Now)
+	begin := store.BeginTTR(now, p.Now)
+	topics := slices.Compact(slices.Sorted(slices.Values(p.Topics)))
+	out := []*delayq.Job{}
+	if p.Max <= 0 || len(topics) == 0 {
+		return out, s.check()
+	}
+	err := s.tx(ctx, "reserve", func(tx pgx.Tx) error {
+		jobs, err := queryJobs(ctx, tx, s.q.reserve, topics, p.Max, now)
+		if err != nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		for _, j := range jobs {
+			store.ApplyReserve(j, store.ReserveStart(j, begin))
+			j.StartAttempt(now, p.By)
+			b.Queue(s.q.save, saveArgs(j)...)
+		}
+		out = jobs
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// queryJobs runs a query of jobCols rows and reads them all.
+func queryJobs(ctx context.Context, q querier, sql string, args ...any) ([]*delayq.Job, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return scanJobs(rows)
+}
+
+// ReserveJob implements store.Store.
+func (s *Store) ReserveJob(ctx context.Context, p store.ReserveJobParams) (*delayq.Job, error) {
+	now := s.at(p.Now)
+	return s.change(ctx, "reserve job", p.Ref, func(j *delayq.Job) error {
+		if err := store.CheckReservable(j); err != nil {
+			return err
+		}
+		store.ApplyReserve(j, store.BeginTTR(now, p.Now))
+		j.StartAttempt(now, p.By)
+		return nil
+	})
+}
+
+// Release implements store.Store.
+func (s *Store) Release(ctx context.Context, p store.ReleaseParams) (*delayq.Job, error) {
+	now := s.at(p.Now)
+	return s.change(ctx, "release", p.Ref, func(j *delayq.Job) error {
+		if err := store.CheckHeld(j, p.Ref); err != nil {
+			return err
+		}
+		store.ApplyRelease(j, p, now)
+		how := delayq.OutcomeReleased
+		if j.State == delayq.StateBuried {
+			how = delayq.OutcomeBuried
+		}
+		j.EndAttempt(now, how, p.Reason)
+		return nil
+	})
+}
+
+// Touch implements store.Store.
+func (s *Store) Touch(ctx context.Context, p store.TouchParams) (*delayq.Job, error) {
+	now := s.at(p.Now)
+	return s.change(ctx, "touch", p.Ref, func(j *delayq.Job) error {
+		if err := store.CheckHeld(j, p.Ref); err != nil {
+			return err
+		}
+		store.ApplyTouch(j, store.BeginTTR(now, p.Now))
+		return nil
+	})
+}
+
+// GiveBack implements store.Store.
+func (s *Store) GiveBack(ctx context.Context, p store.GiveBackParams) (*delayq.Job, error) {
+	return s.change(ctx, "give back", p.Ref, func(j *delayq.Job) error {
+		if err := store.CheckHeld(j, p.Ref); err != nil {
+			return err
+		}
+		store.ApplyGiveBack(j)
+		if n := len(j.History); n > 0 {
+			j.EndAttempt(j.History[n-1].Reserved, delayq.OutcomeGaveBack, "")
+		}
+		return nil
+	})
+}
+
+// Bury implements store.Store.
+func (s *Store) Bury(ctx context.Context, p store.BuryParams) (*delayq.Job, error) {
+	now := s.at(p.Now)
+	return s.change(ctx, "bury", p.Ref, func(j *delayq.Job) error {
+		if err := store.CheckHeld(j, p.Ref); err != nil {
+			return err
+		}
+		store.ApplyBury(j, p, now)
+		j.EndAttempt(now, delayq.OutcomeBuried, p.Reason)
+		return nil
+	})
+}
+
+// Kick implements store.Store.
+func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
+	if p.Max <= 0 {
+		return 0, s.check()
+	}
+	now := s.at(p.Now)
+	n := 0
+	err := s.tx(ctx, "kick", func(tx pgx.Tx) error {
+		jobs, err := queryJobs(ctx, tx, s.q.kickBuried, p.Topic, p.Max)
+		if err != nil {
+			return err
+		}
+		if len(jobs) == 0 {
+			if jobs, err = queryJobs(ctx, tx, s.q.kickDelayed, p.Topic, p.Max); err != nil {
+				return err
+			}
+		}
+		b := &pgx.Batch{}
+		for _, j := range jobs {
+			store.ApplyKick(j, now)
+			b.Queue(s.q.save, saveArgs(j)...)
+		}
+		n = len(jobs)
+		return tx.SendBatch(ctx, b).Close()
+	})
+	return n, err
+}
+
+// KickJob implements store.Store.
+func (s *Store) KickJob(ctx context.Context, p store.KickJobParams) (*delayq.Job, error) {
+	now := s.at(p.Now)
+	return s.change(ctx, "kick job", p.Ref, func(j *delayq.Job) error {
+		if err := store.CheckKickable(j); err != nil {
+			return err
+		}
+		store.ApplyKick(j, now)
+		return nil
+	})
+}
+
+// Delete implements store.Store.
+func (s *Store) Delete(ctx context.Context, p store.DeleteParams) (*delayq.Job, error) {
+	now := s.at(p.Now)
+	var out *delayq.Job
+	err := s.tx(ctx, "delete", func(tx pgx.Tx) error {
+		var err error
+		out, err = s.remove(ctx, tx, p, now)
+		return err
+	})
+	return out, err
+}
+
+// DeleteBatch implements store.Store: one transaction, each entry
+// checked on its own.
+func (s *Store) DeleteBatch(ctx context.Context, ps []store.DeleteParams) ([]*delayq.Job, []error, error) {
+	jobs, errs := make([]*delayq.Job, len(ps)), make([]error, len(ps))
+	err := s.tx(ctx, "delete batch", func(tx pgx.Tx) error {
+		for i, p := range ps {
+			jobs[i], errs[i] = s.remove(ctx, tx, p, s.at(p.Now))
+			if errs[i] != nil && !isSentinel(errs[i]) {
+				return errs[i]
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return jobs, errs, nil
+}
+
+// remove deletes the job p names, or keeps it as a retained job when
+// the store retains, and returns it as the delete found it, its attempt
+// ended.
+func (s *Store) remove(ctx context.Context, tx pgx.Tx, p store.DeleteParams, now time.Time) (*delayq.Job, error) {
+	j, err := s.find(ctx, tx, p.Ref)
+	if err != nil {
+		return nil, err
+	}
+	if err := store.CheckDeletable(j, p); err != nil {
+		return nil, err
+	}
+	finished := j.State == delayq.StateReserved && p.Ref.Reservation != "" && p.Ref.Reservation == j.Reservation
+	switch {
+	case finished:
+		j.EndAttempt(now, delayq.OutcomeFinished, "")
+	case j.State == delayq.StateReserved:
+		j.EndAttempt(now, delayq.OutcomeDeleted, "")
+	}
+	if s.opt.Retention.For <= 0 {
+		_, err = tx.Exec(ctx, s.q.remove, int64(j.Seq))
+	} else {
+		_, err = tx.Exec(ctx, s.q.retain, int64(j.Seq), string(delayq.EndedState(j.State, finished)), now,
+			now.Add(s.opt.Retention.For), historyJSON(j.History), s.opt.Retention.Bodies)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// Update implements store.Store.
+func (s *Store) Update(ctx context.Context, p store.UpdateParams) (*delayq.Job, error) {
+	var now time.Time // only a new Due acts at a time
+	if p.Due != nil {
+		now = s.at(p.Now)
+	}
+	return s.change(ctx, "update", p.Ref, func(j *delayq.Job) error {
+		if err := store.CheckUpdatable(j); err != nil {
+			return err
+		}
+		store.ApplyUpdate(j, p, now)
+		return nil
+	})
+}
+
+// Pause implements store.Store.
+func (s *Store) Pause(ctx context.Context, p store.PauseParams) error {
+	return s.tx(ctx, "pause", func(tx pgx.Tx) error {
+		var err error
+		if p.Until.IsZero() {
+			_, err = tx.Exec(ctx, s.q.unpause, p.Topic)
+		} else {
+			_, err = tx.Exec(ctx, s.q.pause, p.Topic, delayq.TruncMilli(p.Until).UTC())
+		}
+		return err
+	})
+}
+
+// Topics implements store.Store.
+func (s *Store) Topics(ctx context.Context) ([]delayq.TopicStats, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	stats := map[string]*delayq.TopicStats{}
+	get := func(name string) *delayq.TopicStats {
+		if stats[name] == nil {
+			stats[name] = &delayq.TopicStats{Name: name}
+		}
+		return stats[name]
+	}
+	rows, err := s.pool.Query(ctx, "SELECT topic, until FROM "+pgx.Identifier{s.opt.Schema}.Sanitize()+".pauses")
+	if err != nil {
+		return nil, s.fail("topics", err)
+	}
+	for rows.Next() {
+		var name string
+		var until time.Time
+		if err := rows.Scan(&name, &until); err != nil {
+			rows.Close()
+			return nil, s.fail("topics", err)
+		}
+		get(name).PausedUntil = until.UTC()
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail("topics", err)
+	}
+	rows, err = s.pool.Query(ctx, s.q.topics)
+	if err != nil {
+		return nil, s.fail("topics", err)
+	}
+	for rows.Next() {
+		var name, state string
+		var n, urgent int
+		var oldest time.Time
+		if err := rows.Scan(&name, &state, &n, &urgent, &oldest); err != nil {
+			rows.Close()
+			return nil, s.fail("topics", err)
+		}
+		addCount(get(name), delayq.State(state), n, urgent, oldest)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail("topics", err)
+	}
+	out := make([]delayq.TopicStats, 0, len(stats))
+	for _, st := range stats {
+		out = append(out, *st)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Name < out[b].Name })
+	return out, nil
+}
+
+// TopicStats implements store.TopicStater: one topic's counts from its
+// rows alone.
+func (s *Store) TopicStats(ctx context.Context, topic string) (delayq.TopicStats, error) {
+	st := delayq.TopicStats{Name: topic}
+	if err := s.check(); err != nil {
+		return st, err
+	}
+	var until time.Time
+	err := s.pool.QueryRow(ctx, "SELECT until FROM "+pgx.Identifier{s.opt.Schema}.Sanitize()+".pauses WHERE topic = $1", topic).Scan(&until)
+	switch {
+	case err == nil:
+		st.PausedUntil = until.UTC()
+	case !errors.Is(err, pgx.ErrNoRows):
+		return st, s.fail("topic stats", err)
+	}
+	var oldest *time.Time
+	err = s.pool.QueryRow(ctx, s.q.topicStats, topic).Scan(&st.Ready, &st.Urgent, &oldest, &st.Delayed, &st.Reserved, &st.Buried)
+	if err != nil {
+		return st, s.fail("topic stats", err)
+	}
+	st.OldestReady = fromPtr(oldest)
+	return st, nil
+}
+
+func addCount(st *delayq.TopicStats, state delayq.State, n, urgent int, oldest time.Time) {
+	switch state {
+	case delayq.StateDelayed:
+		st.Delayed += n
+	case delayq.StateReserved:
+		st.Reserved += n
+	case delayq.StateBuried:
+		st.Buried += n
+	case delayq.StateReady:
+		st.Ready += n
+		st.Urgent += urgent
+		st.OldestReady = oldest.UTC()
+	}
+}
+
+// listKey is a job's place in List order, and the cursor (as memstore's).
+type listKey struct {
+	rank int
+	at   int64
+	seq  uint64
+}
+
+func (k listKey) String() string { return fmt.Sprintf("%d/%d/%d", k.rank, k.at, k.seq) }
+
+func parseKey(s string) (listKey, error) {
+	var k listKey
+	parts := strings.Split(s, "/")
+	bad := delayq.Invalid(delayq.CodeBadCursor, "cursor", "%q is not a cursor", s)
+	if len(parts) != 3 {
+		return k, bad
+	}
+	var errs [3]error
+	k.rank, errs[0] = strconv.Atoi(parts[0])
+	k.at, errs[1] = strconv.ParseInt(parts[1], 10, 64)
+	k.seq, errs[2] = strconv.ParseUint(parts[2], 10, 64)
+	for _, err := range errs {
+		if err != nil {
+			return k, bad
+		}
+	}
+	if k.rank < 0 || k.rank > 4 {
+		return k, bad
+	}
+	return k, nil
+}
+
+var rankOf = map[delayq.State]int{delayq.StateReady: 0, delayq.StateDelayed: 1, delayq.StateReserved: 2, delayq.StateBuried: 3}
+
+func keyOf(j *delayq.Job) listKey {
+	switch j.State {
+	case delayq.StateReady:
+		return listKey{0, int64(j.Priority), j.Seq}
+	case delayq.StateDelayed:
+		return listKey{1, j.Due.UnixMilli(), j.Seq}
+	case delayq.StateReserved:
+		return listKey{2, j.Deadline.UnixMilli(), j.Seq}
+	case delayq.StateBuried:
+		return listKey{3, j.Due.UnixMilli(), j.Seq}
+	}
+	return listKey{4, j.Ended.UnixMilli(), j.Seq}
+}
+
+// List implements store.Store: keyset pages through the state's index.
+func (s *Store) List(ctx context.Context, p store.ListParams) (*store.ListResult, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	after := listKey{rank: -1}
+	if p.Cursor != "" {
+		k, err := parseKey(p.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		after = k
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 1 << 30
+	}
+	want := limit + 1 // one more tells whether there is a next page
+	var jobs []*delayq.Job
+	ranks := []int{0, 1, 2, 3}
+	if p.State != "" {
+		r, ok := rankOf[p.State]
+		if p.State.Retained() {
+			r, ok = 4, true
+		}
+		if !ok {
+			return &store.ListResult{Jobs: []*delayq.Job{}}, nil
+		}
+		ranks = []int{r}
+	}
+	for _, r := range ranks {
+		if r < after.rank || len(jobs) >= want {
+			continue
+		}
+		var fromAt, fromSeq int64 = -1 << 62, -1
+		if r == after.rank {
+			fromAt, fromSeq = after.at, int64(after.seq)
+		}
+		var page []*delayq.Job
+		var err error
+		atArg := func() any { return time.UnixMilli(fromAt).UTC() }
+		if fromAt == -1<<62 {
+			atArg = func() any { return time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC) }
+		}
+		switch r {
+		case 0:
+			page, err = queryJobs(ctx, s.pool, s.q.listReady, p.Topic, fromAt, fromSeq, want-len(jobs))
+		case 1:
+			page, err = queryJobs(ctx, s.pool, s.q.listDelayed, p.Topic, atArg(), fromSeq, want-len(jobs))
+		case 2:
+			page, err = queryJobs(ctx, s.pool, s.q.listReserved, p.Topic, atArg(), fromSeq, want-len(jobs))
+		case 3:
+			page, err = queryJobs(ctx, s.pool, s.q.listBuried, p.Topic, atArg(), fromSeq, want-len(jobs))
+		case 4:
+			page, err = queryJobs(ctx, s.pool, s.q.listRetired, p.Topic, atArg(), fromSeq, want-len(jobs), string(p.State), s.opt.Retention.Clock()())
+		}
+		if err != nil {
+			return nil, s.fail("list", err)
+		}
+		jobs = append(jobs, page...)
+	}
+	res := &store.ListResult{Jobs: []*delayq.Job{}}
+	if len(jobs) > limit {
+		jobs = jobs[:limit]
+		res.Next = keyOf(jobs[limit-1]).String()
+	}
+	res.Jobs = append(res.Jobs, jobs...)
+	return res, nil
+}

@@ -1,0 +1,230 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// Tick implements store.Store. Only the instance holding the timer lease
+// moves work: the others answer at once with a Next one LeaseCheck
+// away, so their timers come back to try for the lease. Correctness
+// never rests on the lease: every move locks its row (SKIP LOCKED) and
+// rechecks its state.
+func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	now := s.at(p.Now)
+	res := &store.TickResult{Ready: map[string]int{}}
+	if !s.lease.try(ctx) {
+		res.Next = now.Add(s.opt.LeaseCheck)
+		return res, nil
+	}
+	limit := p.Max
+	if limit <= 0 {
+		limit = defaultTickMax
+	}
+	err := s.tx(ctx, "tick", func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, s.q.tickExpire, now, limit)
+		if err != nil {
+			return err
+		}
+		res.Expired = int(tag.RowsAffected())
+		delayed, err := queryJobs(ctx, tx, s.q.tickDelayed, now, limit+1)
+		if err != nil {
+			return err
+		}
+		reserved, err := queryJobs(ctx, tx, s.q.tickReserved, now, limit+1)
+		if err != nil {
+			return err
+		}
+		due := append(delayed, reserved...)
+		sort.Slice(due, func(a, b int) bool {
+			ta, tb := pendingAt(due[a]), pendingAt(due[b])
+			if !ta.Equal(tb) {
+				return ta.Before(tb)
+			}
+			return due[a].Seq < due[b].Seq
+		})
+		more := len(due) > limit
+		if more {
+			due = due[:limit]
+		}
+		b := &pgx.Batch{}
+		for _, j := range due {
+			promote(j, now, p.Backoff, res)
+			b.Queue(s.q.save, saveArgs(j)...)
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		if more {
+			res.Next = now
+			return nil
+		}
+		var next *time.Time
+		if err := tx.QueryRow(ctx, s.q.tickNext).Scan(&next); err != nil {
+			return err
+		}
+		if next != nil {
+			res.Next = next.UTC()
+			if res.Next.Before(now) {
+				res.Next = now
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// pendingAt is when Tick must act on a delayed or reserved job.
+func pendingAt(j *delayq.Job) time.Time {
+	if j.State == delayq.StateReserved {
+		return j.Deadline
+	}
+	return j.Due
+}
+
+// promote makes one due job ready (or buried, or backed off) and
+// records it in res, as memstore does.
+func promote(j *delayq.Job, now time.Time, bs map[string]store.Backoff, res *store.TickResult) {
+	if j.State == delayq.StateDelayed {
+		store.ApplyDue(j)
+		res.AddLateness(j.Topic, now.Sub(j.Due))
+		res.Ready[j.Topic]++
+		return
+	}
+	deadline := j.Deadline
+	backedOff := store.ApplyTimeoutBackoff(j, bs)
+	how := delayq.OutcomeTTRExpired
+	if j.State == delayq.StateBuried {
+		how = delayq.OutcomeBuried
+	}
+	j.EndAttempt(deadline, how, delayq.ReasonTTRExpired)
+	switch {
+	case backedOff:
+		res.AddBackedOff(j.Topic)
+	case j.State == delayq.StateBuried:
+		res.AddBuried(j.Topic)
+	default:
+		res.Ready[j.Topic]++
+	}
+}
+
+// lease is the timer lease: a session advisory lock held on a connection
+// of its own. Postgres lets go of it when that session ends (Close, a
+// crash, or TCP keepalives giving up on a dead host), and another
+// instance takes it at its next try.
+type lease struct {
+	s    *Store
+	mu   sync.Mutex
+	conn *pgx.Conn // guarded by mu
+	held bool      // guarded by mu
+}
+
+func (l *lease) key() string { return "delayq.timer." + l.s.opt.Schema }
+
+// try returns whether this instance holds the lease, taking it if it is
+// free.
+func (l *lease) try(ctx context.Context) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held {
+		return true
+	}
+	if l.conn == nil {
+		// A connection of the pool's, taken out of it for good: the
+		// lock lives as long as this session, which no other use of
+		// the pool may share.
+		c, err := l.s.pool.Acquire(ctx)
+		if err != nil {
+			return false
+		}
+		l.conn = c.Hijack()
+	}
+	var got bool
+	if err := l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtext($1))", l.key()).Scan(&got); err != nil {
+		l.drop()
+		return false
+	}
+	if got {
+		l.held = true
+		l.s.log.Info("holding the postgres timer lease", "instance", l.s.opt.InstanceID, "schema", l.s.opt.Schema)
+		// Step at once: the jobs due while nobody held the lease.
+		l.s.fan.send(store.Event{Due: time.Now()})
+	}
+	return got
+}
+
+// isHeld says whether this instance holds the lease now.
+func (l *lease) isHeld() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held
+}
+
+// drop forgets the lease connection after an error. Requires mu.
+func (l *lease) drop() {
+	if l.held {
+		l.s.log.Warn("lost the postgres timer lease", "instance", l.s.opt.InstanceID)
+	}
+	if l.conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = l.conn.Close(ctx)
+		cancel()
+	}
+	l.conn, l.held = nil, false
+}
+
+// run checks the lease connection of a holder, and tries for the lease
+// otherwise, every LeaseCheck until ctx is done.
+func (l *lease) run(ctx context.Context) {
+	t := time.NewTicker(l.s.opt.LeaseCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if l.isHeld() {
+			l.mu.Lock()
+			cctx, cancel := context.WithTimeout(ctx, l.s.opt.LeaseCheck)
+			err := l.conn.Ping(cctx)
+			cancel()
+			if err != nil && !errors.Is(err, context.Canceled) {
+				l.drop()
+			}
+			l.mu.Unlock()
+			continue
+		}
+		l.try(ctx)
+	}
+}
+
+// release hands the lease back and closes its connection.
+func (l *lease) release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if l.held {
+		_, _ = l.conn.Exec(ctx, "SELECT pg_advisory_unlock(hashtext($1))", l.key())
+	}
+	_ = l.conn.Close(ctx)
+	l.conn, l.held = nil, false
+}
