@@ -13,6 +13,7 @@ import (
 func (s *Store) heartbeat(ctx context.Context) error {
 	url, protocols := s.advertised()
 	_, err := s.pool.Exec(ctx, s.q.heartbeat, s.opt.InstanceID, url, strings.Join(protocols, ","), s.since, s.lease.isHeld())
+	s.reach.set(err)
 	if err != nil {
 		return s.fail("heartbeat", err)
 	}

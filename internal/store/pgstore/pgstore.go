@@ -123,6 +123,7 @@ type Store struct {
 
 	lease *lease
 	fan   *fanout
+	reach reach // how the last heartbeat went (Health)
 
 	store.CommitHook // times each write transaction (delayq_store_commit_seconds)
 
