@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# delayq over PostgreSQL next to River on the same database, in one run:
+# put, reserve+finish (River: jobs worked), lateness of jobs due at
+# 1,000/s over 5 s, and the cost of a transactional put inside an
+# application transaction of one INSERT, as a ratio to that transaction
+# alone (pgbench, the same SQL any language sends; River's InsertTx from
+# Go for comparison). Each row also prints the CPU the delayq process
+# spent. The script starts its own throwaway PostgreSQL
+# (scripts/pg-test-env.sh) and builds River's side from peers/river, a
+# module of its own, so the server never depends on River.
+#
+#   bash scripts/bench-postgres.sh           # every row (a few minutes)
+#   bash scripts/bench-postgres.sh late      # only rows whose name contains "late"
+#
+# JOBS (default 20000) and CONC (default 32) size the put and work rows.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+filter="${1:-}"
+jobs="${JOBS:-20000}"; conc="${CONC:-32}"
+bash scripts/deps.sh
+work=$(mktemp -d)
+go build -o "$work/delayq" ./cmd/delayq
+(cd peers/river && go build -o "$work/riverbench" .)
+unset DELAYQ_PG_TEST_DIR # a cluster of this run's own (start exports its directory)
+pids=()
+cleanup() {
+  kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true
+  bash scripts/pg-test-env.sh stop >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+eval "$(bash scripts/pg-test-env.sh start)"
+url="$DELAYQ_TEST_POSTGRES"
+pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.1; done; echo "port $1 never opened" >&2; exit 1; }
+cpu_ms() { awk -v t="$(getconf CLK_TCK)" '{print int(($14 + $15) * 1000 / t)}' "/proc/$1/stat"; }
+want() { [[ -z "$filter" || "$1" == *"$filter"* ]]; }
+
+http=$(free_port); bs=$(free_port)
+"$work/delayq" serve --postgres "$url" --http-addr "127.0.0.1:$http" --beanstalk-addr "127.0.0.1:$bs" \
+  --log-level warn & pids+=($!); dq_pid=$!
+wait_port "$http"; wait_port "$bs"
+
+# dq NAME ARGS...: one `delayq bench` row with the delayq process's CPU.
+dq() {
+  local name=$1; shift
+  want "$name" || return 0
+  local c0; c0=$(cpu_ms "$dq_pid")
+  printf '%-36s %s delayq_cpu_ms=%s\n' "$name" \
+    "$("$work/delayq" bench "$@" --line | sed 's/^bench //' || echo failed)" "$(( $(cpu_ms "$dq_pid") - c0 ))"
+}
+# river NAME ARGS...: one riverbench row.
+river() {
+  local name=$1; shift
+  want "$name" || return 0
+  printf '%-36s %s\n' "$name" "$("$work/riverbench" -url "$url" "$@" || echo failed)"
+}
+B=(--body 100)
+dq    "put c=$conc delayq-beanstalk"     "beanstalk://127.0.0.1:$bs" --mode put -n "$jobs" -c "$conc" "${B[@]}"
+river "put c=$conc river-insert"         -mode put -jobs "$jobs" -conc "$conc"
+dq    "reserve+finish c=$conc delayq"    "beanstalk://127.0.0.1:$bs" --mode reserve -n "$jobs" -c "$conc" "${B[@]}"
+river "work c=$conc river"               -mode work -jobs "$jobs" -conc "$conc"
+dq    "late 1k/s x5s delayq-http"        "http://127.0.0.1:$http" --mode spread --rate 1000 --duration 5s --delay 2s -c 16 "${B[@]}"
+river "late 1k/s x5s river"              -mode late -rate 1000 -spread 5s -conc 16
+
+# The transactional put: pgbench runs an application's transaction of
+# one INSERT, alone and with delayq.put in it, from 8 clients.
+if want "puttx"; then
+  psql_url="$url"
+  "$pgbin/psql" "$psql_url" -qXc "CREATE TABLE IF NOT EXISTS bench_orders (id bigserial PRIMARY KEY, note text NOT NULL)" >/dev/null
+  printf 'BEGIN;\nINSERT INTO bench_orders (note) VALUES (%s);\nCOMMIT;\n' "'order'" >"$work/alone.sql"
+  printf 'BEGIN;\nINSERT INTO bench_orders (note) VALUES (%s);\nSELECT delayq.put(%s, %s, interval %s);\nCOMMIT;\n' \
+    "'order'" "'orderclose'" "convert_to(repeat('x', 100), 'UTF8')" "'30 minutes'" >"$work/with.sql"
+  tps() { "$pgbin/pgbench" -n -c 8 -j 2 -t 1000 -f "$1" "$psql_url" 2>/dev/null | awk '/^tps/ {print int($3)}' | head -1; }
+  alone=$(tps "$work/alone.sql"); with=$(tps "$work/with.sql")
+  printf '%-36s tx_alone_per_s=%s tx_with_put_per_s=%s cost_ratio=%s\n' "puttx c=8 delayq-sql" "$alone" "$with" \
+    "$(awk -v a="$alone" -v w="$with" 'BEGIN{printf "%.2f", a/w}')"
+  river "puttx c=8 river-inserttx" -mode puttx -jobs 8000 -conc 8
+fi
