@@ -11,6 +11,11 @@
 #
 #   bash scripts/bench-postgres.sh           # every row (a few minutes)
 #   bash scripts/bench-postgres.sh late      # only rows whose name contains "late"
+#   bash scripts/bench-postgres.sh table     # only when named: the table's health after
+#                                            # TABLE_JOBS (default 1,000,000; in steps of 100,000) jobs went
+#                                            # put -> reserve -> finish with --retain
+#                                            # TABLE_RETAIN (default 2m), sampled every 30 s
+#                                            # until the retained jobs have expired
 #
 # JOBS (default 20000) and CONC (default 32) size the put and work rows.
 set -euo pipefail
@@ -58,6 +63,28 @@ river() {
   printf '%-36s %s\n' "$name" "$("$work/riverbench" -url "$url" "$@" || echo failed)"
 }
 B=(--body 100)
+if [ "$filter" = table ]; then
+  n="${TABLE_JOBS:-1000000}"; retain="${TABLE_RETAIN:-2m}"
+  thttp=$(free_port)
+  "$work/delayq" serve --postgres "$url" --postgres-schema delayq_table --retain "$retain" \
+    --http-addr "127.0.0.1:$thttp" --beanstalk-addr "" --log-level warn & pids+=($!)
+  wait_port "$thttp"
+  sample() { # the jobs table's size, tuples and vacuums, one line
+    "$pgbin/psql" "$url" -XAtF' ' -c "SELECT pg_size_pretty(pg_table_size('delayq_table.jobs')),
+      pg_size_pretty(pg_indexes_size('delayq_table.jobs')), n_live_tup, n_dead_tup, autovacuum_count, autoanalyze_count
+      FROM pg_stat_user_tables WHERE schemaname = 'delayq_table' AND relname = 'jobs'" |
+      awk -v label="$1" '{printf "%-28s table=%s index=%s live=%s dead=%s autovacuums=%s autoanalyzes=%s\n", label, $1" "$2, $3" "$4, $5, $6, $7, $8}'
+  }
+  sample "before"
+  for ((done = 0; done < n; done += 100000)); do
+    "$work/delayq" bench "http://127.0.0.1:$thttp" --mode reserve -n 100000 -c 8 --batch 100 --take 100 --timeout 30m --line "${B[@]}" | sed 's/^bench /  /'
+    sample "after $((done + 100000)) jobs"
+  done
+  # Every retained job ends within the retention; then the expiry (in
+  # bounded batches through jobs_expires) and autovacuum catch up.
+  for i in $(seq 1 12); do sleep 30; sample "+$((i * 30))s idle"; done
+  exit 0
+fi
 dq    "put c=$conc delayq-beanstalk"     "beanstalk://127.0.0.1:$bs" --mode put -n "$jobs" -c "$conc" "${B[@]}"
 river "put c=$conc river-insert"         -mode put -jobs "$jobs" -conc "$conc"
 dq    "reserve+finish c=$conc delayq"    "beanstalk://127.0.0.1:$bs" --mode reserve -n "$jobs" -c "$conc" "${B[@]}"
