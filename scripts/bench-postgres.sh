@@ -27,6 +27,7 @@ work=$(mktemp -d)
 go build -o "$work/delayq" ./cmd/delayq
 (cd peers/river && go build -o "$work/riverbench" .)
 unset DELAYQ_PG_TEST_DIR # a cluster of this run's own (start exports its directory)
+export DELAYQ_PG_FSYNC=on # durable commits, as production runs them
 pids=()
 cleanup() {
   kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true
