@@ -2,9 +2,9 @@ package alarm
 
 import (
 	"context"
-	"fmt"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -84,7 +84,7 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 func (f *fixture) service(cfg Config) *Service {
 	m := f.e.Metrics()
 	svc := New(f.st, Sources{
-		Topics: f.e.Topics,
+		Topics:   f.e.Topics,
 		Failures: m.ByTopic,
 	}, cfg)
 	f.t.Cleanup(svc.Close)
