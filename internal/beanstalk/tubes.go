@@ -2,6 +2,8 @@ package beanstalk
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,6 +25,7 @@ type tubes struct {
 	byName map[string]*tube // guarded by mu
 	order  []string         // guarded by mu
 	clock  uint64           // guarded by mu: counts the changes to entries (tube.touched)
+	peak   int              // guarded by mu: the most entries byName held since it was made
 }
 
 // tube holds one tube's connection references and counters.
@@ -47,6 +50,7 @@ func (ts *tubes) get(name string) *tube {
 		t = &tube{}
 		ts.byName[name] = t
 		ts.order = append(ts.order, name)
+		ts.peak = max(ts.peak, len(ts.byName))
 	}
 	ts.clock++
 	t.touched = ts.clock
@@ -124,6 +128,13 @@ func (ts *tubes) prune(stored []delayq.TopicStats, now time.Time, clock uint64) 
 		last := len(ts.order) - 1
 		ts.order[i] = ts.order[last]
 		ts.order = ts.order[:last]
+	}
+	// A Go map never gives back the room of deleted entries: once most
+	// tubes are gone, copy what is left.
+	if ts.peak > 1024 && len(ts.byName) < ts.peak/4 {
+		byName := make(map[string]*tube, len(ts.byName))
+		maps.Copy(byName, ts.byName)
+		ts.byName, ts.order, ts.peak = byName, slices.Clone(ts.order), len(byName)
 	}
 }
 

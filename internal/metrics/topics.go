@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"maps"
 	"sync"
 	"time"
 
@@ -36,6 +37,7 @@ type topicSet struct {
 	named  int                    // guarded by mu: entries with their own label value
 	gen    uint64                 // guarded by mu: the last TopicCounts.Gen handed out
 	byName map[string]*topicEntry // guarded by mu
+	peak   int                    // guarded by mu: the most entries byName held since it was made
 	vecs   []*prometheus.CounterVec
 }
 
@@ -70,6 +72,7 @@ func (s *topicSet) entry(topic string) *topicEntry {
 			s.named++
 		}
 		s.byName[topic] = e
+		s.peak = max(s.peak, len(s.byName))
 	}
 	return e
 }
@@ -131,7 +134,24 @@ func (s *topicSet) forget(now time.Time, hold time.Duration, live func(topic str
 			}
 		}
 	}
+	if s.peak > shrinkFrom && len(s.byName) < s.peak/4 {
+		s.byName, s.peak = resized(s.byName), len(s.byName)
+	}
 	return len(s.byName)
+}
+
+// shrinkFrom is the size above which forget copies byName into a map of
+// its present size once it has shrunk to a quarter of its peak: a Go map
+// never gives back the room of deleted entries, so 200,000 topics gone
+// would keep their room for good.
+const shrinkFrom = 1024
+
+// resized copies m into a map made for its present size (maps.Clone
+// keeps the room of the original).
+func resized[K comparable, V any](m map[K]V) map[K]V {
+	out := make(map[K]V, len(m))
+	maps.Copy(out, m)
+	return out
 }
 
 // Forget drops the per-topic state of every topic that live does not keep
