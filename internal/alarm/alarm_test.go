@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"net"
@@ -83,14 +84,8 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 func (f *fixture) service(cfg Config) *Service {
 	m := f.e.Metrics()
 	svc := New(f.st, Sources{
-		Topics: f.e.Topics,
-		Failures: func() map[string]uint64 {
-			out := map[string]uint64{}
-			for t, c := range m.ByTopic() {
-				out[t] = c.Failures()
-			}
-			return out
-		},
+		Topics:   f.e.Topics,
+		Failures: m.ByTopic,
 	}, cfg)
 	f.t.Cleanup(svc.Close)
 	return svc
@@ -480,5 +475,49 @@ func TestReceiverHangs(t *testing.T) {
 	}
 	if got := calls.Load(); got != 3 {
 		t.Errorf("the receiver was called %d times, want 3 (the first try and 2 retries)", got)
+	}
+}
+
+// TestFailureCopiesOnlyWatched: the evaluator keeps the failure counts of
+// the topics an alarm with a failure condition watches, and no others.
+// It used to keep a copy of every topic ever counted at each evaluation
+// of the last minute, with no alarm at all. A topic that becomes watched
+// counts from then on, not its earlier failures.
+func TestFailureCopiesOnlyWatched(t *testing.T) {
+	rcv := newReceiver(t)
+	f := newFixture(t, Config{})
+	const topics = 200
+	for i := range topics {
+		f.bury(fmt.Sprintf("t%d", i), fmt.Sprintf("j%d", i))
+	}
+	kept := func() (n int) {
+		f.svc.mu.Lock()
+		defer f.svc.mu.Unlock()
+		for _, sn := range f.svc.window {
+			n += len(sn.counts)
+		}
+		return n
+	}
+	t0 := time.Now()
+	for i := range 7 {
+		f.eval(f.svc, t0.Add(time.Duration(i)*10*time.Second))
+	}
+	if n := kept(); n != 0 {
+		t.Errorf("with no alarm the evaluator keeps %d topic counts, want 0", n)
+	}
+	f.set("old", `{"url":"`+rcv.URL+`","topics":["t1"],"when":{"failures_per_min_over":0}}`)
+	f.set("late", `{"url":"`+rcv.URL+`","topics":["t2"],"when":{"buried_over":5}}`)
+	f.eval(f.svc, t0.Add(70*time.Second))
+	f.svc.mu.Lock()
+	last := f.svc.window[len(f.svc.window)-1].counts
+	f.svc.mu.Unlock()
+	if len(last) != 1 || last["t1"].n != 1 {
+		t.Errorf("the evaluation keeps %v, want t1's 1 failure only", last)
+	}
+	f.bury("t1", "again")
+	f.eval(f.svc, t0.Add(80*time.Second))
+	ev := rcv.next(t)
+	if ev.Alarm != "old" || ev.State != StateFiring || ev.Value != 1 {
+		t.Errorf("event = %+v, want old firing with the 1 failure since t1 was watched", ev)
 	}
 }

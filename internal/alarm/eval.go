@@ -48,11 +48,22 @@ type firing struct {
 	Sent      time.Time `json:"sent"` // the last firing event
 }
 
-// snapshot is the failure counts at one evaluation.
+// snapshot is the failure counts at one evaluation of the topics an
+// alarm with a failure condition watched then: a copy of every topic's
+// counts, kept for a minute at each evaluation, cost about 7 copies of
+// every topic ever counted when nothing even read them.
 type snapshot struct {
 	at     time.Time
-	counts map[string]uint64
+	counts map[string]failures
+	// mark is the highest metrics.TopicCounts.Gen then: a topic missing
+	// from counts with a Gen above it was first counted after the
+	// snapshot (so from zero since), one at or below it was not watched
+	// then (so its count then is not known).
+	mark uint64
 }
+
+// failures is one topic's failure count and the Gen of its counters.
+type failures struct{ n, gen uint64 }
 
 // measure is one instance's own figures, the document of KindMeasure.
 type measure struct {
@@ -82,7 +93,7 @@ func (s *Service) Evaluate(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	fig, err := s.figures(ctx, now)
+	fig, err := s.figures(ctx, now, alarms)
 	if err != nil {
 		return err
 	}
@@ -108,7 +119,7 @@ func (s *Service) Evaluate(ctx context.Context, now time.Time) error {
 // figures gathers the values conditions compare: job counts from the
 // store, lateness and failures from this instance, and over a shared
 // store from every live instance.
-func (s *Service) figures(ctx context.Context, now time.Time) (*figures, error) {
+func (s *Service) figures(ctx context.Context, now time.Time, alarms []*Alarm) (*figures, error) {
 	fig := &figures{topics: map[string]delayq.TopicStats{}, lateness: map[string]time.Duration{}, failures: map[string]uint64{}}
 	ts, err := s.src.Topics(ctx)
 	if err != nil {
@@ -122,7 +133,7 @@ func (s *Service) figures(ctx context.Context, now time.Time) (*figures, error) 
 			}
 		}
 	}
-	fig.failures = s.recentFailures(now)
+	fig.failures = s.recentFailures(now, alarms)
 	if s.cfg.Shared {
 		if err := s.share(ctx, now, fig); err != nil {
 			return nil, err
@@ -131,18 +142,32 @@ func (s *Service) figures(ctx context.Context, now time.Time) (*figures, error) 
 	return fig, nil
 }
 
-// recentFailures is each topic's failures over the last minute: the count
-// now less the count at the newest evaluation at least a minute old (or
-// the oldest one kept, while the service is younger than a minute).
-func (s *Service) recentFailures(now time.Time) map[string]uint64 {
+// recentFailures is each watched topic's failures over the last minute:
+// the count now less the count at the newest evaluation at least a minute
+// old (or the oldest one kept, while the service is younger than a
+// minute). Only topics an alarm with a failure condition matches are
+// kept; a topic just watched counts its failures since it was.
+func (s *Service) recentFailures(now time.Time, alarms []*Alarm) map[string]uint64 {
 	out := map[string]uint64{}
 	if s.src.Failures == nil {
 		return out
 	}
-	cur := s.src.Failures()
+	var watching []*Alarm
+	for _, a := range alarms {
+		if a.FailuresPerMinOver != nil {
+			watching = append(watching, a)
+		}
+	}
+	cur := snapshot{at: now, counts: map[string]failures{}}
+	for topic, c := range s.src.Failures() {
+		cur.mark = max(cur.mark, c.Gen)
+		if slices.ContainsFunc(watching, func(a *Alarm) bool { return a.Matches(topic) }) {
+			cur.counts[topic] = failures{c.Failures(), c.Gen}
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.window = append(s.window, snapshot{at: now, counts: cur})
+	s.window = append(s.window, cur)
 	base := 0
 	for i, sn := range s.window {
 		if !sn.at.After(now.Add(-failureWindow)) {
@@ -150,12 +175,28 @@ func (s *Service) recentFailures(now time.Time) map[string]uint64 {
 		}
 	}
 	s.window = s.window[base:]
-	for topic, n := range cur {
-		if d := n - s.window[0].counts[topic]; n >= s.window[0].counts[topic] && d > 0 {
-			out[topic] = d
+	for topic, c := range cur.counts {
+		if b, ok := since(s.window, topic, c.gen); ok && c.n > b {
+			out[topic] = c.n - b
 		}
 	}
 	return out
+}
+
+// since is topic's failure count at the oldest snapshot of window that
+// knows it for counters gen: its count there, or 0 when the counters
+// began after that snapshot. A topic first watched during the window thus
+// counts its failures since then.
+func since(window []snapshot, topic string, gen uint64) (uint64, bool) {
+	for _, sn := range window {
+		if b, ok := sn.counts[topic]; ok && b.gen == gen {
+			return b.n, true
+		}
+		if gen > sn.mark {
+			return 0, true
+		}
+	}
+	return 0, false
 }
 
 // share publishes this instance's lateness and failures and adds those

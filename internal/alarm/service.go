@@ -15,6 +15,7 @@ import (
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/api"
+	"github.com/delayq/delayq/internal/metrics"
 	"github.com/delayq/delayq/internal/store"
 )
 
@@ -46,10 +47,11 @@ type Sources struct {
 	// over fires since since, and false when there were none (package
 	// history). Nil: lateness conditions never hold.
 	LatenessP99 func(topic string, since time.Time) (time.Duration, bool)
-	// Failures returns each topic's failure count (TTR expiries, releases,
-	// buries) since the start (package metrics). Nil: failure conditions
-	// never hold.
-	Failures func() map[string]uint64
+	// Failures returns each topic's counters (package metrics: ByTopic);
+	// alarms read TopicCounts.Failures, TTR expiries, releases and
+	// buries, taken as differences while TopicCounts.Gen stays the same.
+	// Nil: failure conditions never hold.
+	Failures func() map[string]metrics.TopicCounts
 }
 
 // Config tunes a Service. Zero values take the defaults.

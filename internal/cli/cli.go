@@ -153,6 +153,7 @@ func defaultVars() kong.Vars {
 		"max_reserve_topics": strconv.Itoa(d.MaxReserveTopics),
 		"shutdown_timeout":   d.ShutdownTimeout.String(),
 		"alarm_interval":     d.AlarmInterval.String(),
+		"metrics_max_topics": strconv.Itoa(d.MetricsMaxTopics),
 		"log_level":          d.LogLevel,
 		"log_format":         d.LogFormat,
 		"server":             defaultServer,

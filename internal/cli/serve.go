@@ -31,6 +31,7 @@ type serveCmd struct {
 	AdvertiseURL     string        `name:"advertise-url" env:"DELAYQ_ADVERTISE_URL" help:"Base URL clients use to reach this instance (default: from the listen address)."`
 	ShutdownTimeout  time.Duration `name:"shutdown-timeout" env:"DELAYQ_SHUTDOWN_TIMEOUT" default:"${shutdown_timeout}" help:"How long a graceful shutdown may wait for in-flight requests."`
 	AlarmInterval    time.Duration `name:"alarm-interval" env:"DELAYQ_ALARM_INTERVAL" default:"${alarm_interval}" help:"Time between two evaluations of the alarms."`
+	MetricsMaxTopics int           `name:"metrics-max-topics" env:"DELAYQ_METRICS_MAX_TOPICS" default:"${metrics_max_topics}" help:"Topics with their own topic label in /metrics (the first seen that still live); the rest are summed under topic=\"_other\"."`
 	LogLevel         string        `name:"log-level" env:"DELAYQ_LOG_LEVEL" default:"${log_level}" enum:"debug,info,warn,error" help:"debug, info, warn or error."`
 	LogFormat        string        `name:"log-format" env:"DELAYQ_LOG_FORMAT" default:"${log_format}" enum:"text,json" help:"text or json."`
 	AccessLog        bool          `name:"access-log" env:"DELAYQ_ACCESS_LOG" help:"Log one record per HTTP request: method, route, status, bytes, duration, principal, remote address."`
@@ -72,6 +73,7 @@ func (c *serveCmd) config() config.Config {
 		AdvertiseURL:     c.AdvertiseURL,
 		ShutdownTimeout:  c.ShutdownTimeout,
 		AlarmInterval:    c.AlarmInterval,
+		MetricsMaxTopics: c.MetricsMaxTopics,
 		LogLevel:         c.LogLevel,
 		LogFormat:        c.LogFormat,
 		AccessLog:        c.AccessLog,

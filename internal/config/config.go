@@ -111,6 +111,11 @@ type Config struct {
 	// (package alarm). Default 10s (also when 0); at least
 	// MinAlarmInterval.
 	AlarmInterval time.Duration
+	// MetricsMaxTopics is how many topics have their own topic label
+	// value in /metrics; the others are summed under topic="_other", so a
+	// deployment's series stay bounded whatever its topics. Default 100;
+	// 0 names none; at most MaxTopicsLimit.
+	MetricsMaxTopics int
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string
 	// LogFormat is text (logfmt-like, for people) or json (for log
@@ -167,6 +172,7 @@ func Default() Config {
 		MaxReserveTopics: 1000,
 		ShutdownTimeout:  30 * time.Second,
 		AlarmInterval:    10 * time.Second,
+		MetricsMaxTopics: 100,
 		LogLevel:         "info",
 		LogFormat:        "text",
 		Security:         DefaultSecurity(),
@@ -209,6 +215,9 @@ func (c Config) Validate() error {
 	}
 	if c.AlarmInterval != 0 && (c.AlarmInterval < MinAlarmInterval || c.AlarmInterval > MaxAlarmInterval) {
 		add("alarm-interval", "%s is out of range (%s to %s)", c.AlarmInterval, MinAlarmInterval, MaxAlarmInterval)
+	}
+	if c.MetricsMaxTopics < 0 || c.MetricsMaxTopics > MaxTopicsLimit {
+		add("metrics-max-topics", "%d is out of range (0 to %d)", c.MetricsMaxTopics, MaxTopicsLimit)
 	}
 	if strings.TrimSpace(c.DataDir) == "" && c.embedded() {
 		add("data-dir", "must not be empty")

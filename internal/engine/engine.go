@@ -129,7 +129,6 @@ func New(st store.Store, cfg Config) *Engine {
 	if e.metrics == nil {
 		e.metrics = metrics.New(st.Topics)
 	}
-	e.metrics.LimitTopicLabels(cfg.MaxTopics)
 	if co, ok := st.(store.CommitObserver); ok {
 		co.ObserveCommits(e.metrics.Commit)
 	}

@@ -41,7 +41,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -85,8 +84,12 @@ type Config struct {
 
 // Counts are a topic's running totals on this instance: jobs finished
 // by their consumer, and failed attempts (TTR expiries, releases, buries).
+// Gen identifies the run of the totals (metrics.TopicCounts.Gen): totals
+// of another Gen started over at zero, so a sample takes the difference
+// only within one Gen.
 type Counts struct {
 	Finishes, Failures uint64
+	Gen                uint64
 }
 
 // MetricsCounts is Config.Counts from an engine's metrics: finishes as
@@ -96,7 +99,7 @@ func MetricsCounts(m *metrics.Metrics) map[string]Counts {
 	by := m.ByTopic()
 	out := make(map[string]Counts, len(by))
 	for t, c := range by {
-		out[t] = Counts{Finishes: c.Finishes, Failures: c.Failures()}
+		out[t] = Counts{Finishes: c.Finishes, Failures: c.Failures(), Gen: c.Gen}
 	}
 	return out
 }
@@ -255,23 +258,30 @@ func (h *History) Sample(ctx context.Context) error {
 	h.mu.Lock()
 	elapsed := now.Sub(h.last)
 	h.last = now
+	// The store lists topics in name order (store.Store.Topics), so
+	// topics are admitted in that order without a copy or a sort.
 	byName := make(map[string]delayq.TopicStats, len(stats))
-	for _, st := range slices.SortedFunc(slices.Values(stats), func(a, b delayq.TopicStats) int {
-		return strings.Compare(a.Name, b.Name)
-	}) {
+	for _, st := range stats {
 		if st.Total() == 0 {
 			continue // listed only for its pause
 		}
 		byName[st.Name] = st
 		h.admit(st.Name)
 	}
+	// Only the topics that counted something since the previous sample
+	// are sorted, not every topic Counts lists.
 	deltas := make(map[string]Counts)
-	for _, name := range slices.Sorted(maps.Keys(counts)) {
-		c, p := counts[name], h.counts[name]
-		if d := (Counts{c.Finishes - p.Finishes, c.Failures - p.Failures}); d != (Counts{}) {
-			deltas[name] = d
-			h.admit(name)
+	for name, c := range counts {
+		p := h.counts[name]
+		if p.Gen != c.Gen {
+			p = Counts{} // counted from zero since (metrics.Metrics.Forget)
 		}
+		if d := (Counts{Finishes: c.Finishes - p.Finishes, Failures: c.Failures - p.Failures}); d != (Counts{}) {
+			deltas[name] = d
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(deltas)) {
+		h.admit(name)
 	}
 	h.counts = counts
 	out := make([]store.SeriesSample, 0, len(h.series))

@@ -363,3 +363,32 @@ func TestRunAlignsToTheMarks(t *testing.T) {
 		}
 	})
 }
+
+// TestCountsStartOver: a topic whose counters were forgotten and began
+// again (a new Gen) samples its new counts, not their difference from
+// the old ones, which wrapped around below zero.
+func TestCountsStartOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFixture(t, Config{})
+		counts := map[string]Counts{}
+		f.h.cfg.Counts = func() map[string]Counts { return maps.Clone(counts) }
+		counts["t"] = Counts{Finishes: 5, Failures: 3, Gen: 1}
+		f.sample(10 * time.Second)
+		delete(counts, "t") // forgotten
+		f.sample(10 * time.Second)
+		counts["t"] = Counts{Finishes: 2, Failures: 1, Gen: 7} // counted again
+		f.sample(10 * time.Second)
+		counts["t"] = Counts{Finishes: 9, Failures: 4, Gen: 9} // forgotten and counted again between samples
+		f.sample(10 * time.Second)
+		got, _ := f.h.Topic("t")
+		want := [][2]int{{5, 3}, {0, 0}, {2, 1}, {9, 4}}
+		if len(got) != len(want) {
+			t.Fatalf("Topic(t) has %d samples, want %d", len(got), len(want))
+		}
+		for i, smp := range got {
+			if g := [2]int{smp.Finishes, smp.Failures}; g != want[i] {
+				t.Errorf("sample %d finishes/failures = %v, want %v", i, g, want[i])
+			}
+		}
+	})
+}

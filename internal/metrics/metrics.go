@@ -25,7 +25,7 @@ type Metrics struct {
 	jobsFailed   *prometheus.CounterVec
 	httpDuration *prometheus.HistogramVec
 	grpcDuration *prometheus.HistogramVec
-	topicLabels  topicLabels
+	topics       topicSet // per-topic label values and counters (topics.go)
 	fireLateness prometheus.Histogram
 	readyWait    prometheus.Histogram
 	timeouts     *prometheus.CounterVec
@@ -35,7 +35,7 @@ type Metrics struct {
 	waiters      prometheus.Gauge
 	commit       prometheus.Histogram
 
-	counts counts // the same figures as plain numbers (counts.go)
+	counts counts // totals as plain numbers (counts.go)
 }
 
 // lateBuckets spans 100 µs to 10 s: the interesting part of firing
@@ -122,13 +122,12 @@ func New(topics func(context.Context) ([]delayq.TopicStats, error)) *Metrics {
 			Help: "Reserve calls currently long-polling.",
 		}),
 	}
-	m.counts.init()
-	m.topicLabels.init(DefaultTopicLabels)
+	m.topics.init(DefaultTopicLabels, m.jobsPut, m.jobsFinished, m.jobsFailed, m.timeouts, m.releases, m.buries)
 	reg.MustRegister(m.admin, m.jobsPut, m.jobsFinished, m.jobsFailed, m.httpDuration, m.grpcDuration)
 	reg.MustRegister(m.ops, m.fireLateness, m.readyWait, m.timeouts, m.releases, m.buries, m.buried, m.waiters, m.commit, buildInfo(buildinfo.Read()),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if topics != nil {
-		reg.MustRegister(&topicCollector{topics: topics})
+		reg.MustRegister(&topicCollector{topics: topics, set: &m.topics})
 	}
 	return m
 }
@@ -169,15 +168,15 @@ const (
 // JobsPut counts n jobs of topic stored by a put.
 func (m *Metrics) JobsPut(topic string, n int) {
 	if n > 0 {
-		m.jobsPut.WithLabelValues(m.topicLabels.label(topic)).Add(float64(n))
+		m.topics.count(topic, m.jobsPut, "", n, nil)
 	}
 }
 
 // JobsFinished counts n jobs of topic their consumer finished.
 func (m *Metrics) JobsFinished(topic string, n int) {
 	if n > 0 {
-		m.jobsFinished.WithLabelValues(m.topicLabels.label(topic)).Add(float64(n))
-		m.counts.add(topic, &m.counts.finishes, n)
+		m.counts.finishes.Add(uint64(n))
+		m.topics.count(topic, m.jobsFinished, "", n, func(c *TopicCounts) { c.Finishes += uint64(n) })
 	}
 }
 
@@ -185,7 +184,7 @@ func (m *Metrics) JobsFinished(topic string, n int) {
 // (FailReleased, ...).
 func (m *Metrics) JobsFailed(topic, class string, n int) {
 	if n > 0 {
-		m.jobsFailed.WithLabelValues(m.topicLabels.label(topic), class).Add(float64(n))
+		m.topics.count(topic, m.jobsFailed, class, n, nil)
 	}
 }
 
@@ -201,12 +200,13 @@ func (m *Metrics) GRPCRequest(procedure, code string, d time.Duration) {
 	m.grpcDuration.WithLabelValues(procedure, code).Observe(d.Seconds())
 }
 
-// LimitTopicLabels bounds the distinct topic label values of the
-// per-topic counters to n (the server passes --max-topics); n ≤ 0 keeps
-// DefaultTopicLabels.
+// LimitTopicLabels bounds the topics with their own topic label value to
+// n (the server passes --metrics-max-topics); the others count under
+// OtherTopic (0: every topic; below 0 changes nothing). Topics named
+// already keep their name.
 func (m *Metrics) LimitTopicLabels(n int) {
-	if n > 0 {
-		m.topicLabels.setMax(n)
+	if n >= 0 {
+		m.topics.setMax(n)
 	}
 }
 
@@ -221,20 +221,20 @@ func (m *Metrics) Timeouts(topic string, n int) {
 	if n <= 0 {
 		return
 	}
-	m.timeouts.WithLabelValues(m.topicLabels.label(topic)).Add(float64(n))
-	m.counts.add(topic, &m.counts.timeouts, n)
+	m.counts.timeouts.Add(uint64(n))
+	m.topics.count(topic, m.timeouts, "", n, func(c *TopicCounts) { c.Timeouts += uint64(n) })
 }
 
 // Release counts one job of topic a consumer released.
 func (m *Metrics) Release(topic string) {
-	m.releases.WithLabelValues(m.topicLabels.label(topic)).Inc()
-	m.counts.add(topic, &m.counts.releases, 1)
+	m.counts.releases.Add(1)
+	m.topics.count(topic, m.releases, "", 1, func(c *TopicCounts) { c.Releases++ })
 }
 
 // Bury counts one job of topic a consumer buried.
 func (m *Metrics) Bury(topic string) {
-	m.buries.WithLabelValues(m.topicLabels.label(topic)).Inc()
-	m.counts.add(topic, &m.counts.buries, 1)
+	m.counts.buries.Add(1)
+	m.topics.count(topic, m.buries, "", 1, func(c *TopicCounts) { c.Buries++ })
 }
 
 // Commit records one durable store write (store.CommitObserver).
@@ -247,18 +247,30 @@ func (m *Metrics) Exhausted(n int) { m.buried.Add(float64(n)) }
 func (m *Metrics) Waiters(delta int) { m.waiters.Add(float64(delta)) }
 
 var (
-	jobsDesc      = prometheus.NewDesc("delayq_jobs", "Live jobs by topic and state.", []string{"topic", "state"}, nil)
+	jobsDesc = prometheus.NewDesc("delayq_jobs",
+		"Live jobs by topic and state; topics without their own label value (--metrics-max-topics) are summed under topic=\"_other\".", []string{"topic", "state"}, nil)
 	oldestAgeDesc = prometheus.NewDesc("delayq_oldest_ready_age_seconds",
-		"Age of the topic's oldest ready job (how long it has waited for a consumer); 0 when none is ready.", []string{"topic"}, nil)
+		"Age of the topic's oldest ready job (how long it has waited for a consumer); 0 when none is ready. Under topic=\"_other\": the oldest of the topics without their own label value.", []string{"topic"}, nil)
 )
 
 // topicCollector asks the store for counts at scrape time, so the counts
-// are the store's truth, also across instances sharing a store.
+// are the store's truth, also across instances sharing a store. Topics
+// take their label value from set: a topic without its own is summed
+// under OtherTopic (its oldest ready age: the largest).
 type topicCollector struct {
 	topics func(context.Context) ([]delayq.TopicStats, error)
+	set    *topicSet
 }
 
 func (c *topicCollector) Describe(ch chan<- *prometheus.Desc) { ch <- jobsDesc; ch <- oldestAgeDesc }
+
+// topicFigures are the exported figures of one label value.
+type topicFigures struct {
+	jobs [4]int // delayed, ready, reserved, buried
+	age  time.Duration
+}
+
+var jobStates = [4]delayq.State{delayq.StateDelayed, delayq.StateReady, delayq.StateReserved, delayq.StateBuried}
 
 func (c *topicCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -267,15 +279,32 @@ func (c *topicCollector) Collect(ch chan<- prometheus.Metric) {
 	if err != nil {
 		return
 	}
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = t.Name
+	}
+	labels := c.set.labels(names)
 	now := time.Now()
-	for _, t := range ts {
-		for state, n := range map[delayq.State]int{
-			delayq.StateDelayed: t.Delayed, delayq.StateReady: t.Ready,
-			delayq.StateReserved: t.Reserved, delayq.StateBuried: t.Buried,
-		} {
-			ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(n), t.Name, string(state))
+	by := make(map[string]*topicFigures)
+	order := make([]string, 0)
+	for i, t := range ts {
+		f := by[labels[i]]
+		if f == nil {
+			f = &topicFigures{}
+			by[labels[i]] = f
+			order = append(order, labels[i])
 		}
-		ch <- prometheus.MustNewConstMetric(oldestAgeDesc, prometheus.GaugeValue, OldestReadyAge(t, now).Seconds(), t.Name)
+		for j, n := range [4]int{t.Delayed, t.Ready, t.Reserved, t.Buried} {
+			f.jobs[j] += n
+		}
+		f.age = max(f.age, OldestReadyAge(t, now))
+	}
+	for _, l := range order {
+		f := by[l]
+		for j, state := range jobStates {
+			ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(f.jobs[j]), l, string(state))
+		}
+		ch <- prometheus.MustNewConstMetric(oldestAgeDesc, prometheus.GaugeValue, f.age.Seconds(), l)
 	}
 }
 

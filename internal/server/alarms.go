@@ -22,13 +22,7 @@ func (s *Server) newAlarms() *alarm.Service {
 		LatenessP99: func(topic string, since time.Time) (time.Duration, bool) {
 			return s.hist.LatenessP99(topic, since)
 		},
-		Failures: func() map[string]uint64 {
-			out := map[string]uint64{}
-			for t, c := range m.ByTopic() {
-				out[t] = c.Failures()
-			}
-			return out
-		},
+		Failures: m.ByTopic,
 	}, alarm.Config{
 		Interval: s.cfg.AlarmInterval,
 		Shared:   s.cluster != nil,

@@ -140,6 +140,7 @@ func (s *Server) Start(ctx context.Context) error {
 		Fired:            s.hist.Fired,
 		PreciseTimer:     true,
 	})
+	s.eng.Metrics().LimitTopicLabels(s.cfg.MetricsMaxTopics)
 	s.sched = s.newSchedules()
 	s.alarms = s.newAlarms()
 	// Binding first makes Addr known as soon as Start returns (port 0
@@ -351,6 +352,7 @@ func (s *Server) serve() {
 	})
 	s.reloadOnSIGHUP(g, engCtx)
 	g.Go(func() error { return s.hist.Run(engCtx) })
+	g.Go(func() error { return s.runForget(engCtx) })
 	s.runSchedules(g)
 	s.runAlarms(g)
 	g.Go(func() error {
