@@ -111,7 +111,6 @@ func (l *Listener) Accept() (net.Conn, error) {
 			victim.Close()
 		}
 		if why != "" {
-			l.refused.Add(1)
 			if l.o.Refuse != nil {
 				// A new socket's send buffer takes a short answer without
 				// blocking; the deadline covers a peer that is gone.
@@ -119,10 +118,11 @@ func (l *Listener) Accept() (net.Conn, error) {
 				l.o.Refuse(nc, why)
 			}
 			nc.Close()
+			l.refused.Add(1) // once answered, so a count seen means an answer sent
 			continue
 		}
 		if l.o.FirstRequest > 0 {
-			c.first = time.AfterFunc(l.o.FirstRequest, c.noFirstRequest)
+			c.first.Store(time.AfterFunc(l.o.FirstRequest, c.noFirstRequest))
 		}
 		return c, nil
 	}
@@ -226,7 +226,7 @@ type Conn struct {
 	net.Conn
 	l      *Listener
 	client string
-	first  *time.Timer // closes the connection if no request begins; nil: no bound
+	first  atomic.Pointer[time.Timer] // closes the connection if no request begins; nil: no bound
 
 	counted bool   // on the listener's books; guarded by l.mu
 	token   string // the principal of its first request that named one; guarded by l.mu
@@ -251,8 +251,8 @@ func (c *Conn) Read(p []byte) (int, error) {
 // Close gives the connection's slot back, once, on the first Close.
 func (c *Conn) Close() error {
 	c.once.Do(func() {
-		if c.first != nil {
-			c.first.Stop()
+		if t := c.first.Load(); t != nil {
+			t.Stop()
 		}
 		c.l.mu.Lock()
 		c.l.forget(c)
