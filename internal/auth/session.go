@@ -37,7 +37,7 @@ const (
 	// oldest session of all.
 	MaxSessions = 10000
 	// DefaultMaxPerToken is the bound on one token's sessions until
-	// SetMaxPerToken says otherwise (--max-sessions-per-token).
+	// SetMaxPerToken says otherwise (--max-dashboard-sessions).
 	DefaultMaxPerToken = 20
 )
 

@@ -33,7 +33,7 @@ type securityFlags struct {
 	MaxConnsPerClient    int           `name:"max-conns-per-client" env:"DELAYQ_MAX_CONNS_PER_CLIENT" default:"${max_conns_per_client}" group:"Limits" help:"Most connections of one address (IPv6: /64), and on HTTP of one token, per listener; at most half the listener's bound (0: half)."`
 	WriteTimeout         time.Duration `name:"write-timeout" env:"DELAYQ_WRITE_TIMEOUT" default:"${write_timeout}" group:"Limits" help:"Cut off an HTTP/gRPC answer whose client takes none of a 64 KiB piece for this long (0: only the request's overall bound)."`
 	MaxAuthFailures      int           `name:"max-auth-failures" env:"DELAYQ_MAX_AUTH_FAILURES" default:"${max_auth_failures}" group:"Limits" help:"Failed logins and unknown tokens per address a minute; more answer 429 (0: no bound)."`
-	MaxSessionsPerToken  int           `name:"max-sessions-per-token" env:"DELAYQ_MAX_SESSIONS_PER_TOKEN" default:"${max_sessions_per_token}" group:"Limits" help:"Dashboard sessions per token; a login beyond it ends that token's oldest (0: no bound)."`
+	MaxDashboardSessions int           `name:"max-dashboard-sessions" env:"DELAYQ_MAX_DASHBOARD_SESSIONS" default:"${max_dashboard_sessions}" group:"Limits" help:"Dashboard sessions per token; a login beyond it ends that token's oldest (0: no bound)."`
 }
 
 // config returns the flags as a config.Security.
@@ -49,7 +49,7 @@ func (f *securityFlags) config() config.Security {
 		MaxWaitingReserves: f.MaxWaitingReserves, MaxTopics: f.MaxTopics,
 		RateLimit: f.RateLimit, RateBurst: f.RateBurst,
 		MaxConnsPerClient: f.MaxConnsPerClient, WriteTimeout: f.WriteTimeout,
-		MaxAuthFailures: f.MaxAuthFailures, MaxSessionsPerToken: f.MaxSessionsPerToken,
+		MaxAuthFailures: f.MaxAuthFailures, MaxDashboardSessions: f.MaxDashboardSessions,
 	}
 }
 
@@ -69,6 +69,6 @@ func securityVars() kong.Vars {
 		"max_conns_per_client":   strconv.Itoa(d.MaxConnsPerClient),
 		"write_timeout":          d.WriteTimeout.String(),
 		"max_auth_failures":      strconv.Itoa(d.MaxAuthFailures),
-		"max_sessions_per_token": strconv.Itoa(d.MaxSessionsPerToken),
+		"max_dashboard_sessions": strconv.Itoa(d.MaxDashboardSessions),
 	}
 }

@@ -90,26 +90,26 @@ type Security struct {
 	// requests with a token answer 429 rate_limited until one comes back.
 	// Default 30.
 	MaxAuthFailures int
-	// MaxSessionsPerToken bounds the dashboard sessions of one token; a
+	// MaxDashboardSessions bounds the dashboard sessions of one token; a
 	// login beyond it ends that token's oldest session (and no other
 	// token's). Default 20.
-	MaxSessionsPerToken int
+	MaxDashboardSessions int
 }
 
 // DefaultSecurity returns the documented defaults.
 func DefaultSecurity() Security {
 	return Security{
-		MaxHTTPConns:        10_000,
-		MaxBeanstalkConns:   10_000,
-		MaxInflightBytes:    256 << 20,
-		InflightWait:        5 * time.Second,
-		MaxWaitingReserves:  10_000,
-		MaxTopics:           100_000,
-		RateBurst:           100,
-		MaxConnsPerClient:   1_000,
-		WriteTimeout:        30 * time.Second,
-		MaxAuthFailures:     30,
-		MaxSessionsPerToken: 20,
+		MaxHTTPConns:         10_000,
+		MaxBeanstalkConns:    10_000,
+		MaxInflightBytes:     256 << 20,
+		InflightWait:         5 * time.Second,
+		MaxWaitingReserves:   10_000,
+		MaxTopics:            100_000,
+		RateBurst:            100,
+		MaxConnsPerClient:    1_000,
+		WriteTimeout:         30 * time.Second,
+		MaxAuthFailures:      30,
+		MaxDashboardSessions: 20,
 	}
 }
 
@@ -129,7 +129,7 @@ func (s Security) validate(add func(field, format string, args ...any)) {
 		{"max-inflight-bytes", s.MaxInflightBytes}, {"max-waiting-reserves", int64(s.MaxWaitingReserves)},
 		{"max-topics", int64(s.MaxTopics)}, {"rate-burst", int64(s.RateBurst)},
 		{"max-conns-per-client", int64(s.MaxConnsPerClient)}, {"max-auth-failures", int64(s.MaxAuthFailures)},
-		{"max-sessions-per-token", int64(s.MaxSessionsPerToken)},
+		{"max-dashboard-sessions", int64(s.MaxDashboardSessions)},
 	} {
 		if f.v < 0 {
 			add(f.name, "%d is negative (0 means no bound)", f.v)

@@ -84,7 +84,7 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 	}
 	// A login is a request of its token like any other (--rate-limit):
 	// its sessions cost memory, and each ends the token's oldest once it
-	// holds its bound (--max-sessions-per-token).
+	// holds its bound (--max-dashboard-sessions).
 	if wait, err := h.opts.Rates.Allow("token:" + p.Name); err != nil {
 		h.refuseRate(w, r, wait, err)
 		return

@@ -280,7 +280,7 @@ func (s *Server) build() {
 	}
 	s.advertise = s.advertiseScheme(s.cfg.AdvertiseURLFor(s.httpLn.Addr()))
 	s.sessions = auth.NewSessions(s.sec.auth)
-	s.sessions.SetMaxPerToken(s.cfg.MaxSessionsPerToken)
+	s.sessions.SetMaxPerToken(s.cfg.MaxDashboardSessions)
 	opts := httpapi.Options{
 		Sessions:     s.sessions,
 		Rates:        s.sec.rates,
