@@ -44,7 +44,7 @@ func Answers(next http.Handler, o AnswerOptions) http.Handler {
 		if c != nil {
 			r = r.WithContext(WithCharge(ctx, c))
 		}
-		aw := &answerWriter{ResponseWriter: w, c: c, timeout: o.WriteTimeout}
+		aw := &answerWriter{ResponseWriter: w, c: c, timeout: o.WriteTimeout, h2: r.ProtoMajor >= 2}
 		if aw.timeout > 0 {
 			aw.rc = http.NewResponseController(w)
 			// What the server flushes once the handler returns (the
@@ -61,6 +61,7 @@ type answerWriter struct {
 	c       *Charge
 	timeout time.Duration
 	rc      *http.ResponseController // nil without a timeout
+	h2      bool                     // HTTP/2: a deadline must be cleared after each write
 }
 
 func (aw *answerWriter) Write(p []byte) (int, error) {
@@ -71,9 +72,12 @@ func (aw *answerWriter) Write(p []byte) (int, error) {
 	if aw.rc == nil {
 		return aw.ResponseWriter.Write(p)
 	}
-	// No deadline between writes: for HTTP/2 a deadline is a timer that
-	// resets the stream when it fires, writing or not.
-	defer aw.rc.SetWriteDeadline(time.Time{})
+	if aw.h2 {
+		// No deadline between writes: for HTTP/2 a deadline is a timer
+		// that resets the stream when it fires, writing or not. (An
+		// HTTP/1 deadline binds only writes, each of which sets its own.)
+		defer aw.rc.SetWriteDeadline(time.Time{})
+	}
 	n := 0
 	for n < len(p) {
 		end := min(len(p), n+answerPiece)
@@ -97,7 +101,9 @@ func (aw *answerWriter) Flush() {
 	}
 	aw.rc.SetWriteDeadline(time.Now().Add(aw.timeout))
 	_ = aw.rc.Flush()
-	aw.rc.SetWriteDeadline(time.Time{})
+	if aw.h2 {
+		aw.rc.SetWriteDeadline(time.Time{})
+	}
 }
 
 // Unwrap lets http.ResponseController reach the connection through the

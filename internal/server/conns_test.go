@@ -137,3 +137,29 @@ func isTimeout(err error) bool {
 	ne, ok := err.(net.Error)
 	return ok && ne.Timeout()
 }
+
+// Issue 28 item 5, beanstalkd: one address holds at most its share of
+// the beanstalkd listener's connections (half of --max-beanstalk-conns
+// here); its next connection is closed at once, and another address is
+// still served. (On the old build the first client took every slot.)
+func TestBeanstalkShareOfConnections(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.MaxBeanstalkConns = 4
+	s := startServer(t, cfg, &syncBuffer{})
+	addr := s.BeanstalkAddr().String()
+	for range 3 {
+		dialFrom(t, "127.0.0.1", addr)
+	}
+	waitUntil(t, "the third connection refused", func() bool { return s.sec.bconns.Refused() == 1 })
+	if n := s.sec.bconns.Open(); n != 2 {
+		t.Fatalf("%d connections of the first client open, want its share of 2", n)
+	}
+	c := dialFrom(t, "127.0.0.2", addr)
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	io.WriteString(c, "list-tubes\r\n")
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "OK ") {
+		t.Fatalf("another address: %q, %v", line, err)
+	}
+}
