@@ -95,18 +95,57 @@ func TestSessions(t *testing.T) {
 	}
 }
 
-// TestSessionsBounded: at MaxSessions, a login drops the session that
-// ends first, and the table never grows past the bound.
-func TestSessionsBounded(t *testing.T) {
-	st, err := Load("", `{"tokens":[{"name":"ops","sha256":"`+HashToken("t")+`","scopes":["read"]}]}`)
+// TestSessionsBoundedPerToken (issue 28 item 6): 10,100 logins with a
+// read-only token end only that token's own oldest sessions; the admin's
+// session, older than all of them, lives on. (The old table dropped the
+// session that ended first, whoever's it was, once it held 10,000: the
+// admin's.)
+func TestSessionsBoundedPerToken(t *testing.T) {
+	st, err := Load("", `{"tokens":[{"name":"admin","sha256":"`+HashToken("a")+`","scopes":["admin"]},
+		{"name":"viewer","sha256":"`+HashToken("v")+`","scopes":["read"]}]}`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := NewSessions(st)
 	now := time.Now()
 	s.now = func() time.Time { return now }
+	admin, _, _ := s.Login("a")
+	first, _, _ := s.Login("v")
+	var last string
+	for range MaxSessions + 100 {
+		now = now.Add(time.Millisecond)
+		last, _, _ = s.Login("v")
+	}
+	if pr, _ := s.Principal(admin); pr == nil || pr.Name != "admin" {
+		t.Fatal("another token's logins ended the admin's session")
+	}
+	if pr, _ := s.Principal(first); pr != nil {
+		t.Error("the viewer's oldest session survived its bound")
+	}
+	if pr, _ := s.Principal(last); pr == nil {
+		t.Error("the viewer's newest session was dropped")
+	}
+	if n := s.Len(); n != 1+DefaultMaxPerToken {
+		t.Errorf("%d sessions held, want the admin's and the viewer's %d", n, DefaultMaxPerToken)
+	}
+}
+
+// TestSessionsBounded: without a bound per token, the table stops at
+// MaxSessions: a login ends its own token's oldest session, and never
+// another's while it has one.
+func TestSessionsBounded(t *testing.T) {
+	st, err := Load("", `{"tokens":[{"name":"ops","sha256":"`+HashToken("t")+`","scopes":["read"]},
+		{"name":"admin","sha256":"`+HashToken("a")+`","scopes":["admin"]}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSessions(st)
+	s.SetMaxPerToken(0)
+	now := time.Now()
+	s.now = func() time.Time { return now }
+	admin, _, _ := s.Login("a")
 	first, _, _ := s.Login("t")
-	for range MaxSessions - 1 {
+	for range MaxSessions - 2 {
 		now = now.Add(time.Millisecond)
 		s.Login("t")
 	}
@@ -115,9 +154,42 @@ func TestSessionsBounded(t *testing.T) {
 		t.Fatalf("%d sessions, want %d", s.Len(), MaxSessions)
 	}
 	if pr, _ := s.Principal(first); pr != nil {
-		t.Error("the oldest session survived the bound")
+		t.Error("the token's oldest session survived the bound")
 	}
 	if pr, _ := s.Principal(second); pr == nil {
 		t.Error("the newest session was dropped")
+	}
+	if pr, _ := s.Principal(admin); pr == nil {
+		t.Error("another token's session was dropped while the token had its own")
+	}
+}
+
+// TestSessionsEndedAreDropped: sessions that ended leave the table as
+// later logins come, without a walk of the table (a few from the front
+// of the order they end in, at each login), and nothing of their
+// tokens' books is left behind.
+func TestSessionsEndedAreDropped(t *testing.T) {
+	st, err := Load("", `{"tokens":[{"name":"ops","sha256":"`+HashToken("t")+`","scopes":["read"]},
+		{"name":"admin","sha256":"`+HashToken("a")+`","scopes":["admin"]}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSessions(st)
+	now := time.Now()
+	s.now = func() time.Time { return now }
+	for range DefaultMaxPerToken {
+		s.Login("t")
+	}
+	now = now.Add(SessionTTL)
+	for i := range DefaultMaxPerToken / 2 {
+		s.Login("a")
+		if want := DefaultMaxPerToken - 2*(i+1) + i + 1; s.Len() != want {
+			t.Fatalf("after %d logins past the end: %d sessions, want %d", i+1, s.Len(), want)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, left := s.byToken[HashToken("t")]; left || s.order.Len() != len(s.byID) {
+		t.Errorf("books left behind: token list kept %v, order %d, table %d", left, s.order.Len(), len(s.byID))
 	}
 }

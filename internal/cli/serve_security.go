@@ -30,6 +30,10 @@ type securityFlags struct {
 	MaxTopics            int           `name:"max-topics" env:"DELAYQ_MAX_TOPICS" default:"${max_topics}" group:"Limits" help:"Most topics (0: no bound)."`
 	RateLimit            float64       `name:"rate-limit" env:"DELAYQ_RATE_LIMIT" default:"${rate_limit}" group:"Limits" help:"Requests per second per token, or per address without tokens (0: no bound)."`
 	RateBurst            int           `name:"rate-burst" env:"DELAYQ_RATE_BURST" default:"${rate_burst}" group:"Limits" help:"Requests over --rate-limit allowed at once."`
+	MaxConnsPerClient    int           `name:"max-conns-per-client" env:"DELAYQ_MAX_CONNS_PER_CLIENT" default:"${max_conns_per_client}" group:"Limits" help:"Most connections of one address (IPv6: /64), and on HTTP of one token, per listener; at most half the listener's bound (0: half)."`
+	WriteTimeout         time.Duration `name:"write-timeout" env:"DELAYQ_WRITE_TIMEOUT" default:"${write_timeout}" group:"Limits" help:"Cut off an HTTP/gRPC answer whose client takes none of a 64 KiB piece for this long (0: only the request's overall bound)."`
+	MaxAuthFailures      int           `name:"max-auth-failures" env:"DELAYQ_MAX_AUTH_FAILURES" default:"${max_auth_failures}" group:"Limits" help:"Failed logins and unknown tokens per address a minute; more answer 429 (0: no bound)."`
+	MaxDashboardSessions int           `name:"max-dashboard-sessions" env:"DELAYQ_MAX_DASHBOARD_SESSIONS" default:"${max_dashboard_sessions}" group:"Limits" help:"Dashboard sessions per token; a login beyond it ends that token's oldest (0: no bound)."`
 }
 
 // config returns the flags as a config.Security.
@@ -44,6 +48,8 @@ func (f *securityFlags) config() config.Security {
 		MaxInflightBytes:     f.MaxInflightBytes, InflightWait: f.InflightWait,
 		MaxWaitingReserves: f.MaxWaitingReserves, MaxTopics: f.MaxTopics,
 		RateLimit: f.RateLimit, RateBurst: f.RateBurst,
+		MaxConnsPerClient: f.MaxConnsPerClient, WriteTimeout: f.WriteTimeout,
+		MaxAuthFailures: f.MaxAuthFailures, MaxDashboardSessions: f.MaxDashboardSessions,
 	}
 }
 
@@ -60,5 +66,9 @@ func securityVars() kong.Vars {
 		"max_topics":             strconv.Itoa(d.MaxTopics),
 		"rate_limit":             strconv.FormatFloat(d.RateLimit, 'g', -1, 64),
 		"rate_burst":             strconv.Itoa(d.RateBurst),
+		"max_conns_per_client":   strconv.Itoa(d.MaxConnsPerClient),
+		"write_timeout":          d.WriteTimeout.String(),
+		"max_auth_failures":      strconv.Itoa(d.MaxAuthFailures),
+		"max_dashboard_sessions": strconv.Itoa(d.MaxDashboardSessions),
 	}
 }

@@ -47,6 +47,16 @@ type Security struct {
 	// MaxBeanstalkConns bounds open beanstalkd connections; more are
 	// closed at once. Default 10,000.
 	MaxBeanstalkConns int
+	// MaxConnsPerClient bounds the connections of one client on each
+	// listener: one remote address (IPv6: one /64) and, on the HTTP port,
+	// one token. It is at most half of the listener's bound. A client at
+	// its share may open another connection only in place of one of its
+	// idle ones. Default 1,000.
+	MaxConnsPerClient int
+	// WriteTimeout cuts off an HTTP or gRPC answer whose client takes
+	// none of a 64 KiB piece of it for this long (a client that stops
+	// reading), giving back what the answer held. Default 30s.
+	WriteTimeout time.Duration
 	// BeanstalkIdleTimeout closes a beanstalkd connection that sends no
 	// command for this long (a reserve waiting is not idle). Default 0:
 	// never, as beanstalkd; set it when clients reconnect on their own.
@@ -75,18 +85,31 @@ type Security struct {
 	// RateBurst is how many requests over RateLimit may come at once.
 	// Default 100.
 	RateBurst int
+	// MaxAuthFailures is how many failed logins and unknown tokens one
+	// remote address may send a minute; beyond it its logins and
+	// requests with a token answer 429 rate_limited until one comes back.
+	// Default 30.
+	MaxAuthFailures int
+	// MaxDashboardSessions bounds the dashboard sessions of one token; a
+	// login beyond it ends that token's oldest session (and no other
+	// token's). Default 20.
+	MaxDashboardSessions int
 }
 
 // DefaultSecurity returns the documented defaults.
 func DefaultSecurity() Security {
 	return Security{
-		MaxHTTPConns:       10_000,
-		MaxBeanstalkConns:  10_000,
-		MaxInflightBytes:   256 << 20,
-		InflightWait:       5 * time.Second,
-		MaxWaitingReserves: 10_000,
-		MaxTopics:          100_000,
-		RateBurst:          100,
+		MaxHTTPConns:         10_000,
+		MaxBeanstalkConns:    10_000,
+		MaxInflightBytes:     256 << 20,
+		InflightWait:         5 * time.Second,
+		MaxWaitingReserves:   10_000,
+		MaxTopics:            100_000,
+		RateBurst:            100,
+		MaxConnsPerClient:    1_000,
+		WriteTimeout:         30 * time.Second,
+		MaxAuthFailures:      30,
+		MaxDashboardSessions: 20,
 	}
 }
 
@@ -105,6 +128,8 @@ func (s Security) validate(add func(field, format string, args ...any)) {
 		{"max-http-conns", int64(s.MaxHTTPConns)}, {"max-beanstalk-conns", int64(s.MaxBeanstalkConns)},
 		{"max-inflight-bytes", s.MaxInflightBytes}, {"max-waiting-reserves", int64(s.MaxWaitingReserves)},
 		{"max-topics", int64(s.MaxTopics)}, {"rate-burst", int64(s.RateBurst)},
+		{"max-conns-per-client", int64(s.MaxConnsPerClient)}, {"max-auth-failures", int64(s.MaxAuthFailures)},
+		{"max-dashboard-sessions", int64(s.MaxDashboardSessions)},
 	} {
 		if f.v < 0 {
 			add(f.name, "%d is negative (0 means no bound)", f.v)
@@ -112,6 +137,9 @@ func (s Security) validate(add func(field, format string, args ...any)) {
 	}
 	if s.BeanstalkIdleTimeout < 0 || s.InflightWait < 0 {
 		add("beanstalk-idle-timeout", "durations must not be negative")
+	}
+	if s.WriteTimeout < 0 {
+		add("write-timeout", "%v is negative (0 means no bound)", s.WriteTimeout)
 	}
 	if s.RateLimit < 0 {
 		add("rate-limit", "%g is negative (0 means no bound)", s.RateLimit)

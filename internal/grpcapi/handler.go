@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -39,6 +40,10 @@ type Options struct {
 	// Rates bounds calls per second per token (per remote address
 	// without tokens), shared with the HTTP API.
 	Rates *limits.Rates
+	// Failures bounds unknown tokens per remote address, shared with the
+	// HTTP API: once an address has spent them, its calls that carry a
+	// token are refused before the token is looked at.
+	Failures *limits.Rates
 	// Bytes bounds the request bytes in flight, shared with the HTTP API:
 	// each call's body is charged as it arrives, and a put's decoded
 	// bodies as the HTTP API charges them (limits.PutCost).
@@ -160,7 +165,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			"the Host " + strconv.Quote(r.Host) + " is not one of this server's names (--allowed-hosts); a page from another site cannot use this API"})
 		return
 	}
+	hasToken := h.o.Auth != nil && r.Header.Get("Authorization") != ""
+	failKey := "addr:" + limits.ClientKey(peerAddr(r.RemoteAddr))
+	if hasToken {
+		if _, err := h.o.Failures.Check(failKey); err != nil {
+			h.refuse(rec, r, in, err)
+			return
+		}
+	}
 	p, key := h.who(r)
+	if p == nil && hasToken {
+		h.o.Failures.Allow(failKey) // counts the unknown token
+	}
 	if p == nil {
 		msg := "this call needs a token: send the metadata authorization: Bearer <token>"
 		if r.Header.Get("Authorization") != "" {
@@ -170,6 +186,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in.principal, in.actor.Principal = p, p.Name
+	if p != auth.Open {
+		// The connection counts against its token's share from now on
+		// (--max-conns-per-client), as on the HTTP API.
+		if err := limits.ConnFrom(ctx).Claim(p.Name); err != nil {
+			h.refuse(rec, r, in, err)
+			return
+		}
+	}
 	if _, err := h.o.Rates.Allow(key); err != nil {
 		h.refuse(rec, r, in, err)
 		return
@@ -178,10 +202,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Charged as the bytes arrive, as the HTTP API charges them; a
 		// refusal surfaces from the body's Read (as its status) or a
 		// put's Take.
-		c := h.o.Bytes.Open()
-		defer c.Close()
-		ctx = limits.WithCharge(ctx, c)
-		r = r.WithContext(ctx)
+		c := limits.ChargeFrom(ctx) // opened by limits.Answers in front of the port
+		if c == nil {
+			c = h.o.Bytes.Open()
+			defer c.Close()
+			ctx = limits.WithCharge(ctx, c)
+			r = r.WithContext(ctx)
+		}
 		r.Body = c.Body(ctx, r.Body)
 	}
 	max, ok := h.maxBytes[r.URL.Path]
@@ -414,3 +441,11 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 }
 
 func (b *boundedBody) Close() error { return b.r.Close() }
+
+// peerAddr parses a request's RemoteAddr for limits.ClientKey.
+func peerAddr(remote string) net.Addr {
+	if ap, err := netip.ParseAddrPort(remote); err == nil {
+		return net.TCPAddrFromAddrPort(ap)
+	}
+	return &net.UnixAddr{Name: remote}
+}

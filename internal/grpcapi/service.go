@@ -298,10 +298,67 @@ func (s *service) Delete(ctx context.Context, req *connect.Request[delayqv1.Dele
 
 func (s *service) List(ctx context.Context, req *connect.Request[delayqv1.ListRequest]) (*connect.Response[delayqv1.ListResponse], error) {
 	m := req.Msg
-	res, err := s.e.List(ctx, engine.ListRequest{Topic: m.GetTopic(), State: delayq.State(m.GetState()), Cursor: m.GetCursor(), Limit: int(m.GetLimit())})
+	res, err := listPage(ctx, s.e, engine.ListRequest{Topic: m.GetTopic(), State: delayq.State(m.GetState()), Cursor: m.GetCursor(), Limit: int(m.GetLimit())})
 	if err != nil {
 		return nil, err
 	}
 	hideReservations(principalOf(ctx), res.Jobs...)
 	return connect.NewResponse(&delayqv1.ListResponse{Jobs: fromJobs(res.Jobs), Next: res.Next}), nil
+}
+
+// listPageBodies bounds the job bodies of one List answer: a page of
+// 1,000 large jobs would be one message of up to 64 MiB and more, held
+// whole in memory until the client took it (issue 28: one such call with
+// its flow-control window at 0 pinned 137 MiB), and larger than gRPC
+// clients take by default (4 MiB). A page stops before it would pass the
+// bound, with next set, as a page that reached its limit does.
+const listPageBodies = 3 << 20
+
+// listChunk bounds how many jobs listPage reads at once.
+const listChunk = 32
+
+// listPage reads the page r asks for a chunk at a time, each charged to
+// the call's share of the bytes in flight (it stays charged until the
+// answer is written), and stops early when the next chunk could take the
+// page's bodies past listPageBodies: it reads only as many jobs as fit
+// even at the largest body.
+func listPage(ctx context.Context, e *engine.Engine, r engine.ListRequest) (*engine.ListResult, error) {
+	if r.Limit < 0 || r.Limit > engine.MaxListLimit {
+		return e.List(ctx, r) // refuses it, in the engine's words
+	}
+	left := r.Limit
+	if left == 0 {
+		left = engine.DefaultListLimit
+	}
+	maxBody := max(1, e.Config().MaxBody)
+	page := &engine.ListResult{}
+	bodies := 0
+	for {
+		n := min(left, listChunk, max(1, (listPageBodies-bodies)/maxBody))
+		if len(page.Jobs) > 0 && bodies+maxBody > listPageBodies {
+			n = 0 // not even one more job of the largest body fits
+		}
+		if n == 0 {
+			return page, nil // page.Next is the cursor after the last job read
+		}
+		res, err := e.List(ctx, engine.ListRequest{Topic: r.Topic, State: r.State, Cursor: r.Cursor, Limit: n})
+		if err != nil {
+			return nil, err
+		}
+		cost := int64(0)
+		for _, j := range res.Jobs {
+			bodies += len(j.Body)
+			cost += 3*int64(len(j.Body)) + 1<<10 // as read, in the message, marshalled
+		}
+		if err := limits.ChargeFrom(ctx).Take(ctx, cost); err != nil {
+			return nil, err
+		}
+		page.Jobs = append(page.Jobs, res.Jobs...)
+		page.Next = res.Next
+		left -= len(res.Jobs)
+		r.Cursor = res.Next
+		if res.Next == "" || left <= 0 {
+			return page, nil
+		}
+	}
 }

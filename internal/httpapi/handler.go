@@ -11,6 +11,7 @@ import (
 	"github.com/delayq/delayq/internal/auth"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/history"
+	"github.com/delayq/delayq/internal/limits"
 	"github.com/delayq/delayq/internal/schedule"
 )
 
@@ -46,6 +47,11 @@ type Options struct {
 	// give Guard the same. Nil: a server without tokens, nothing to log
 	// in to.
 	Sessions *auth.Sessions
+	// Rates bounds logins as any other request of their token (give Guard
+	// the same); Failures bounds failed logins per remote address (give
+	// Guard the same, which counts unknown tokens in it too). Nil: no
+	// bound.
+	Rates, Failures *limits.Rates
 }
 
 // perJobOverhead is room for a job's JSON fields besides its body.

@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/api"
@@ -39,6 +38,11 @@ type GuardOptions struct {
 	// Rates bounds requests per second per token (per remote address
 	// without tokens).
 	Rates *limits.Rates
+	// Failures bounds unknown tokens (and failed logins, given the
+	// handler's Options the same) per remote address: once an address
+	// has spent them, its requests that carry a token answer 429 before
+	// the token is looked at. Nil: no bound.
+	Failures *limits.Rates
 	// Bytes bounds the request bytes in flight: each request's body is
 	// charged as it arrives, and handlers charge what they decode it into
 	// (limits.ChargeFrom).
@@ -286,7 +290,18 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // serve runs one route's checks, then the API.
 func (g *guard) serve(w http.ResponseWriter, r *http.Request, rl rule) {
 	if rl != nil {
+		_, hasBearer := bearer(r)
+		if hasBearer {
+			if wait, err := g.o.Failures.Check(addrKey(r)); err != nil {
+				w.Header().Set("Retry-After", retryAfter(wait))
+				g.refuse(w, r, err)
+				return
+			}
+		}
 		p, key, bySession := g.who(r)
+		if p == nil && hasBearer {
+			g.o.Failures.Allow(addrKey(r)) // counts the unknown token
+		}
 		if p == nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="delayq"`)
 			msg := "this call needs a token: send Authorization: Bearer <token>"
@@ -299,6 +314,17 @@ func (g *guard) serve(w http.ResponseWriter, r *http.Request, rl rule) {
 			return
 		}
 		setPrincipal(r, p.Name) // for the audit and access records (observe.go)
+		if p != auth.Open {
+			// The connection counts against its token's share from now
+			// on (--max-conns-per-client); over it, this connection is
+			// refused and closed after the answer.
+			if err := limits.ConnFrom(r.Context()).Claim(p.Name); err != nil {
+				w.Header().Set("Connection", "close")
+				w.Header().Set("Retry-After", "1")
+				g.refuse(w, r, err)
+				return
+			}
+		}
 		// A cookie goes with every request the browser sends, whichever
 		// page sends it: a change made with one must say it comes from
 		// the dashboard's own origin (SameSite=Strict already keeps the
@@ -312,7 +338,7 @@ func (g *guard) serve(w http.ResponseWriter, r *http.Request, rl rule) {
 		}
 		r = r.WithContext(auth.WithCaller(r.Context(), auth.Caller{Principal: p, Session: bySession}))
 		if wait, err := g.o.Rates.Allow(key); err != nil {
-			w.Header().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+			w.Header().Set("Retry-After", retryAfter(wait))
 			g.refuse(w, r, err)
 			return
 		}
@@ -323,15 +349,23 @@ func (g *guard) serve(w http.ResponseWriter, r *http.Request, rl rule) {
 		}
 		r = r2.WithContext(withPrincipal(r2.Context(), p))
 	}
-	if r.Body != nil && r.Body != http.NoBody && g.o.Bytes != nil {
-		// Charged as the bytes arrive, not by the declared length: a
-		// client that declares much and sends little holds only what it
-		// sent (limits.Bytes says why). A refusal surfaces from the
-		// body's Read or a handler's Take, and the API answers it 503.
-		c := g.o.Bytes.Open()
-		defer c.Close()
-		r = r.WithContext(limits.WithCharge(r.Context(), c))
-		r.Body = c.Body(r.Context(), r.Body)
+	if g.o.Bytes != nil {
+		// The request's charge: opened in front of the whole port when
+		// the server runs limits.Answers (which also charges the answer
+		// as it is written), else here.
+		c := limits.ChargeFrom(r.Context())
+		if c == nil {
+			c = g.o.Bytes.Open()
+			defer c.Close()
+			r = r.WithContext(limits.WithCharge(r.Context(), c))
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			// Charged as the bytes arrive, not by the declared length: a
+			// client that declares much and sends little holds only what
+			// it sent (limits.Bytes says why). A refusal surfaces from the
+			// body's Read or a handler's Take, and the API answers it 503.
+			r.Body = c.Body(r.Context(), r.Body)
+		}
 	}
 	g.next.ServeHTTP(w, r)
 }

@@ -1,10 +1,15 @@
 package httpapi
 
 import (
+	"net"
 	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
 
 	"github.com/delayq/delayq/api"
 	"github.com/delayq/delayq/internal/auth"
+	"github.com/delayq/delayq/internal/limits"
 )
 
 // SessionCookie names the dashboard's session cookie. It holds only a
@@ -58,13 +63,34 @@ func (h *handler) login(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, &httpError{http.StatusNotFound, api.CodeNotFound, "this server runs without tokens: there is nothing to log in to"})
 		return
 	}
+	// An address that has sent too many wrong tokens is refused before
+	// its token is looked at, so guessing runs at --max-auth-failures a
+	// minute whatever the guesses.
+	addr := addrKey(r)
+	if wait, err := h.opts.Failures.Check(addr); err != nil {
+		h.refuseRate(w, r, wait, err)
+		return
+	}
 	var req api.LoginRequest
 	if err := decode(w, r, smallRequest, &req); err != nil {
 		h.writeError(w, r, err)
 		return
 	}
-	id, p, exp := h.opts.Sessions.Login(req.Token)
+	p := h.opts.Sessions.Verify(req.Token)
 	if p == nil {
+		h.opts.Failures.Allow(addr) // counts the failure
+		h.writeError(w, r, &httpError{http.StatusUnauthorized, api.CodeUnauthorized, "the token is not valid (unknown, or revoked by a reload)"})
+		return
+	}
+	// A login is a request of its token like any other (--rate-limit):
+	// its sessions cost memory, and each ends the token's oldest once it
+	// holds its bound (--max-dashboard-sessions).
+	if wait, err := h.opts.Rates.Allow("token:" + p.Name); err != nil {
+		h.refuseRate(w, r, wait, err)
+		return
+	}
+	id, p, exp := h.opts.Sessions.Login(req.Token)
+	if p == nil { // revoked by a reload since Verify
 		h.writeError(w, r, &httpError{http.StatusUnauthorized, api.CodeUnauthorized, "the token is not valid (unknown, or revoked by a reload)"})
 		return
 	}
@@ -92,4 +118,26 @@ func (h *handler) logout(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// refuseRate answers a rate refusal (429) with its Retry-After in whole
+// seconds, rounded up.
+func (h *handler) refuseRate(w http.ResponseWriter, r *http.Request, wait time.Duration, err error) {
+	w.Header().Set("Retry-After", retryAfter(wait))
+	h.writeError(w, r, err)
+}
+
+// retryAfter is a Retry-After header's value for wait: whole seconds,
+// rounded up, at least 1.
+func retryAfter(wait time.Duration) string {
+	return strconv.Itoa(max(1, int((wait+time.Second-1)/time.Second)))
+}
+
+// addrKey names r's client for the per-address bounds: its remote
+// address, as limits.ClientKey names it (an IPv6 client by its /64).
+func addrKey(r *http.Request) string {
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		return "addr:" + limits.ClientKey(net.TCPAddrFromAddrPort(ap))
+	}
+	return "addr:" + r.RemoteAddr
 }

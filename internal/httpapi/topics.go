@@ -57,13 +57,7 @@ func (h *handler) listJobs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	res, err := h.e.List(r.Context(), p)
-	if err != nil {
-		h.writeError(w, r, err)
-		return
-	}
-	hideReservations(r, res.Jobs...)
-	writeJobs(w, &api.JobsResponse{Jobs: api.FromJobs(res.Jobs), Next: res.Next})
+	h.streamJobs(w, r, p) // budget.go
 }
 
 // kickTopic: POST /v1/topics/{topic}/kick {"n"} → {"kicked"}.

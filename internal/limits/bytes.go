@@ -13,11 +13,12 @@ import (
 	"github.com/delayq/delayq/api"
 )
 
-// Bytes is the budget of request bytes held in memory at once across all
-// requests (--max-inflight-bytes). Each request opens a Charge, takes its
-// share as its body arrives (Charge.Body) and as its handler builds what
-// the body decodes into (Charge.Take), and gives it all back when it is
-// answered (Charge.Close).
+// Bytes is the budget of request and answer bytes held in memory at once
+// across all requests (--max-inflight-bytes). Each request opens a
+// Charge, takes its share as its body arrives (Charge.Body), as its
+// handler builds what the body decodes into and what a long answer holds
+// (Charge.Take), and while its answer is being written (Answers), and
+// gives it all back when it is answered (Charge.Close).
 //
 // Bytes are charged as they arrive, not by the declared Content-Length up
 // front: charged up front, a client that declared a third of the budget
@@ -158,6 +159,23 @@ func (c *Charge) Take(ctx context.Context, n int64) error {
 	b.unqueue(w)
 	b.settle()
 	return err
+}
+
+// Hold charges n bytes to c at once, whatever the budget holds: bytes
+// already in memory that cannot wait, such as an answer being written
+// (Answers). They count as any others, so requests that come meanwhile
+// wait for them, and they go back with Give or Close.
+func (c *Charge) Hold(n int64) {
+	if c == nil || n <= 0 {
+		return
+	}
+	b := c.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c.closed || c.waiting != nil {
+		return
+	}
+	b.grant(c, n)
 }
 
 // Give returns n of c's bytes before c closes: a handler done with part of

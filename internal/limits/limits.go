@@ -1,6 +1,6 @@
 // Package limits holds the bounds that keep one client from costing the
-// server everything: open connections per listener, bytes of request
-// bodies in flight, and requests per second per client. Each bound, when
+// server everything: open connections per listener and per client, bytes
+// of requests and answers in flight, and requests per second per client. Each bound, when
 // reached, refuses that client with a named error while everyone else is
 // served. The flags and defaults are in package config; docs/security.md
 // lists them.
@@ -9,9 +9,7 @@ package limits
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -20,71 +18,13 @@ import (
 	"github.com/delayq/delayq/api"
 )
 
-// ConnListener wraps l so that at most max connections accepted through
-// it are open at once. A connection over the bound is handed to refuse
-// (which may write a last word, within a short deadline) and closed,
-// instead of waiting in the kernel's backlog where the client cannot tell
-// a full server from a dead one. max <= 0 means no bound.
-func ConnListener(l net.Listener, max int, refuse func(net.Conn)) *Listener {
-	return &Listener{Listener: l, max: int64(max), refuse: refuse}
-}
-
-// Listener is a net.Listener with a bound on open connections.
-type Listener struct {
-	net.Listener
-	max    int64
-	open   atomic.Int64
-	refuse func(net.Conn)
-}
-
-// Open is how many accepted connections are still open.
-func (l *Listener) Open() int64 { return l.open.Load() }
-
-// Accept returns the next connection within the bound, refusing the ones
-// over it on the way.
-func (l *Listener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		if n := l.open.Add(1); l.max > 0 && n > l.max {
-			l.open.Add(-1)
-			if l.refuse != nil {
-				// A new socket's send buffer takes a short answer without
-				// blocking; the deadline covers a peer that is gone.
-				c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
-				l.refuse(c)
-			}
-			c.Close()
-			continue
-		}
-		return &countedConn{Conn: c, l: l}, nil
-	}
-}
-
-// countedConn gives its slot back once, on the first Close.
-type countedConn struct {
-	net.Conn
-	l    *Listener
-	once sync.Once
-}
-
-func (c *countedConn) Close() error {
-	c.once.Do(func() { c.l.open.Add(-1) })
-	return c.Conn.Close()
-}
-
-// Unwrap returns the accepted connection, for code that needs its type
-// (a *tls.Conn's state, a TCP connection's options).
-func (c *countedConn) Unwrap() net.Conn { return c.Conn }
-
 // Rates holds one token bucket per client key (a token's name, or a remote
 // address when the server runs without tokens). Buckets idle for a while
 // are forgotten, so the map does not grow with every address ever seen.
 type Rates struct {
-	limit rate.Limit
-	burst int
+	limit  rate.Limit
+	burst  int
+	reason func(wait time.Duration) string // the refusal's message
 
 	mu      sync.Mutex
 	buckets map[string]*bucket
@@ -99,10 +39,26 @@ type bucket struct {
 // NewRates allows perSecond requests per key with bursts of burst. A
 // perSecond <= 0 returns nil, which allows everything.
 func NewRates(perSecond float64, burst int) *Rates {
+	return newRates(perSecond, burst, func(d time.Duration) string {
+		return fmt.Sprintf("more than %g requests per second (--rate-limit); retry in %v", perSecond, d.Round(time.Millisecond))
+	})
+}
+
+// NewFailures allows perMinute failures (of logins and tokens) per key,
+// all of them at once at most: once they are spent, Check refuses the key
+// until one has come back. perMinute <= 0 returns nil, which allows
+// everything.
+func NewFailures(perMinute int) *Rates {
+	return newRates(float64(perMinute)/60, perMinute, func(d time.Duration) string {
+		return fmt.Sprintf("more than %d failed logins or unknown tokens a minute from this address (--max-auth-failures); retry in %v", perMinute, (d+time.Second-1)/time.Second*time.Second)
+	})
+}
+
+func newRates(perSecond float64, burst int, reason func(wait time.Duration) string) *Rates {
 	if perSecond <= 0 {
 		return nil
 	}
-	return &Rates{limit: rate.Limit(perSecond), burst: max(burst, 1), buckets: make(map[string]*bucket)}
+	return &Rates{limit: rate.Limit(perSecond), burst: max(burst, 1), reason: reason, buckets: make(map[string]*bucket)}
 }
 
 // idleForget is how long a key's bucket is kept without requests. A full
@@ -139,10 +95,30 @@ func (r *Rates) Allow(key string) (retryAfter time.Duration, err error) {
 	res := r.get(key, now).ReserveN(now, 1)
 	if d := res.DelayFrom(now); d > 0 {
 		res.CancelAt(now)
-		return d, &delayq.LimitError{Code: api.CodeRateLimited, Retry: true,
-			Reason: fmt.Sprintf("more than %g requests per second (--rate-limit); retry in %v", float64(r.limit), d.Round(time.Millisecond))}
+		return d, r.refusal(d)
 	}
 	return 0, nil
+}
+
+// Check refuses key, as Allow does, when its bucket is empty now, but
+// takes nothing from it: a login is checked before it runs and charged
+// (Allow) only when it fails. Safe on a nil Rates.
+func (r *Rates) Check(key string) (retryAfter time.Duration, err error) {
+	if r == nil {
+		return 0, nil
+	}
+	now := time.Now()
+	lim := r.get(key, now)
+	if tok := lim.TokensAt(now); tok < 1 {
+		d := time.Duration((1 - tok) / float64(r.limit) * float64(time.Second))
+		return d, r.refusal(d)
+	}
+	return 0, nil
+}
+
+func (r *Rates) refusal(d time.Duration) error {
+	return &delayq.LimitError{Code: api.CodeRateLimited, Retry: true,
+		Reason: r.reason(d)}
 }
 
 // Wait blocks until key's bucket has a request for it, for protocols with

@@ -18,7 +18,7 @@ func TestConnListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := ConnListener(raw, 1, func(c net.Conn) { io.WriteString(c, "full\n") })
+	l := ConnListener(raw, ConnOptions{Max: 1, Refuse: func(c net.Conn, _ string) { io.WriteString(c, "full\n") }})
 	defer l.Close()
 	accepted := make(chan net.Conn, 4)
 	go func() {

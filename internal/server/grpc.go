@@ -21,6 +21,7 @@ func (s *Server) withGRPC(api http.Handler) http.Handler {
 		Auth:      s.sec.auth,
 		Hosts:     httpapi.NewHostPolicy(s.allowedHosts()).Allowed,
 		Rates:     s.sec.rates,
+		Failures:  s.sec.fails,
 		Bytes:     s.sec.bytes,
 	})
 	// A browser page of another site must not call it with the

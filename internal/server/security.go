@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -32,11 +33,13 @@ import (
 // a command the engine: tokens, TLS, and the per-client limits. Built by
 // setupSecurity from cfg.Security; docs/security.md describes it.
 type security struct {
-	auth  *auth.Store       // nil: no tokens, every caller may do everything
-	tls   *tlsconf.Reloader // nil: plain TCP
-	bytes *limits.Bytes     // nil: no bound
-	rates *limits.Rates     // nil: no bound
-	conns *limits.Listener  // the HTTP listener's connection cap
+	auth   *auth.Store       // nil: no tokens, every caller may do everything
+	tls    *tlsconf.Reloader // nil: plain TCP
+	bytes  *limits.Bytes     // nil: no bound
+	rates  *limits.Rates     // nil: no bound
+	fails  *limits.Rates     // failed logins and unknown tokens per address; nil: no bound
+	conns  *limits.Listener  // the HTTP listener's connection bounds
+	bconns *limits.Listener  // the beanstalkd listener's bound per client; nil when it is off
 }
 
 // setupSecurity loads the tokens and certificates and refuses listen
@@ -69,18 +72,26 @@ func (s *Server) setupSecurity() error {
 	}
 	sec.bytes = limits.NewBytes(s.cfg.MaxInflightBytes, s.cfg.InflightWait)
 	sec.rates = limits.NewRates(s.cfg.RateLimit, s.cfg.RateBurst)
+	sec.fails = limits.NewFailures(s.cfg.MaxAuthFailures)
 	return nil
 }
 
-// secureHTTP wraps the HTTP listener: the connection cap (answering 503
-// too_many_connections over it), then TLS.
+// secureHTTP wraps the HTTP listener: the connection bounds in all and
+// per client (answering 503 too_many_connections over them), then TLS.
+// A connection must begin its first request within readHeaderTimeout,
+// as HTTP/1 must send its first request's headers: an HTTP/2 client
+// that sends only its preface is otherwise kept until the idle timeout.
 func (s *Server) secureHTTP(l net.Listener) net.Listener {
 	tlsOn := s.sec.tls != nil
-	s.sec.conns = limits.ConnListener(l, s.cfg.MaxHTTPConns, func(c net.Conn) {
-		s.log.Warn("http connection refused: too many connections", "remote", c.RemoteAddr().String(), "max_http_conns", s.cfg.MaxHTTPConns)
-		if !tlsOn { // a TLS client could not read a plain answer
-			io.WriteString(c, tooManyConns)
-		}
+	s.sec.conns = limits.ConnListener(l, limits.ConnOptions{
+		Max: s.cfg.MaxHTTPConns, PerClient: s.cfg.MaxConnsPerClient, Reclaim: true, FirstRequest: readHeaderTimeout,
+		Refuse: func(c net.Conn, why string) {
+			s.log.Warn("http connection refused: "+why, "remote", c.RemoteAddr().String(),
+				"max_http_conns", s.cfg.MaxHTTPConns, "max_conns_per_client", s.sec.conns.Share())
+			if !tlsOn { // a TLS client could not read a plain answer
+				io.WriteString(c, tooManyConns(why))
+			}
+		},
 	})
 	if tlsOn {
 		// HTTP/2 first: gRPC clients need it (grpc.go).
@@ -89,20 +100,41 @@ func (s *Server) secureHTTP(l net.Listener) net.Listener {
 	return s.sec.conns
 }
 
-// tooManyConns is the whole answer to a connection over --max-http-conns.
-var tooManyConns = func() string {
-	body := `{"error":{"code":"` + api.CodeTooManyConns + `","message":"the server holds its most HTTP connections (--max-http-conns); retry later"}}` + "\n"
+// tooManyConns is the whole answer to a connection over the connection
+// bounds; why says which.
+func tooManyConns(why string) string {
+	body := `{"error":{"code":"` + api.CodeTooManyConns + `","message":` + strconv.Quote(why+" (--max-http-conns, --max-conns-per-client); retry later") + `}}` + "\n"
 	return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\n" +
 		fmt.Sprintf("Content-Length: %d\r\n\r\n", len(body)) + body
-}()
+}
 
 // secureBeanstalk serves TLS on the beanstalkd listener when it is on,
 // beside plain TCP for clients that cannot do TLS (sniff.go).
 func (s *Server) secureBeanstalk(l net.Listener) net.Listener {
+	// The bound per client; the bound in all is the beanstalkd server's
+	// own (guardBeanstalk). Idle connections are not reclaimed: they hold
+	// their watched tubes and reserved jobs.
+	s.sec.bconns = limits.ConnListener(l, limits.ConnOptions{
+		PerClient: beanstalkShare(s.cfg.MaxConnsPerClient, s.cfg.MaxBeanstalkConns),
+		Refuse: func(c net.Conn, why string) {
+			s.log.Warn("beanstalk connection refused: "+why, "remote", c.RemoteAddr().String(), "max_conns_per_client", s.sec.bconns.Share())
+		},
+	})
+	l = s.sec.bconns
 	if s.sec.tls != nil {
 		return &sniffListener{Listener: l, cfg: s.sec.tls.Config()}
 	}
 	return l
+}
+
+// beanstalkShare is the most beanstalkd connections one client may hold:
+// perClient, at most half of the listener's bound (as limits.ConnListener
+// takes it for a listener it bounds in all).
+func beanstalkShare(perClient, maxConns int) int {
+	if maxConns > 0 && (perClient <= 0 || perClient > max(1, maxConns/2)) {
+		return max(1, maxConns/2)
+	}
+	return perClient
 }
 
 // guardBeanstalk sets the beanstalkd server's limits and its Admit hook.
@@ -144,11 +176,12 @@ func (s *Server) guardHTTP(h http.Handler) http.Handler {
 		s.eng.Metrics().WatchInflight(b.InFlight, b.Peak, b.Refused)
 	}
 	return httpapi.Guard(s.eng, h, httpapi.GuardOptions{
-		Auth:   s.sec.auth,
-		Hosts:  httpapi.NewHostPolicy(s.allowedHosts()),
-		Rates:  s.sec.rates,
-		Bytes:  s.sec.bytes,
-		Logger: s.log.With("component", "http"),
+		Auth:     s.sec.auth,
+		Hosts:    httpapi.NewHostPolicy(s.allowedHosts()),
+		Rates:    s.sec.rates,
+		Failures: s.sec.fails,
+		Bytes:    s.sec.bytes,
+		Logger:   s.log.With("component", "http"),
 		// The same logins the API's POST /v1/session makes.
 		Sessions: s.sessions,
 	})

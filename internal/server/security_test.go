@@ -225,21 +225,15 @@ func TestHTTPConnectionCap(t *testing.T) {
 	cfg := testConfig(t)
 	cfg.MaxHTTPConns = 2
 	s := startServer(t, cfg, &syncBuffer{})
-	for range 2 {
-		c, err := net.Dial("tcp", s.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+	// Two clients (each holds at most half the slots), each busy with a
+	// long-poll, so neither connection is idle for a newcomer to take.
+	for _, ip := range []string{"127.0.0.1", "127.0.0.2"} {
+		c := dialFrom(t, ip, s.Addr().String())
+		body := `{"topics":["idle"],"wait":"30s"}`
+		fmt.Fprintf(c, "POST /v1/reserve HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	}
-	for s.sec.conns.Open() < 2 {
-		time.Sleep(time.Millisecond) // until the server accepted both
-	}
-	c, err := net.Dial("tcp", s.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	waitUntil(t, "both reserves waiting", func() bool { return s.Engine().Waiting("idle") == 2 })
+	c := dialFrom(t, "127.0.0.3", s.Addr().String())
 	io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {

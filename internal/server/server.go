@@ -25,6 +25,7 @@ import (
 	"github.com/delayq/delayq/internal/gcfloor"
 	"github.com/delayq/delayq/internal/history"
 	"github.com/delayq/delayq/internal/httpapi"
+	"github.com/delayq/delayq/internal/limits"
 	"github.com/delayq/delayq/internal/schedule"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/diskstore"
@@ -34,7 +35,10 @@ import (
 
 // HTTP server timeouts. A reserve long-polls for up to MaxWait before it
 // writes a byte, so the write timeout is MaxWait plus writeSlack; the read
-// side is short because a request is read before any waiting starts.
+// side is short because a request is read before any waiting starts. Once
+// an answer is being written, each piece of it has --write-timeout
+// instead (limits.Answers), so a client that stops reading is cut off
+// then and one that reads a long answer steadily is not.
 const (
 	readHeaderTimeout = 10 * time.Second
 	readTimeout       = time.Minute
@@ -290,8 +294,11 @@ func (s *Server) build() {
 	}
 	s.advertise = s.advertiseScheme(s.cfg.AdvertiseURLFor(s.httpLn.Addr()))
 	s.sessions = auth.NewSessions(s.sec.auth)
+	s.sessions.SetMaxPerToken(s.cfg.MaxDashboardSessions)
 	opts := httpapi.Options{
 		Sessions:     s.sessions,
+		Rates:        s.sec.rates,
+		Failures:     s.sec.fails,
 		Logger:       s.log.With("component", "http"),
 		AdvertiseURL: s.advertise,
 		UI:           dashboard.Handler(),
@@ -317,8 +324,16 @@ func (s *Server) httpServer(api http.Handler) *http.Server {
 		// A hostile web page must not make an operator's browser put, kick
 		// or delete jobs: refuse cross-origin unsafe requests (browsers say
 		// where they come from; curl and SDK clients send no such headers).
-		Handler: s.withGRPC(httpapi.Observe(s.eng, s.guardHTTP(http.NewCrossOriginProtection().Handler(api)),
+		//
+		// In front of it all, what every request costs while it runs:
+		// its connection busy, its bytes and its answer's on the budget,
+		// and the answer's writes timed (limits.Answers).
+		Handler: limits.Answers(s.withGRPC(httpapi.Observe(s.eng, s.guardHTTP(http.NewCrossOriginProtection().Handler(api)),
 			httpapi.ObserveOptions{Logger: s.log.With("component", "http"), AccessLog: s.cfg.AccessLog})),
+			limits.AnswerOptions{Bytes: s.sec.bytes, WriteTimeout: s.cfg.WriteTimeout}),
+		// Each request learns its connection, to mark it busy and count
+		// it against its token's share.
+		ConnContext:       limits.WithConn,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		WriteTimeout:      s.cfg.MaxWait + writeSlack,
