@@ -115,7 +115,7 @@ func TestTopicLabelsBounded(t *testing.T) {
 	m.JobsPut("a", 1)
 	m.JobsPut("b", 1)
 	m.JobsPut("c", 3) // beyond the bound
-	m.JobsFailed("d", FailReleased, 1)
+	m.JobsFailed("d", FailBuried, 1)
 	m.JobsPut("a", 1) // already named
 	got := map[string]float64{}
 	families, err := m.Registry.Gather()
@@ -134,10 +134,10 @@ func TestTopicLabelsBounded(t *testing.T) {
 		}
 	}
 	want := map[string]float64{
-		"delayq_jobs_put_total topic=a":                                      2,
-		"delayq_jobs_put_total topic=b":                                      1,
-		"delayq_jobs_put_total topic=" + OtherTopic:                          3,
-		"delayq_jobs_failed_total reason_class=released topic=" + OtherTopic: 1,
+		"delayq_jobs_put_total topic=a":                                    2,
+		"delayq_jobs_put_total topic=b":                                    1,
+		"delayq_jobs_put_total topic=" + OtherTopic:                        3,
+		"delayq_jobs_failed_total reason_class=buried topic=" + OtherTopic: 1,
 	}
 	for k, v := range want {
 		if got[k] != v {
