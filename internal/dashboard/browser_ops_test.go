@@ -40,7 +40,7 @@ func TestBrowserKnowsItsToken(t *testing.T) {
 	}
 	buryOne(t, s, "b1")
 
-	bctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	bctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	bctx = newBrowser(t, bctx, chromium)
 	acceptDialogs(bctx)
@@ -154,7 +154,7 @@ func TestBrowserRetryIsNotFire(t *testing.T) {
 	}
 	post(t, srv.URL+"/v1/topics/later/jobs", `{"id":"l1","body":"x","delay":"1h"}`, nil)
 
-	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	ctx = newBrowser(t, ctx, chromium)
 	acceptDialogs(ctx)
@@ -192,7 +192,7 @@ func TestBrowserFireDelayed(t *testing.T) {
 	for _, id := range []string{"d1", "d2", "d3"} {
 		post(t, srv.URL+"/v1/topics/q/jobs", `{"id":"`+id+`","body":"x","delay":"1h"}`, nil)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	ctx = newBrowser(t, ctx, chromium)
 	confirms := acceptDialogs(ctx)
@@ -234,7 +234,7 @@ func TestBrowserBulkActions(t *testing.T) {
 	}
 	post(t, srv.URL+"/v1/topics/q/jobs", `{"id":"d1","body":"x","delay":"1h"}`, nil)
 
-	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	ctx = newBrowser(t, ctx, chromium)
 	confirms := acceptDialogs(ctx)
@@ -279,7 +279,7 @@ func TestBrowserScheduleAndAlarmForms(t *testing.T) {
 	hook := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	t.Cleanup(hook.Close)
 
-	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	ctx = newBrowser(t, ctx, chromium)
 	acceptDialogs(ctx)
@@ -368,7 +368,7 @@ func TestBrowserOverview(t *testing.T) {
 	})
 	put(t, srv.URL+"/v1/schedules/beat", `{"topic":"q","every":"1h"}`)
 
-	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	ctx = newBrowser(t, ctx, chromium)
 	acceptDialogs(ctx)
@@ -440,7 +440,7 @@ func TestBrowserChartWindowFitsData(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	ctx = newBrowser(t, ctx, chromium)
 	acceptDialogs(ctx)

@@ -33,7 +33,7 @@ func TestBrowser(t *testing.T) {
 	t.Cleanup(srv.Close)
 	seed(t, srv.URL)
 
-	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	ctx = newBrowser(t, ctx, chromium)
 	confirms := acceptDialogs(ctx)

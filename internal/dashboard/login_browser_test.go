@@ -96,7 +96,7 @@ func TestBrowserLogin(t *testing.T) {
 		}
 	}
 
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	ctx = newBrowser(t, ctx, chromium)
 	acceptDialogs(ctx) // starts the browser on ctx; no dialog may open

@@ -60,7 +60,7 @@ func TestOneJobFourViews(t *testing.T) {
 	post(t, jobURL+"/release", `{"reservation":"`+reserve()+`","reason":"still busy"}`, nil)
 
 	// Buried is failed, in every view.
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	ctx = newBrowser(t, ctx, chromium)
 	acceptDialogs(ctx)
