@@ -247,7 +247,7 @@ func acceptDialogs(ctx context.Context) <-chan string {
 
 func run(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	step, cancel := context.WithTimeout(ctx, 10*time.Second) // a bound, not a wait: a loaded CI machine renders slowly
+	step, cancel := context.WithTimeout(ctx, 20*time.Second) // a bound, not a wait: a loaded CI machine renders slowly
 	defer cancel()
 	if err := chromedp.Do(step, actions...); err != nil {
 		page, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash + "\n" + document.body.innerText`))

@@ -273,7 +273,7 @@
         const recent = await recentFigures(topics.slice(0, OVERVIEW_RATES));
         if (gen !== generation) return;
         renderTopics(table, topics, recent);
-        note.textContent = `Rates, failed attempts and fire lateness cover the last ${fmtDuration(RATE_WINDOW)}` +
+        note.textContent = `Rates, failed attempts and fire lateness cover the last ${RATE_WINDOW / 60} minutes` +
           (topics.length > OVERVIEW_RATES ? `, shown for the first ${OVERVIEW_RATES} topics (open a topic for the rest).` : '.') +
           ' Buried jobs have failed and wait for a retry or a delete.';
         renderInstances(instances, cluster);
