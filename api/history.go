@@ -47,7 +47,8 @@ type HistorySample struct {
 	Finishes       int     `json:"finishes"`
 	FinishesPerSec float64 `json:"finishes_per_sec"`
 	// Failures counts failed attempts in the bucket: releases, buries
-	// and TTR expiries (delayq_jobs_failed_total).
+	// and TTR expiries (docs/states.md: delayq_releases_total,
+	// delayq_ttr_expired_total and delayq_buries_total).
 	Failures       int     `json:"failures"`
 	FailuresPerSec float64 `json:"failures_per_sec"`
 	// Lateness of those fires, absent when nothing fired.

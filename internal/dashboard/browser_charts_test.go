@@ -58,7 +58,7 @@ func TestBrowserCharts(t *testing.T) {
 		return s.Ready == 1 && s.Delayed == 7 && s.Reserved == 1 && s.Buried == 1 && finishes(h) == 1
 	})
 
-	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	ctx = newBrowser(t, ctx, chromium)
 	acceptDialogs(ctx) // starts the browser on ctx, not on a step's shorter context

@@ -24,7 +24,7 @@ func TestBrowserPolicy(t *testing.T) {
 	t.Cleanup(srv.Close)
 	post(t, srv.URL+"/v1/topics/mail/jobs", `{"id":"m1","body":"hi"}`, nil)
 
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	ctx = newBrowser(t, ctx, chromium)
 	confirms := acceptDialogs(ctx)

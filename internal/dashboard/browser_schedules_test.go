@@ -26,7 +26,7 @@ func TestBrowserSchedules(t *testing.T) {
 	put(t, srv.URL+"/v1/schedules/nightly", `{"topic":"reports","cron":"0 30 2 * * *","timezone":"Europe/Berlin"}`)
 	put(t, srv.URL+"/v1/schedules/beat", `{"topic":"shop/orders(eu)$1","every":"1h"}`)
 
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	ctx = newBrowser(t, ctx, chromium)
 	confirms := acceptDialogs(ctx)
@@ -121,7 +121,7 @@ func TestBrowserPauseTopic(t *testing.T) {
 	t.Cleanup(srv.Close)
 	post(t, srv.URL+"/v1/topics/mail/jobs", `{"id":"m1","body":"hi"}`, nil)
 
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	ctx = newBrowser(t, ctx, chromium)
 	confirms := acceptDialogs(ctx) // also starts the browser on ctx, not on a step's shorter context

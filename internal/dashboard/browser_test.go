@@ -33,7 +33,7 @@ func TestBrowser(t *testing.T) {
 	t.Cleanup(srv.Close)
 	seed(t, srv.URL)
 
-	ctx, cancel := context.WithTimeout(t.Context(), 40*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	ctx = newBrowser(t, ctx, chromium)
 	confirms := acceptDialogs(ctx)
@@ -247,7 +247,7 @@ func acceptDialogs(ctx context.Context) <-chan string {
 
 func run(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	step, cancel := context.WithTimeout(ctx, 5*time.Second)
+	step, cancel := context.WithTimeout(ctx, 20*time.Second) // a bound, not a wait: a loaded CI machine renders slowly
 	defer cancel()
 	if err := chromedp.Do(step, actions...); err != nil {
 		page, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash + "\n" + document.body.innerText`))

@@ -40,7 +40,11 @@ type apis struct {
 	alarms *alarm.Service
 }
 
-func newAPIs(t *testing.T) apis {
+func newAPIs(t *testing.T) apis { return newAPIsWith(t, nil) }
+
+// newAPIsWith is newAPIs with its handler's options changed by edit
+// (when not nil) before the handler is built.
+func newAPIsWith(t *testing.T, edit func(*httpapi.Options)) apis {
 	t.Helper()
 	st := memstore.Open(memstore.Options{Retention: store.Retention{For: time.Hour, Bodies: true}})
 	log := slog.New(slog.DiscardHandler)
@@ -68,8 +72,12 @@ func newAPIs(t *testing.T) apis {
 	// Alarms are evaluated by the tests (Evaluate), not by a loop.
 	alarms := alarm.New(st, alarm.Sources{Topics: e.Topics, LatenessP99: hist.LatenessP99}, alarm.Config{Logger: log})
 	t.Cleanup(alarms.Close)
+	opts := httpapi.Options{UI: dashboard.Handler(), Logger: log, Schedules: sched, History: hist, Alarms: alarms}
+	if edit != nil {
+		edit(&opts)
+	}
 	return apis{
-		h: httpapi.NewHandler(e, httpapi.Options{UI: dashboard.Handler(), Logger: log, Schedules: sched, History: hist, Alarms: alarms}),
+		h: httpapi.NewHandler(e, opts),
 		e: e, alarms: alarms,
 	}
 }
@@ -227,11 +235,14 @@ func TestScriptListsTheAPITable(t *testing.T) {
 		"POST /v1/jobs/{id}/kick",
 		"PATCH /v1/jobs/{id}",
 		"GET /v1/schedules",
+		"PUT /v1/schedules/{name}",
 		"POST /v1/schedules/{name}/pause",
 		"POST /v1/schedules/{name}/resume",
 		"DELETE /v1/schedules/{name}",
 		"GET /v1/alarms",
+		"PUT /v1/alarms/{name}",
 		"DELETE /v1/alarms/{name}",
+		"GET /v1/cluster",
 		"GET /v1/session",
 		"POST /v1/session",
 		"DELETE /v1/session",

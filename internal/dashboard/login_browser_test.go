@@ -15,11 +15,14 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"github.com/delayq/delayq/internal/alarm"
 	"github.com/delayq/delayq/internal/auth"
 	"github.com/delayq/delayq/internal/dashboard"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/history"
 	"github.com/delayq/delayq/internal/httpapi"
+	"github.com/delayq/delayq/internal/schedule"
+	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/memstore"
 )
 
@@ -54,7 +57,12 @@ func newLoginServer(t *testing.T) *loginServer {
 	go func() { defer func() { done <- struct{}{} }(); _ = s.e.Run(ctx) }()
 	go func() { defer func() { done <- struct{}{} }(); _ = hist.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done; <-done; st.Close() })
-	api := httpapi.NewHandler(s.e, httpapi.Options{UI: dashboard.Handler(), Logger: log, History: hist, Sessions: s.sessions})
+	// Schedules and alarms are listed only (no loop runs them): the
+	// pages need the endpoints.
+	sched := schedule.New(store.Schedules(st), s.e, schedule.Config{Logger: log})
+	alarms := alarm.New(st, alarm.Sources{Topics: s.e.Topics, LatenessP99: hist.LatenessP99}, alarm.Config{Logger: log})
+	t.Cleanup(alarms.Close)
+	api := httpapi.NewHandler(s.e, httpapi.Options{UI: dashboard.Handler(), Logger: log, History: hist, Sessions: s.sessions, Schedules: sched, Alarms: alarms})
 	srv := httptest.NewServer(httpapi.Guard(s.e, api, httpapi.GuardOptions{Auth: s.tokens, Sessions: s.sessions, Logger: log}))
 	t.Cleanup(srv.Close)
 	s.url = srv.URL
@@ -88,7 +96,7 @@ func TestBrowserLogin(t *testing.T) {
 		}
 	}
 
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	ctx = newBrowser(t, ctx, chromium)
 	acceptDialogs(ctx) // starts the browser on ctx; no dialog may open

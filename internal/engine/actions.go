@@ -123,9 +123,10 @@ func (e *Engine) release(ctx context.Context, r ReleaseRequest) (*delayq.Job, er
 	}
 	e.metrics.Release(j.Topic)
 	if j.State == delayq.StateBuried {
+		// The job failed: its last allowed attempt ended without a
+		// finish. A release that leaves attempts is a retry, not a
+		// failed job (docs/states.md).
 		e.metrics.JobsFailed(j.Topic, metrics.FailAttemptsExhausted, 1)
-	} else {
-		e.metrics.JobsFailed(j.Topic, metrics.FailReleased, 1)
 	}
 	e.announce(j)
 	return j, nil

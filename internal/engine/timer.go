@@ -107,10 +107,9 @@ func (e *Engine) tickUntilIdle(ctx context.Context) time.Time {
 func (e *Engine) afterTick(res *store.TickResult) {
 	for topic, n := range ttrExpired(res) {
 		e.metrics.Timeouts(topic, n) // before the wake-ups, so a woken consumer sees it counted
-		// Each failed attempt counts in one class: an expiry that
-		// buried the job counts as its attempts spent.
-		e.metrics.JobsFailed(topic, metrics.FailTTRExpired, n-res.BuriedByTopic[topic])
 	}
+	// A job fails when it is buried; an expiry that leaves attempts is a
+	// retry, not a failed job (docs/states.md).
 	for topic, n := range res.BuriedByTopic {
 		e.metrics.JobsFailed(topic, metrics.FailAttemptsExhausted, n)
 	}

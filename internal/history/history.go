@@ -17,8 +17,8 @@
 // (10% apart) that merges by adding counts, so percentiles are computed
 // at read time over every instance's fires.
 //
-// Failures are counted as the metrics count them (delayq_jobs_failed_total,
-// and the alarms' failures): each failed attempt once, whether a consumer
+// Failures are failed attempts as docs/states.md defines them (and the
+// alarms count them): each failed attempt once, whether a consumer
 // released it, buried it, or let its TTR run out, or the server buried it
 // for spent attempts. Finishes are delayq_jobs_finished_total: jobs
 // finished with their reservation.
@@ -93,8 +93,9 @@ type Counts struct {
 }
 
 // MetricsCounts is Config.Counts from an engine's metrics: finishes as
-// delayq_jobs_finished_total counts them, failures as the alarms and
-// delayq_jobs_failed_total do (metrics.TopicCounts.Failures).
+// delayq_jobs_finished_total counts them, failures as the alarms do:
+// delayq_releases_total, delayq_ttr_expired_total and delayq_buries_total
+// added up (metrics.TopicCounts.Failures).
 func MetricsCounts(m *metrics.Metrics) map[string]Counts {
 	by := m.ByTopic()
 	out := make(map[string]Counts, len(by))

@@ -44,7 +44,7 @@ func (h *handler) getSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func toSession(p *auth.Principal) api.Session {
-	s := api.Session{Auth: p != auth.Open, Name: p.Name, Scopes: []string{}, Topics: p.Topics()}
+	s := api.Session{Auth: p != auth.Open, Name: p.Name, Scopes: []string{}, Topics: p.Topics(), Needs: routeNeeds()}
 	for _, sc := range p.Scopes() {
 		s.Scopes = append(s.Scopes, string(sc))
 	}

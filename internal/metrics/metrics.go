@@ -74,7 +74,7 @@ func New(topics func(context.Context) ([]delayq.TopicStats, error)) *Metrics {
 		}, []string{"topic"}),
 		jobsFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "delayq_jobs_failed_total",
-			Help: "Failed attempts, in jobs, by topic and reason_class: released (a consumer handed it back), ttr_expired (its TTR ran out), buried (a consumer buried it), attempts_exhausted (the server buried it: max_attempts spent). Each failed attempt counts once, in one class.",
+			Help: "Jobs that failed, that is became buried (docs/states.md), by topic and reason_class: buried (its consumer buried it), attempts_exhausted (its last allowed attempt ended in a release or a TTR expiry: max_attempts spent). A job counts each time it fails (again after a retry); a release or TTR expiry that leaves attempts is a retry, counted by delayq_releases_total and delayq_ttr_expired_total, not here.",
 		}, []string{"topic", "reason_class"}),
 		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "delayq_http_request_duration_seconds",
@@ -157,10 +157,8 @@ func (m *Metrics) Op(op, result string, n int) {
 func (m *Metrics) Admin(op, result string) { m.admin.WithLabelValues(op, result).Inc() }
 
 // Failure reason classes of delayq_jobs_failed_total: a bounded set, one
-// per way an attempt fails.
+// per way a job fails (becomes buried).
 const (
-	FailReleased          = "released"           // a consumer released the job
-	FailTTRExpired        = "ttr_expired"        // its TTR ran out (handed out again, or delayed by backoff)
 	FailBuried            = "buried"             // a consumer buried it
 	FailAttemptsExhausted = "attempts_exhausted" // the server buried it: its max_attempts were spent
 )
@@ -180,8 +178,8 @@ func (m *Metrics) JobsFinished(topic string, n int) {
 	}
 }
 
-// JobsFailed counts n failed attempts of topic's jobs of one reason class
-// (FailReleased, ...).
+// JobsFailed counts n jobs of topic that failed (became buried), of one
+// reason class (FailBuried, FailAttemptsExhausted).
 func (m *Metrics) JobsFailed(topic, class string, n int) {
 	if n > 0 {
 		m.topics.count(topic, m.jobsFailed, class, n, nil)

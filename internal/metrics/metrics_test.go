@@ -174,7 +174,7 @@ func TestTopicLabelsBounded(t *testing.T) {
 			label = OtherTopic
 		}
 		m.JobsPut(name, i+1)
-		m.JobsFailed(name, FailReleased, 2*i+1)
+		m.JobsFailed(name, FailBuried, 2*i+1)
 		m.Release(name)
 		wantPut[label] += float64(i + 1)
 		wantFailed[label] += float64(2*i + 1)
@@ -190,7 +190,7 @@ func TestTopicLabelsBounded(t *testing.T) {
 		want   map[string]float64
 	}{
 		{"delayq_jobs_put_total", nil, wantPut},
-		{"delayq_jobs_failed_total", map[string]string{"reason_class": FailReleased}, wantFailed},
+		{"delayq_jobs_failed_total", map[string]string{"reason_class": FailBuried}, wantFailed},
 		{"delayq_jobs", map[string]string{"state": "ready"}, wantReady},
 	} {
 		got := byTopic(fs, c.family, c.extra)

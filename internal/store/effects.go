@@ -140,12 +140,17 @@ func ApplyReserve(j *delayq.Job, start time.Time) {
 	j.Deadline = start.Add(j.TTR)
 }
 
-// ApplyRelease hands reserved j back at now: Releases+1, Delay = p.Delay,
-// the new priority if any; then buried (Due = now) when its attempts are
-// spent, else delayed or ready at p.Due.
+// ApplyRelease hands reserved j back at now: Delay = p.Delay, the new
+// priority if any; then buried (Due = now, Buries+1) when its attempts are
+// spent, else delayed or ready at p.Due (Releases+1). A job's counters
+// count its attempts by how each ended (docs/states.md), as its History
+// names them, so an attempt counts once: a release that buries the job
+// is a bury.
 func ApplyRelease(j *delayq.Job, p ReleaseParams, now time.Time) {
 	unreserve(j)
-	j.Releases++
+	if !Spent(j) {
+		j.Releases++
+	}
 	failed(j, p.Reason, now)
 	j.Delay = p.Delay.Truncate(time.Millisecond)
 	if p.Priority != nil {
@@ -223,19 +228,20 @@ func ApplyDue(j *delayq.Job) {
 }
 
 // ApplyTimeout is Tick's effect on reserved j whose TTR ran out:
-// Timeouts+1, Due = LastFailed = the expired Deadline, LastReason =
-// delayq.ReasonTTRExpired, and ready, or buried (Buries+1)
-// when its attempts are spent. Acting at the Deadline rather than the
+// Due = LastFailed = the expired Deadline, LastReason =
+// delayq.ReasonTTRExpired, and ready (Timeouts+1), or buried (Buries+1,
+// not Timeouts: each attempt counts once, by its outcome) when its
+// attempts are spent. Acting at the Deadline rather than the
 // Tick's now keeps the job's history independent of how late Tick ran.
 func ApplyTimeout(j *delayq.Job) {
 	deadline := j.Deadline
 	unreserve(j)
-	j.Timeouts++
 	failed(j, delayq.ReasonTTRExpired, deadline)
 	if Spent(j) {
 		bury(j, deadline)
 		return
 	}
+	j.Timeouts++
 	j.State, j.Due = delayq.StateReady, deadline
 }
 

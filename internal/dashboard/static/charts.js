@@ -57,7 +57,15 @@ window.DelayqCharts = (() => {
   // resolution's keep (or span, from a server that names none).
   const kept = (hist) => Math.max(hist.span, ...(hist.resolutions || []).map((r) => r.keep));
 
-  const clock = (sec) => new Date(sec * 1000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit' });
+  // clock writes a chart's moment as app.js's fmtTime does (UTC, with
+  // the zone), and the axes are drawn in UTC too: one time format.
+  const clock = (sec) => new Date(sec * 1000).toISOString().slice(0, 19).replace('T', ' ') + ' UTC';
+  const utc = (sec) => window.uPlot.tzDate(new Date(sec * 1000), 'Etc/UTC');
+
+  // MIN_WINDOW is the narrowest window a chart shows, in buckets: a
+  // history younger than the range is drawn over its own span (at least
+  // this many buckets) instead of as a spike at the right edge.
+  const MIN_WINDOW = 30;
 
   // niceMax rounds a maximum up to 1, 2 or 5 times a power of ten.
   function niceMax(v) {
@@ -129,7 +137,7 @@ window.DelayqCharts = (() => {
     const width = Math.max(260, Math.floor(box.getBoundingClientRect().width) || 420);
     const isTime = !opts.labels;
     const u = new window.uPlot({
-      width, height: HEIGHT,
+      width, height: HEIGHT, tzDate: utc,
       legend: { show: false },
       cursor: { drag: { x: false, y: false }, points: { size: 6 } },
       scales: {
@@ -140,7 +148,7 @@ window.DelayqCharts = (() => {
       },
       axes: [
         isTime
-          ? { stroke: colour('--muted'), grid: { stroke: colour('--line'), width: 1 } }
+          ? { stroke: colour('--muted'), grid: { stroke: colour('--line'), width: 1 }, label: 'UTC', labelSize: 14, labelFont: '11px system-ui' }
           : { stroke: colour('--muted'), grid: { show: false }, splits: () => opts.labels.map((_, i) => i), values: (u, splits) => splits.map((i) => opts.labels[i] || '') },
         { stroke: colour('--muted'), grid: { stroke: colour('--line'), width: 1 }, size: 56, values: (u, splits) => splits.map(fmt) },
       ],
@@ -268,8 +276,13 @@ window.DelayqCharts = (() => {
     }
 
     drawHistory(hist) {
-      const t1 = Date.now() / 1000, t0 = t1 - range;
       const step = hist.interval;
+      const t1 = Date.now() / 1000;
+      // The window fits the data: the chosen range, or from the first
+      // sample when the history is younger (a fresh server, a new topic).
+      const first = Math.min(...hist.samples.map((x) => Date.parse(x.at) / 1000));
+      const t0 = Math.max(t1 - range, Math.min(first - step, t1 - MIN_WINDOW * step));
+      this.box.setAttribute('data-window', Math.round(t1 - t0));
       // A bucket nobody wrote (the server was down, the topic idle) is a
       // gap, not a line drawn across it: a null row after each hole.
       const samples = [];
@@ -302,6 +315,7 @@ window.DelayqCharts = (() => {
           [xs, samples.map((s) => val(s, rate))]);
         const n = real.reduce((sum, s) => sum + (s[name] || 0), 0);
         c[name].below.replaceChildren(legend([[name, 'now', fmtNum(last[rate] || 0) + '/s'], [total, `${done} in the last ${fmtSpan(range)}`, fmtNum(n)]]));
+        if (t1 - t0 < range - step) c[name].below.append(el('p', { class: 'muted note window' }, `History since ${clock(first)}: the chart shows that span.`));
       }
       c.failures.below.append(el('p', { class: 'muted note' }, 'Failed attempts: releases, buries and TTR expiries.'));
 

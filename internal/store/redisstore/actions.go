@@ -42,7 +42,8 @@ if not seq then return {'NOTFOUND'} end
 if not held(j, ARGV[3]) then return {'NOTRESERVED'} end
 unplace(seq, j)
 clear(j)
-incr(j, 'rel')
+-- Each attempt counts once, by its outcome: a release that buries is a bury.
+if not spent(j) then incr(j, 'rel') end
 j.delay = ARGV[6]
 if ARGV[7] ~= '' then j.pri = ARGV[7] end
 local now = clock(ARGV[4])

@@ -78,12 +78,12 @@ while n < max do
   else
     local dl = j.deadline
     clear(j)
-    incr(j, 'tmo')
     failed(j, 'ttr expired', dl)
     if spent(j) then
       hend(j, dl, 'buried', 'ttr expired')
       bury(j, dl); kind = 2
     else
+      incr(j, 'tmo') -- each attempt counts once: an expiry that buries is a bury
       hend(j, dl, 'ttr_expired', 'ttr expired')
       j.state = 'ready'; j.due = dl; kind = 1
     end
