@@ -652,7 +652,7 @@ func (k *sink) finish() error {
 	// even when nothing else was kept.
 	// (An empty txn is not applied either, so its t.seq is not: take the
 	// larger of the two here.)
-	return errors.Join(k.s.db.Set(metaSeqKey, binary.BigEndian.AppendUint64(nil, max(k.s.seqNow(), k.lastSeq)), pebble.Sync), k.s.Close())
+	return errors.Join(k.s.setDurable(metaSeqKey, binary.BigEndian.AppendUint64(nil, max(k.s.seqNow(), k.lastSeq))), k.s.Close())
 }
 
 // seqNow is the last seq assigned.
