@@ -195,21 +195,25 @@ func findDamagedWAL(fs vfs.FS, dir string) (string, int64) {
 			if err != nil {
 				continue
 			}
-			_, bad, first := salvageWAL(b, uint32(ll.Num))
+			recs, bad, first, clean := salvageWAL(b, uint32(ll.Num))
 			if first >= 0 {
 				return path, int64(first)
 			}
 			if i < len(logs)-1 && len(bad) > 0 {
 				return path, int64(bad[0].from) // an older WAL must end cleanly
 			}
+			if i < len(logs)-1 && !clean {
+				return path, int64(walEnd(recs)) // cut short at a record's end
+			}
 		}
 	}
 	return "", -1
 }
 
-// sstableRE finds an sstable's name in a Pebble error message: either
-// "000005.sst" or "file 000005:".
-var sstableRE = regexp.MustCompile(`\b(\d{6,})\.sst\b|\bfile (\d{6,}):`)
+// sstableRE finds an sstable's name in a Pebble error message:
+// "000005.sst", "file 000005:", "backing file 000005 error" or "invalid
+// table 000005".
+var sstableRE = regexp.MustCompile(`\b(\d{6,})\.sst\b|\bfile (\d{6,})\b|\btable (\d{6,})\b`)
 
 // sstableIn names the sstable a Pebble error message mentions, or "".
 func sstableIn(msg, dir string) string {
@@ -219,8 +223,10 @@ func sstableIn(msg, dir string) string {
 		return ""
 	case m[1] != "":
 		return filepath.Join(dir, m[1]+".sst")
-	default:
+	case m[2] != "":
 		return filepath.Join(dir, m[2]+".sst")
+	default:
+		return filepath.Join(dir, m[3]+".sst")
 	}
 }
 
