@@ -409,9 +409,9 @@ func cutWALs(work string, rep *RepairReport, log *slog.Logger) ([]walRecord, *wa
 // commit number and the last job seq a batch carries (metaCommitKey,
 // metaSeqKey), and the jobs whose records it writes.
 type groupFacts struct {
-	commit, seq        uint64
-	hasCommit, hasSeq  bool
-	ids                []string
+	commit, seq       uint64
+	hasCommit, hasSeq bool
+	ids               []string
 }
 
 // add takes a later batch's facts as the newest.
