@@ -94,10 +94,12 @@ func openPebble(dir string, opts Options, lock *pebble.Lock, readOnly bool) (db 
 	// Pebble's default answer to a damaged block is Logger.Fatalf, which
 	// takes the server down at every start that touches it. Log it
 	// instead: the read that met it fails with a *CorruptionError.
-	events := pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
-		opts.Logger.Error("diskstore: corrupt data; run `delayq repair` on the stopped server's data directory to salvage every readable job",
-			"file", info.Path, "detail", info.Details)
-	}}
+	// Once per damaged block, in one line (damage.go).
+	damage := opts.damage
+	if damage == nil {
+		damage = newDamageLog(opts.Logger)
+	}
+	events := pebble.EventListener{DataCorruption: damage.corruption}
 	// At debug, Pebble's flushes, compactions and stalls are logged too:
 	// they explain a slow open or a slow commit.
 	if opts.Logger.Enabled(context.Background(), slog.LevelDebug) {
@@ -264,6 +266,7 @@ func (s *Store) skipCorrupt(t *txn, e *entry, err error) {
 		t.popped = t.popped[:n-1]
 	}
 	s.drop(e) // take left it in the maps; out of the queues already
+	s.damage.record(e.id)
 	s.log.Error("diskstore: skipping a job whose record cannot be read; stop the server and run `delayq repair` to salvage the store",
 		"job", e.id, "seq", e.seq, "err", err)
 }

@@ -99,6 +99,8 @@ type Options struct {
 	pebbleOpened func()
 	// freeBytes replaces statfs in tests. Defaults to statfsFree.
 	freeBytes func(dir string) (uint64, error)
+	// damage hears the damage Pebble meets (damage.go; set by Open).
+	damage *damageLog
 }
 
 const (
@@ -190,6 +192,7 @@ type Store struct {
 	topicBuf  []*topic                  // scratch for serving; guarded by mu
 	spare     chan spareBatch           // empty group batches for reuse (recycle)
 	series    seriesState               // chart series writes (series.go)
+	damage    *damageLog                // the damage reads met (damage.go)
 
 	// kickAt is the open group's size at which a transition wakes the
 	// committer (commit.go); guarded by mu.
@@ -248,6 +251,8 @@ func Open(dir string, opts Options) (*Store, error) {
 		// The committer starts with nothing in flight.
 		kickAt: 1,
 	}
+	s.damage = newDamageLog(opts.Logger)
+	s.opts.damage = s.damage
 	s.ballast = newBallast(fs, dir, opts.Ballast)
 	s.opts.pebbleFS = s.ballastFS(fs)
 	readOnly, why := s.startReadOnly(fs)

@@ -490,9 +490,9 @@ func readStore(ctx context.Context, work string, tail []walRecord, out *sink) er
 	o := Options{Logger: log}
 	o.setDefaults()
 	po := pebbleOptions(o, cache)
-	po.EventListener = &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
-		log.Warn("repair: damaged sstable block", "file", filepath.Base(info.Path), "detail", info.Details)
-	}}
+	damage := newDamageLog(log) // one line per damaged block
+	damage.msg = "repair: damaged sstable block; reading around it"
+	po.EventListener = &pebble.EventListener{DataCorruption: damage.corruption}
 	db, err := openRecovering(work, po)
 	// A table cut short fails Pebble's open (its size is not the one the
 	// MANIFEST lists): padded back to that size with zeros in the work
