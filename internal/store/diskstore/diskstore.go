@@ -80,8 +80,10 @@ type Options struct {
 	// BackgroundP raises the process's GOMAXPROCS by one while each of
 	// Pebble's flushes and compactions runs, so that the requests keep
 	// the Ps they had, and gives Go its default back once none runs
-	// (background.go). It changes a process-wide setting: the server sets
-	// it unless GOMAXPROCS is set in the environment.
+	// (background.go). Off by default: it changes a process-wide setting,
+	// stops the world at each change and replaces a GOMAXPROCS the
+	// program set itself, so only a program that owns that setting may
+	// opt in. The server does not.
 	BackgroundP bool
 
 	// nearChunk is how many due-index entries one load brings into memory;
