@@ -27,6 +27,9 @@ const (
 	exitOK    = 0
 	exitError = 1 // the command ran and failed
 	exitUsage = 2 // the command line was wrong
+	// exitRepairLost: `delayq repair` wrote the repaired store, and the
+	// store had acknowledged data it could not keep (named on stdout).
+	exitRepairLost = 3
 )
 
 // root is the command tree. Kong builds flags, env vars and help from the
@@ -101,6 +104,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) (code in
 		var u usageError
 		if errors.As(err, &u) {
 			return exitUsage
+		}
+		if errors.Is(err, errRepairLost) {
+			return exitRepairLost
 		}
 		return exitError
 	}

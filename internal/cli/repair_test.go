@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
+
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/config"
 	"github.com/delayq/delayq/internal/server"
@@ -64,8 +66,11 @@ func TestServeRefusesCorruptStoreThenRepair(t *testing.T) {
 		t.Fatalf("serve on a damaged store: exit %d, stderr %q; want exit 1 naming the WAL, its offset and delayq repair", code, errOut.String())
 	}
 
-	got := mustRun(t, "repair", dir)
-	for _, want := range []string{"repaired " + dir + ": kept 99 jobs", "the original is kept unchanged as " + dir + ".damaged-", "could not read", ".log bytes"} {
+	code, got, repErr := run(t, "repair", dir)
+	if code != exitRepairLost {
+		t.Errorf("repair of a store that lost a job: exit %d, stderr %q; want %d (repaired, with losses)", code, repErr, exitRepairLost)
+	}
+	for _, want := range []string{"repaired " + dir + ": kept 99 jobs", "the original is kept unchanged as " + dir + ".damaged-", "DAMAGE: could not read (1)", ".log bytes", "job seqs"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("repair printed %q, want %q in it", got, want)
 		}
@@ -90,5 +95,57 @@ func TestServeRefusesCorruptStoreThenRepair(t *testing.T) {
 	// A repair of a running server's store is refused.
 	if code, _, errOut := run(t, "repair", dir); code == 0 || !strings.Contains(errOut, "running delayq server") {
 		t.Errorf("repair of a served store: exit %d, stderr %q; want a refusal", code, errOut)
+	}
+}
+
+// TestRepairNamesLostJobs: jobs whose records fail their checksum are
+// named once each: the summary shows the first ids and where the whole
+// list is (lost-ids.txt in the repaired directory), and repair exits 3.
+func TestRepairNamesLostJobs(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	s, err := diskstore.Open(dir, diskstore.Options{MinFree: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		j := &delayq.Job{ID: fmt.Sprintf("j%03d", i), Topic: "mail", Body: []byte("hello"), State: delayq.StateReady,
+			TTR: time.Minute, Due: time.UnixMilli(1_900_000_000_000), Created: time.UnixMilli(1_900_000_000_000)}
+		if err := s.Put(t.Context(), []*delayq.Job{j}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := pebble.Open(dir, &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost []string
+	for i := range 25 {
+		id := fmt.Sprintf("j%03d", i)
+		lost = append(lost, id)
+		if err := db.Set([]byte("J"+id), []byte("\x00\x00\x00\x00garbage"), pebble.Sync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, "repair", dir)
+	if code != exitRepairLost {
+		t.Fatalf("repair: exit %d, stderr %q; want %d", code, errOut, exitRepairLost)
+	}
+	file := filepath.Join(dir, "lost-ids.txt")
+	want := "lost: 25 jobs by id, all listed in " + file + ": " + strings.Join(lost[:20], " ") + " … and 5 more"
+	if !strings.Contains(out, want) {
+		t.Errorf("repair printed:\n%s\nwant the line %q", out, want)
+	}
+	if n := strings.Count(out, "j003"); n != 2 { // its damage line and the lost line
+		t.Errorf("repair named j003 %d times, want twice (its damaged record, the lost list):\n%s", n, out)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil || string(b) != strings.Join(lost, "\n")+"\n" {
+		t.Errorf("%s = %q, %v; want the 25 ids, one a line", file, b, err)
 	}
 }

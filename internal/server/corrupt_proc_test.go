@@ -64,8 +64,8 @@ func TestCorruptStoreBinary(t *testing.T) {
 	}
 
 	out, err = exec.CommandContext(t.Context(), d.bin, "repair", d.dir).Output()
-	if err != nil || !strings.Contains(string(out), fmt.Sprintf("kept %d jobs", n-1)) {
-		t.Fatalf("repair: %v, output %q; want %d jobs kept", err, out, n-1)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 || !strings.Contains(string(out), fmt.Sprintf("kept %d jobs", n-1)) {
+		t.Fatalf("repair: %v, output %q; want %d jobs kept and exit status 3 (one acknowledged job lost)", err, out, n-1)
 	}
 	if kept, _ := filepath.Glob(d.dir + ".damaged-*"); len(kept) != 1 {
 		t.Fatalf("originals kept: %v, want one", kept)

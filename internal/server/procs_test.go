@@ -1,16 +1,19 @@
 package server
 
-import "testing"
+import (
+	"testing"
 
-// The store lends its flushes and compactions a P each unless GOMAXPROCS
-// is set in the environment.
-func TestBackgroundP(t *testing.T) {
-	t.Setenv("GOMAXPROCS", "")
-	if !backgroundP() {
-		t.Error("backgroundP() = false without GOMAXPROCS in the environment, want true")
-	}
-	t.Setenv("GOMAXPROCS", "2")
-	if backgroundP() {
-		t.Error("backgroundP() = true with GOMAXPROCS=2 in the environment, want false (kept as given)")
+	"github.com/delayq/delayq/internal/config"
+)
+
+// TestStoreLeavesGOMAXPROCS: the server's embedded store does not raise
+// and lower GOMAXPROCS around Pebble's flushes and compactions (each
+// change stops the world), with or without GOMAXPROCS in the environment.
+func TestStoreLeavesGOMAXPROCS(t *testing.T) {
+	for _, env := range []string{"", "2"} {
+		t.Setenv("GOMAXPROCS", env)
+		if New(config.Default(), nil).diskOptions().BackgroundP {
+			t.Errorf("with GOMAXPROCS=%q the store lends Ps to its background work, want it to leave GOMAXPROCS alone", env)
+		}
 	}
 }

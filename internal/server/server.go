@@ -223,23 +223,30 @@ func (s *Server) openStore(ctx context.Context) (store.Store, error) {
 		return st, nil
 	}
 	st, err := openInterruptible(ctx, s.log, func() (*diskstore.Store, error) {
-		return diskstore.Open(s.cfg.DataDir, diskstore.Options{
-			Logger:    s.log.With("component", "diskstore"),
-			CacheSize: int64(s.cfg.CacheMiB) << 20,
-			HotSize:   hotBytes(s.cfg.HotMiB),
-			MinFree:   minFreeBytes(s.cfg.MinFreeMiB),
-			SyncEvery: s.cfg.Fsync,
-			Ballast:   int64(s.cfg.BallastMiB) << 20,
-			Retention: s.retention(),
-			// A P for each of Pebble's flushes and compactions.
-			BackgroundP: backgroundP(),
-		})
+		return diskstore.Open(s.cfg.DataDir, s.diskOptions())
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: open store in %s: %w", s.cfg.DataDir, err)
 	}
 	s.log.Info("store opened", "store", "disk", "data_dir", s.cfg.DataDir, "fsync", fsyncName(s.cfg.Fsync), "cache_mib", s.cfg.CacheMiB, "hot_mib", s.cfg.HotMiB, "took", time.Since(start).Round(time.Microsecond))
 	return st, nil
+}
+
+// diskOptions are the embedded store's options. The store does not lend
+// its flushes and compactions a P (diskstore.Options.BackgroundP): that
+// changed GOMAXPROCS, stopping the world, at every flush and compaction;
+// set GOMAXPROCS yourself to give background work room
+// (docs/operations.md, "CPU").
+func (s *Server) diskOptions() diskstore.Options {
+	return diskstore.Options{
+		Logger:    s.log.With("component", "diskstore"),
+		CacheSize: int64(s.cfg.CacheMiB) << 20,
+		HotSize:   hotBytes(s.cfg.HotMiB),
+		MinFree:   minFreeBytes(s.cfg.MinFreeMiB),
+		SyncEvery: s.cfg.Fsync,
+		Ballast:   int64(s.cfg.BallastMiB) << 20,
+		Retention: s.retention(),
+	}
 }
 
 // bind takes every port the configuration names, and only that: a later

@@ -82,8 +82,8 @@ func TestCutWALBinary(t *testing.T) {
 	}
 
 	out, err = exec.CommandContext(t.Context(), d.bin, "repair", d.dir).Output()
-	if err != nil {
-		t.Fatalf("repair: %v\n%s", err, out)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
+		t.Fatalf("repair: %v, want exit status 3 (repaired, acknowledged jobs lost)\n%s", err, out)
 	}
 	t.Logf("repair said:\n%s", out)
 	kept := regexp.MustCompile(`kept (\d+) jobs`).FindSubmatch(out)

@@ -18,7 +18,10 @@ import (
 // became the lateness tail of aim 4 of issue 17 (every job due during a
 // flush came 10 to 300 ms late; docs/benchmarks.md, ninth session).
 //
-// So with Options.BackgroundP the process has one P more for each flush
+// So with Options.BackgroundP (off unless the embedding program opts in;
+// the server does not, since each change of GOMAXPROCS stops the world
+// and the last one replaces whatever value the program had set) the
+// process has one P more for each flush
 // or compaction while it runs: GOMAXPROCS rises as the job begins and
 // falls as it ends (Pebble's FlushBegin and CompactionBegin, FlushEnd and
 // CompactionEnd), and once none runs Go gets its default back. The

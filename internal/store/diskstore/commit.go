@@ -328,8 +328,8 @@ func isClosed(c chan struct{}) bool {
 func (s *Store) await(g *group) {
 	defer s.bg.Done()
 	err := g.b.SyncWait()
-	if err == nil && !s.window() && s.unsynced.waiting(g.commit) {
-		err = s.wal.syncOpen()
+	if err == nil && s.unsynced.waiting(g.commit) {
+		err = s.syncWAL() // the one durable-write path's sync (durable.go)
 	}
 	s.unsynced.finish(s, g.commit, err)
 	// g is answered (by this finish or an earlier one). Only now, after

@@ -94,10 +94,12 @@ func openPebble(dir string, opts Options, lock *pebble.Lock, readOnly bool) (db 
 	// Pebble's default answer to a damaged block is Logger.Fatalf, which
 	// takes the server down at every start that touches it. Log it
 	// instead: the read that met it fails with a *CorruptionError.
-	events := pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
-		opts.Logger.Error("diskstore: corrupt data; run `delayq repair` on the stopped server's data directory to salvage every readable job",
-			"file", info.Path, "detail", info.Details)
-	}}
+	// Once per damaged block, in one line (damage.go).
+	damage := opts.damage
+	if damage == nil {
+		damage = newDamageLog(opts.Logger)
+	}
+	events := pebble.EventListener{DataCorruption: damage.corruption}
 	// At debug, Pebble's flushes, compactions and stalls are logged too:
 	// they explain a slow open or a slow commit.
 	if opts.Logger.Enabled(context.Background(), slog.LevelDebug) {
@@ -195,21 +197,25 @@ func findDamagedWAL(fs vfs.FS, dir string) (string, int64) {
 			if err != nil {
 				continue
 			}
-			_, bad, first := salvageWAL(b, uint32(ll.Num))
+			recs, bad, first, clean := salvageWAL(b, uint32(ll.Num))
 			if first >= 0 {
 				return path, int64(first)
 			}
 			if i < len(logs)-1 && len(bad) > 0 {
 				return path, int64(bad[0].from) // an older WAL must end cleanly
 			}
+			if i < len(logs)-1 && !clean {
+				return path, int64(walEnd(recs)) // cut short at a record's end
+			}
 		}
 	}
 	return "", -1
 }
 
-// sstableRE finds an sstable's name in a Pebble error message: either
-// "000005.sst" or "file 000005:".
-var sstableRE = regexp.MustCompile(`\b(\d{6,})\.sst\b|\bfile (\d{6,}):`)
+// sstableRE finds an sstable's name in a Pebble error message:
+// "000005.sst", "file 000005:", "backing file 000005 error" or "invalid
+// table 000005".
+var sstableRE = regexp.MustCompile(`\b(\d{6,})\.sst\b|\bfile (\d{6,})\b|\btable (\d{6,})\b`)
 
 // sstableIn names the sstable a Pebble error message mentions, or "".
 func sstableIn(msg, dir string) string {
@@ -219,8 +225,10 @@ func sstableIn(msg, dir string) string {
 		return ""
 	case m[1] != "":
 		return filepath.Join(dir, m[1]+".sst")
-	default:
+	case m[2] != "":
 		return filepath.Join(dir, m[2]+".sst")
+	default:
+		return filepath.Join(dir, m[3]+".sst")
 	}
 }
 
@@ -258,6 +266,7 @@ func (s *Store) skipCorrupt(t *txn, e *entry, err error) {
 		t.popped = t.popped[:n-1]
 	}
 	s.drop(e) // take left it in the maps; out of the queues already
+	s.damage.record(e.id)
 	s.log.Error("diskstore: skipping a job whose record cannot be read; stop the server and run `delayq repair` to salvage the store",
 		"job", e.id, "seq", e.seq, "err", err)
 }

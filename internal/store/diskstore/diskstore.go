@@ -80,8 +80,10 @@ type Options struct {
 	// BackgroundP raises the process's GOMAXPROCS by one while each of
 	// Pebble's flushes and compactions runs, so that the requests keep
 	// the Ps they had, and gives Go its default back once none runs
-	// (background.go). It changes a process-wide setting: the server sets
-	// it unless GOMAXPROCS is set in the environment.
+	// (background.go). Off by default: it changes a process-wide setting,
+	// stops the world at each change and replaces a GOMAXPROCS the
+	// program set itself, so only a program that owns that setting may
+	// opt in. The server does not.
 	BackgroundP bool
 
 	// nearChunk is how many due-index entries one load brings into memory;
@@ -99,6 +101,8 @@ type Options struct {
 	pebbleOpened func()
 	// freeBytes replaces statfs in tests. Defaults to statfsFree.
 	freeBytes func(dir string) (uint64, error)
+	// damage hears the damage Pebble meets (damage.go; set by Open).
+	damage *damageLog
 }
 
 const (
@@ -190,6 +194,7 @@ type Store struct {
 	topicBuf  []*topic                  // scratch for serving; guarded by mu
 	spare     chan spareBatch           // empty group batches for reuse (recycle)
 	series    seriesState               // chart series writes (series.go)
+	damage    *damageLog                // the damage reads met (damage.go)
 
 	// kickAt is the open group's size at which a transition wakes the
 	// committer (commit.go); guarded by mu.
@@ -248,6 +253,8 @@ func Open(dir string, opts Options) (*Store, error) {
 		// The committer starts with nothing in flight.
 		kickAt: 1,
 	}
+	s.damage = newDamageLog(opts.Logger)
+	s.opts.damage = s.damage
 	s.ballast = newBallast(fs, dir, opts.Ballast)
 	s.opts.pebbleFS = s.ballastFS(fs)
 	readOnly, why := s.startReadOnly(fs)

@@ -87,8 +87,8 @@ func (s *Store) ListDocs(ctx context.Context, kind string) (out []*store.Doc, er
 	return out, err
 }
 
-// SaveDoc implements store.DocStore: a read and a synced write under
-// docMu.
+// SaveDoc implements store.DocStore: a read and a durable write
+// (commitDurable, durable.go) under docMu.
 func (s *Store) SaveDoc(ctx context.Context, kind string, d *store.Doc, prev uint64) error {
 	v := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(d.Data)), d.Rev)
 	v = append(v, d.Data...)
@@ -106,14 +106,14 @@ func (s *Store) SaveDoc(ctx context.Context, kind string, d *store.Doc, prev uin
 		if cur != prev {
 			return fmt.Errorf("diskstore: %s %q: %w", kind, d.Name, store.ErrDocConflict)
 		}
-		if err := s.db.Set(docKey(kind, d.Name), v, pebble.Sync); err != nil {
+		if err := s.setDurable(docKey(kind, d.Name), v); err != nil {
 			return unavailable("save "+kind, err)
 		}
 		return nil
 	})
 }
 
-// DeleteDoc implements store.DocStore.
+// DeleteDoc implements store.DocStore: a durable delete under docMu.
 func (s *Store) DeleteDoc(ctx context.Context, kind, name string) error {
 	return s.outside(ctx, true, func() error {
 		docMu.Lock()
@@ -121,7 +121,7 @@ func (s *Store) DeleteDoc(ctx context.Context, kind, name string) error {
 		if _, err := s.readDoc(kind, name); err != nil {
 			return err
 		}
-		if err := s.db.Delete(docKey(kind, name), pebble.Sync); err != nil {
+		if err := s.deleteDurable(docKey(kind, name)); err != nil {
 			return unavailable("delete "+kind, err)
 		}
 		return nil

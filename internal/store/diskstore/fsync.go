@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -57,6 +58,8 @@ type lazyWALFS struct {
 	// returns is called once the round has synced every file it took
 	// (the high-water mark, acked.go). Set before the first commit.
 	round func() func()
+	// rounds counts the sync rounds ended (tests wait on it).
+	rounds atomic.Uint64
 }
 
 // newLazyWALFS wraps fs. Its sync loop starts with start, once the store
@@ -146,6 +149,7 @@ func (l *lazyWALFS) syncAll() {
 	if ok && synced != nil {
 		synced()
 	}
+	l.rounds.Add(1)
 }
 
 // setErr keeps the first sync error, which every later Sync returns:

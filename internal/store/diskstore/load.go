@@ -88,7 +88,7 @@ func (s *Store) checkVersion(readOnly bool) error {
 	if readOnly {
 		return nil
 	}
-	return s.db.Set(metaVersionKey, binary.BigEndian.AppendUint32(nil, formatVersion), pebble.Sync)
+	return s.setDurable(metaVersionKey, binary.BigEndian.AppendUint32(nil, formatVersion))
 }
 
 func (s *Store) loadTopics() error {

@@ -71,9 +71,10 @@ func (s *Store) migrateV1() error {
 	if err := b.Set(metaVersionKey, binary.BigEndian.AppendUint32(nil, formatVersion), nil); err != nil {
 		return err
 	}
-	// The sync also makes the NoSync batches before it durable: they are
-	// earlier in the same WAL.
-	if err := b.Commit(pebble.Sync); err != nil {
+	// The durable commit also makes the NoSync batches before it durable:
+	// they are earlier in the same WAL, or in an older one, synced when
+	// Pebble closed it (fsync.go).
+	if err := s.commitDurable(b); err != nil {
 		return err
 	}
 	s.log.Info(fmt.Sprintf("diskstore: migrated the store to format version %d", formatVersion), "records_sealed", sealed, "already_sealed", already,
@@ -90,7 +91,7 @@ func (s *Store) migrateV1() error {
 // take the new bytes for damage (or, worse, a reserved job for the
 // record under it), from opening the store once it holds any.
 func (s *Store) upgrade(from uint32) error {
-	if err := s.db.Set(metaVersionKey, binary.BigEndian.AppendUint32(nil, formatVersion), pebble.Sync); err != nil {
+	if err := s.setDurable(metaVersionKey, binary.BigEndian.AppendUint32(nil, formatVersion)); err != nil {
 		return err
 	}
 	s.log.Info(fmt.Sprintf("diskstore: upgraded the store from format version %d to %d (%s; no record rewritten)", from, formatVersion, upgrades[from]), "dir", s.dir)

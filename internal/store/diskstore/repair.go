@@ -8,12 +8,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/batchrepr"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/wal"
 
@@ -81,10 +86,55 @@ type RepairReport struct {
 	// The repaired store never hands those seqs out again.
 	LostSeqs               uint64
 	LostFromSeq, LostToSeq uint64
+
+	// LostIDs names, sorted, the acknowledged jobs Repair knows by id
+	// and could not keep: records that failed their checksum or lay in
+	// a damaged sstable block (an index named them), and jobs written by
+	// WAL records it could not apply. When there are any they are also
+	// written, one a line, to LostIDsFile (lost-ids.txt in the repaired
+	// data directory).
+	LostIDs     []string
+	LostIDsFile string
+	// LostSeqRanges names the acknowledged jobs lost with unreadable WAL
+	// bytes or a log cut short, which cannot be known by id: by the
+	// range of seqs they were given.
+	LostSeqRanges []LostSeqRange
+	// UnreadIDRanges names the jobs whose records lay in a damaged
+	// sstable block that no readable index entry named: by the range
+	// their ids sort in.
+	UnreadIDRanges []IDRange
 }
 
-// Clean reports whether Repair found nothing it could not read.
-func (r *RepairReport) Clean() bool { return len(r.Damage) == 0 }
+// LostSeqRange is a range of job seqs in which Repair lost the Missing
+// jobs the repaired store lacks (a seq of the range may also belong to a
+// job deleted before the damage: Missing is "up to").
+type LostSeqRange struct {
+	From, To uint64 // inclusive
+	Missing  int
+	Where    string // the damage it comes from
+}
+
+// IDRange is a range of job ids: those sorting strictly after After and
+// before Before ("" leaves that end open).
+type IDRange struct {
+	After, Before string
+	Where         string
+}
+
+// Has reports whether id is in r.
+func (r IDRange) Has(id string) bool {
+	return (r.After == "" || id > r.After) && (r.Before == "" || id < r.Before)
+}
+
+// lostIDsName is the file in the repaired data directory that lists the
+// ids of the jobs Repair lost.
+const lostIDsName = "lost-ids.txt"
+
+// Clean reports whether Repair found nothing it could not read and lost
+// nothing the store had acknowledged.
+func (r *RepairReport) Clean() bool {
+	return len(r.Damage) == 0 && r.LostCommits == 0 && len(r.LostIDs) == 0 && len(r.LostSeqRanges) == 0
+}
 
 // repairBatch is how many jobs one write of the fresh store holds; tests
 // lower it.
@@ -130,7 +180,7 @@ func Repair(ctx context.Context, dir string, opts RepairOptions) (*RepairReport,
 	if err := copyStore(dir, work); err != nil {
 		return nil, fmt.Errorf("repair: copy %s: %w", dir, err)
 	}
-	tail, err := cutWALs(work, rep, log)
+	tail, losses, err := cutWALs(work, rep, log)
 	if err != nil {
 		return nil, fmt.Errorf("repair: %w", err)
 	}
@@ -138,6 +188,7 @@ func Repair(ctx context.Context, dir string, opts RepairOptions) (*RepairReport,
 	if err != nil {
 		return nil, fmt.Errorf("repair: create the repaired store: %w", err)
 	}
+	out.watch(losses, mark)
 	if err := readStore(ctx, work, tail, out); err != nil {
 		_ = out.s.Close()
 		_ = os.RemoveAll(fresh)
@@ -147,6 +198,14 @@ func Repair(ctx context.Context, dir string, opts RepairOptions) (*RepairReport,
 	if err := out.finish(); err != nil {
 		_ = os.RemoveAll(fresh)
 		return nil, fmt.Errorf("repair: write the repaired store: %w", err)
+	}
+	out.name(losses)
+	if len(rep.LostIDs) > 0 {
+		if err := writeLostIDs(filepath.Join(fresh, lostIDsName), rep.LostIDs); err != nil {
+			_ = os.RemoveAll(fresh)
+			return nil, fmt.Errorf("repair: write the lost job ids: %w", err)
+		}
+		rep.LostIDsFile = filepath.Join(dir, lostIDsName)
 	}
 	if err := os.Rename(dir, rep.DamagedDir); err != nil {
 		_ = os.RemoveAll(fresh)
@@ -226,59 +285,190 @@ func syncDir(dir string) {
 
 // cutWALs reads every WAL of the work copy, reports its damage and cuts
 // it at its first damaged record. It returns the newest WAL's readable
-// records after that point, to be applied once Pebble has opened.
-func cutWALs(work string, rep *RepairReport, log *slog.Logger) ([]walRecord, error) {
+// records after that point, to be applied once Pebble has opened, and
+// what the cuts lose (walLoss), for the sink to name.
+//
+// Only the newest WAL can end in a torn tail (a write cut short by the
+// crash, never acknowledged): Pebble closes every older WAL with a
+// trailer before it starts the next, and replays an older one strictly.
+// So in an older WAL an unreadable stretch, torn-looking or not, and an
+// end without the trailer are damage: the records there were
+// acknowledged.
+func cutWALs(work string, rep *RepairReport, log *slog.Logger) ([]walRecord, *walLosses, error) {
 	logs, err := wal.Scan(wal.Dir{FS: vfs.Default, Dirname: work})
 	if err != nil {
-		return nil, fmt.Errorf("list WAL files: %w", err)
+		return nil, nil, fmt.Errorf("list WAL files: %w", err)
 	}
-	var tail []walRecord
+	type walFile struct {
+		name, path string
+		size       int
+		recs       []walRecord
+		first      int       // where the damage starts; -1: none
+		spans      []walSpan // damaged stretches (not the newest WAL's torn tail)
+	}
+	var files []walFile
 	for i, ll := range logs {
+		older := i < len(logs)-1
 		for seg := range ll.NumSegments() {
 			_, path := ll.SegmentLocation(seg)
 			b, err := os.ReadFile(path)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			name := filepath.Base(path)
-			recs, bad, first := salvageWAL(b, uint32(ll.Num))
+			recs, bad, first, clean := salvageWAL(b, uint32(ll.Num))
+			f := walFile{name: name, path: path, size: len(b), recs: recs, first: first}
 			for _, sp := range bad {
-				if !sp.torn {
-					rep.Damage = append(rep.Damage, fmt.Sprintf("WAL %s %s", name, sp))
+				if sp.torn && !older {
+					log.Info("repair: torn tail of the newest WAL (a write cut short by the crash, never acknowledged)", "file", name, "from", sp.from, "to", sp.to)
+					continue
 				}
-				log.Warn("repair: unreadable WAL bytes", "file", name, "from", sp.from, "to", sp.to, "torn_tail", sp.torn)
-			}
-			if first < 0 && i < len(logs)-1 {
-				// An older WAL must end cleanly for Pebble to replay it:
-				// cut its torn tail too (unacknowledged writes).
-				for _, sp := range bad {
-					first = sp.from
-					break
+				sp.torn = false
+				f.spans = append(f.spans, sp)
+				if f.first < 0 || sp.from < f.first {
+					f.first = sp.from
 				}
 			}
-			if first < 0 {
-				continue
+			if older && len(bad) == 0 && !clean {
+				// Cut at a record's end: readable to there, but an older
+				// WAL ends with the trailer of its close.
+				end := walEnd(recs)
+				f.spans = append(f.spans, walSpan{from: end, to: len(b), cut: true})
+				f.first = end
 			}
-			var after []walRecord
-			for _, r := range recs {
-				if r.off > first {
-					after = append(after, r)
-				}
-			}
-			if i == len(logs)-1 {
-				tail = after
-				rep.WALRecords = len(after)
-			} else if len(after) > 0 {
-				rep.LostWALRecords += len(after)
-				rep.Damage = append(rep.Damage, fmt.Sprintf("WAL %s: %d readable records after the damage not applied (an older WAL; newer ones were replayed first)", name, len(after)))
-			}
-			if err := os.Truncate(path, int64(first)); err != nil {
-				return nil, err
-			}
-			log.Info("repair: WAL cut at its first damage", "file", name, "offset", first, "records_after", len(after))
+			files = append(files, f)
 		}
 	}
-	return tail, nil
+	losses := &walLosses{ids: map[string]bool{}}
+	var tail []walRecord
+	var run groupFacts // the last commit and seq read, in log order
+	for fi, f := range files {
+		newest := fi == len(files)-1
+		for _, r := range f.recs {
+			if f.first >= 0 && r.off > f.first {
+				break
+			}
+			run.add(batchFacts(r.data))
+		}
+		if f.first < 0 {
+			continue
+		}
+		var after []walRecord
+		for _, r := range f.recs {
+			if r.off > f.first {
+				after = append(after, r)
+			}
+		}
+		// What was lost lies between the last record read before the
+		// damage and the first record after it that says where the log
+		// had got to: in this WAL, or a newer one.
+		var next groupFacts
+		for _, r := range after {
+			next.fill(batchFacts(r.data))
+		}
+		for _, g := range files[fi+1:] {
+			for _, r := range g.recs {
+				next.fill(batchFacts(r.data))
+			}
+		}
+		for _, sp := range f.spans {
+			l := walLoss{file: f.name, span: sp, prev: run, next: next}
+			losses.spans = append(losses.spans, l)
+			log.Warn("repair: unreadable WAL bytes of acknowledged writes", "file", f.name, "from", sp.from, "to", sp.to)
+		}
+		if newest {
+			tail = after
+			rep.WALRecords = len(after)
+		} else if len(after) > 0 {
+			// Not applied: a newer WAL, replayed first, would be
+			// overwritten by their older writes. The jobs they wrote are
+			// named unless the repaired store has them anyway.
+			rep.LostWALRecords += len(after)
+			for _, r := range after {
+				for _, id := range batchFacts(r.data).ids {
+					losses.ids[id] = true
+				}
+			}
+			rep.Damage = append(rep.Damage, fmt.Sprintf("WAL %s: %d readable records after the damage not applied (an older WAL; newer ones were replayed first); the jobs they wrote that the repaired store lacks are named as lost", f.name, len(after)))
+		}
+		for _, r := range after {
+			if !newest {
+				break
+			}
+			run.add(batchFacts(r.data))
+		}
+		if err := os.Truncate(f.path, int64(f.first)); err != nil {
+			return nil, nil, err
+		}
+		log.Info("repair: WAL cut at its first damage", "file", f.name, "offset", f.first, "records_after", len(after))
+	}
+	return tail, losses, nil
+}
+
+// groupFacts is what group commits say of how far the log had got: the
+// commit number and the last job seq a batch carries (metaCommitKey,
+// metaSeqKey), and the jobs whose records it writes.
+type groupFacts struct {
+	commit, seq       uint64
+	hasCommit, hasSeq bool
+	ids               []string
+}
+
+// add takes a later batch's facts as the newest.
+func (g *groupFacts) add(f groupFacts) {
+	if f.hasCommit {
+		g.commit, g.hasCommit = f.commit, true
+	}
+	if f.hasSeq {
+		g.seq, g.hasSeq = f.seq, true
+	}
+}
+
+// fill takes f's facts where g has none yet (the first after a loss).
+func (g *groupFacts) fill(f groupFacts) {
+	if f.hasCommit && !g.hasCommit {
+		g.commit, g.hasCommit = f.commit, true
+	}
+	if f.hasSeq && !g.hasSeq {
+		g.seq, g.hasSeq = f.seq, true
+	}
+}
+
+// batchFacts reads a WAL record (a batch) for its groupFacts; a batch
+// that goes wrong part way gives what came before (see commitIn).
+func batchFacts(repr []byte) groupFacts {
+	var f groupFacts
+	r := batchrepr.Read(repr)
+	for entryFits(r) {
+		kind, k, v, ok, err := r.Next()
+		if !ok || err != nil {
+			break
+		}
+		switch {
+		case kind != pebble.InternalKeyKindSet:
+		case bytes.Equal(k, metaCommitKey) && len(v) == 8:
+			f.commit, f.hasCommit = binary.BigEndian.Uint64(v), true
+		case bytes.Equal(k, metaSeqKey) && len(v) == 8:
+			f.seq, f.hasSeq = binary.BigEndian.Uint64(v), true
+		case len(k) > 1 && k[0] == prefixJob:
+			f.ids = append(f.ids, string(k[1:]))
+		}
+	}
+	return f
+}
+
+// walLoss is an unreadable stretch of acknowledged WAL records.
+type walLoss struct {
+	file       string
+	span       walSpan
+	prev, next groupFacts // the log before and after it
+}
+
+// walLosses is what cutWALs found lost: stretches, and the jobs written
+// by readable records it could not apply.
+type walLosses struct {
+	spans []walLoss
+	ids   map[string]bool
 }
 
 // readStore opens the work copy with Pebble, applies the newest WAL's
@@ -300,12 +490,29 @@ func readStore(ctx context.Context, work string, tail []walRecord, out *sink) er
 	o := Options{Logger: log}
 	o.setDefaults()
 	po := pebbleOptions(o, cache)
-	po.EventListener = &pebble.EventListener{DataCorruption: func(info pebble.DataCorruptionInfo) {
-		log.Warn("repair: damaged sstable block", "file", filepath.Base(info.Path), "detail", info.Details)
-	}}
+	damage := newDamageLog(log) // one line per damaged block
+	damage.msg = "repair: damaged sstable block; reading around it"
+	po.EventListener = &pebble.EventListener{DataCorruption: damage.corruption}
 	db, err := openRecovering(work, po)
+	// A table cut short fails Pebble's open (its size is not the one the
+	// MANIFEST lists): padded back to that size with zeros in the work
+	// copy, it opens, and its lost part reads as damaged blocks, which
+	// the scans below get around. One table at a time.
+	for range maxPaddedTables {
+		num, disk, want, ok := sizeMismatch(err)
+		if !ok {
+			break
+		}
+		path := filepath.Join(work, num+".sst")
+		if terr := os.Truncate(path, want); terr != nil {
+			return fmt.Errorf("pad the cut table %s: %w", path, terr)
+		}
+		rep.Damage = append(rep.Damage, fmt.Sprintf("%s.sst: cut short at byte %d of %d: the keys in its missing part are unreadable", num, disk, want))
+		log.Warn("repair: table cut short; reading what is left of it", "file", num+".sst", "size", disk, "manifest_size", want)
+		db, err = openRecovering(work, po)
+	}
 	if err != nil {
-		return fmt.Errorf("Pebble cannot open the store even with its WALs cut at the damage (is the MANIFEST damaged?); nothing was changed: %w", err)
+		return fmt.Errorf("Pebble cannot open the store even with its WALs cut at the damage and its cut tables padded (%s); nothing was changed: %w", openBlame(err), err)
 	}
 	defer func() { _ = db.Close() }()
 	for i, r := range tail {
@@ -371,15 +578,26 @@ func readStore(ctx context.Context, work string, tail []walRecord, out *sink) er
 		return ctx.Err()
 	}
 	rep.KeysUnread = true
+	// One line for the hole, naming each table whose damage bounds it
+	// (the forward and the backward scan usually stop at the same block).
+	var where []string
 	for _, e := range []error{fwdErr, bwdErr} {
 		if e == nil {
 			continue
 		}
-		where := "an sstable"
+		w := "an sstable"
 		if f := sstableIn(e.Error(), ""); f != "" {
-			where = f
+			w = f
 		}
-		rep.Damage = append(rep.Damage, fmt.Sprintf("%s: a damaged block hides the keys in it (%v)", where, e))
+		if !slices.Contains(where, w) {
+			where = append(where, w)
+		}
+	}
+	rep.Damage = append(rep.Damage, fmt.Sprintf("%s: a damaged block hides the keys after %s and before %s (%v)",
+		strings.Join(where, ", "), describeKey(lastFwd, "the first key"), describeKey(firstBwd, "the last key"), firstErr(fwdErr, bwdErr)))
+	if r, ok := jobHole(lastFwd, firstBwd); ok {
+		r.Where = strings.Join(where, ", ")
+		rep.UnreadIDRanges = append(rep.UnreadIDRanges, r)
 	}
 	inHole := func(k []byte) bool {
 		return (lastFwd == nil || bytes.Compare(k, lastFwd) > 0) && (firstBwd == nil || bytes.Compare(k, firstBwd) < 0)
@@ -400,6 +618,7 @@ func readStore(ctx context.Context, work string, tail []walRecord, out *sink) er
 				return true, nil // an index entry of a lost write; the job is gone
 			case err != nil:
 				unread++
+				out.lost(id)
 				return true, nil
 			}
 			jv = bytes.Clone(jv)
@@ -411,9 +630,47 @@ func readStore(ctx context.Context, work string, tail []walRecord, out *sink) er
 		}
 	}
 	if unread > 0 {
-		rep.Damage = append(rep.Damage, fmt.Sprintf("%d jobs named by the indexes have records in damaged blocks", unread))
+		rep.Damage = append(rep.Damage, fmt.Sprintf("%d jobs named by the indexes have records in damaged blocks: lost, each named by id", unread))
 	}
 	return nil
+}
+
+// maxPaddedTables bounds the cut tables readStore pads before it gives up.
+const maxPaddedTables = 1000
+
+// sizeMismatchRE matches Pebble's refusal of a table whose size is not the
+// MANIFEST's: "000008: object size mismatch (PATH): 4731 (disk) != 9462
+// (MANIFEST)".
+var sizeMismatchRE = regexp.MustCompile(`(\d{6,}): object size mismatch \(.*\): (\d+) \(disk\) != (\d+) \(MANIFEST\)`)
+
+// sizeMismatch parses Pebble's open error for a table cut short: its
+// number, its size on disk and the size the MANIFEST lists.
+func sizeMismatch(err error) (num string, disk, want int64, ok bool) {
+	if err == nil {
+		return "", 0, 0, false
+	}
+	m := sizeMismatchRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return "", 0, 0, false
+	}
+	disk, err1 := strconv.ParseInt(m[2], 10, 64)
+	want, err2 := strconv.ParseInt(m[3], 10, 64)
+	if err1 != nil || err2 != nil || disk >= want {
+		return "", 0, 0, false
+	}
+	return m[1], disk, want, true
+}
+
+// openBlame says which file an open failure of readStore points at.
+func openBlame(err error) string {
+	msg := err.Error()
+	if f := sstableIn(msg, ""); f != "" {
+		return "table " + f + " is damaged beyond what repair reads around"
+	}
+	if strings.Contains(msg, "MANIFEST") {
+		return "the MANIFEST, Pebble's list of tables, is damaged"
+	}
+	return "see the error"
 }
 
 // indexedID is the job id an index key's value names: S and G values are
@@ -507,6 +764,7 @@ func (k *sink) keep(key, v []byte) error {
 			}
 			k.rep.BadRecords++
 			k.rep.Damage = append(k.rep.Damage, fmt.Sprintf("job record %q: %v", key[1:], err))
+			k.lost(string(key[1:]))
 			return nil
 		}
 		if ov := k.overlays[j.ID]; ov != nil {
@@ -563,6 +821,141 @@ type sink struct {
 	pauses   map[string]time.Time
 	lastSeq  uint64
 	commit   uint64 // the last group commit the damaged store's log holds
+
+	lostIDs  map[string]bool // jobs known by id to be lost
+	watchIDs map[string]bool // jobs lost unless kept (from unapplied WAL records)
+	keptIDs  map[string]bool // of watchIDs, those kept
+	ranges   []LostSeqRange  // seqs lost with unreadable WAL bytes
+	keptIn   []int           // by range: jobs kept with a seq in it
+}
+
+// lost names a job known to be lost.
+func (k *sink) lost(id string) { k.lostIDs[id] = true }
+
+// watch prepares the naming of what the WAL cuts lost: a seq range for
+// each unreadable stretch, bounded by the log before and after it (or by
+// the high-water mark m when nothing after it says), and the jobs of the
+// records not applied.
+func (k *sink) watch(l *walLosses, m *ackMark) {
+	k.watchIDs = l.ids
+	for _, sp := range l.spans {
+		r := LostSeqRange{From: 1, Where: fmt.Sprintf("WAL %s %s", sp.file, sp.span)}
+		if sp.prev.hasSeq {
+			r.From = sp.prev.seq + 1
+		}
+		switch {
+		case sp.next.hasSeq:
+			r.To = sp.next.seq
+		case m != nil:
+			r.To = m.seq
+		default:
+			r.To = 0 // open: nothing after the damage says how far seqs went
+		}
+		commits := "commits after " + strconv.FormatUint(sp.prev.commit, 10)
+		if sp.next.hasCommit {
+			commits = fmt.Sprintf("commits %d-%d", sp.prev.commit+1, sp.next.commit-1)
+		} else if m != nil && m.commit > sp.prev.commit {
+			commits = fmt.Sprintf("commits %d-%d", sp.prev.commit+1, m.commit)
+		}
+		r.Where += ": acknowledged writes lost (" + commits + ")"
+		k.ranges = append(k.ranges, r)
+	}
+	k.keptIn = make([]int, len(k.ranges))
+}
+
+// seen counts a kept job against the lost ranges and watched ids.
+func (k *sink) seen(j *delayq.Job) {
+	if k.watchIDs[j.ID] {
+		k.keptIDs[j.ID] = true
+	}
+	for i, r := range k.ranges {
+		if j.Seq >= r.From && (r.To == 0 || j.Seq <= r.To) {
+			k.keptIn[i]++
+		}
+	}
+}
+
+// name fills the report's names of the lost jobs (see RepairReport).
+func (k *sink) name(l *walLosses) {
+	r := k.rep
+	for id := range k.watchIDs {
+		if !k.keptIDs[id] {
+			k.lostIDs[id] = true
+		}
+	}
+	r.LostIDs = slices.Sorted(maps.Keys(k.lostIDs))
+	for i, lr := range k.ranges {
+		seqs := fmt.Sprintf("job seqs from %d on", lr.From)
+		if lr.To != 0 {
+			if lr.To >= lr.From {
+				lr.Missing = int(lr.To-lr.From+1) - k.keptIn[i]
+			}
+			seqs = fmt.Sprintf("job seqs %d-%d", lr.From, lr.To)
+		}
+		if lr.To == 0 || lr.To >= lr.From {
+			r.LostSeqRanges = append(r.LostSeqRanges, lr)
+		}
+		r.Damage = append(r.Damage, fmt.Sprintf("%s; %s: the repaired store lacks %d of them (each lost, or deleted before the damage), and reserves, finishes and deletes there are undone", lr.Where, seqs, max(lr.Missing, 0)))
+	}
+	if r.LostSeqs > 0 {
+		r.LostSeqRanges = append(r.LostSeqRanges, LostSeqRange{From: r.LostFromSeq, To: r.LostToSeq, Missing: int(r.LostSeqs), Where: "the log ends short of its high-water mark (" + ackMarkName + ")"})
+	}
+}
+
+// writeLostIDs writes ids, one a line, into a new file at path.
+func writeLostIDs(path string, ids []string) error {
+	var b strings.Builder
+	for _, id := range ids {
+		b.WriteString(id)
+		b.WriteByte('\n')
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// describeKey names a key of the store for a repair summary; what when
+// k is nil (an open end).
+func describeKey(k []byte, what string) string {
+	switch {
+	case k == nil:
+		return what
+	case k[0] == prefixJob:
+		return fmt.Sprintf("the record of job %q", k[1:])
+	case k[0] == prefixSeq && len(k) == 9:
+		return fmt.Sprintf("the seq index entry of seq %d", binary.BigEndian.Uint64(k[1:]))
+	}
+	return fmt.Sprintf("key %q", k)
+}
+
+// jobHole is the range of job ids whose records lie in the hole between
+// lastFwd and firstBwd (nil: open), if it holds any J key.
+func jobHole(lastFwd, firstBwd []byte) (IDRange, bool) {
+	var r IDRange
+	if lastFwd != nil {
+		switch {
+		case lastFwd[0] > prefixJob:
+			return r, false
+		case lastFwd[0] == prefixJob:
+			r.After = string(lastFwd[1:])
+		}
+	}
+	if firstBwd != nil {
+		switch {
+		case firstBwd[0] < prefixJob:
+			return r, false
+		case firstBwd[0] == prefixJob:
+			r.Before = string(firstBwd[1:])
+		}
+	}
+	return r, true
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
 }
 
 // shortOf reports what the log lost against the high-water mark m (nil:
@@ -577,9 +970,8 @@ func (k *sink) shortOf(m *ackMark) {
 	if m.seq > k.lastSeq {
 		r.LostSeqs, r.LostFromSeq, r.LostToSeq = m.seq-k.lastSeq, k.lastSeq+1, m.seq
 	}
-	r.Damage = append(r.Damage, fmt.Sprintf("the log ends %d acknowledged commits short of its high-water mark (%s: commit %d, job seq %d; the log holds commit %d, seq %d): "+
-		"they cannot be read back from anywhere; up to %d jobs put in them are lost, and reserves, finishes and deletes made in them are undone",
-		r.LostCommits, ackMarkName, m.commit, m.seq, k.commit, k.lastSeq, r.LostSeqs))
+	// Reported once, by LostCommits and LostSeqs (the CLI's "dropped:"
+	// line), not again among the damage.
 	k.log.Warn("repair: the log falls short of its acknowledged high-water mark", "lost_commits", r.LostCommits, "lost_seqs", r.LostSeqs)
 	k.lastSeq = max(k.lastSeq, m.seq)
 }
@@ -590,11 +982,13 @@ func newSink(ctx context.Context, dir string, rep *RepairReport, log *slog.Logge
 	if err != nil {
 		return nil, err
 	}
-	return &sink{ctx: ctx, s: s, rep: rep, log: log, progress: newProgress(log, "repair: writing jobs"), pauses: map[string]time.Time{}, overlays: map[string][]byte{}}, nil
+	return &sink{ctx: ctx, s: s, rep: rep, log: log, progress: newProgress(log, "repair: writing jobs"), pauses: map[string]time.Time{}, overlays: map[string][]byte{},
+		lostIDs: map[string]bool{}, watchIDs: map[string]bool{}, keptIDs: map[string]bool{}}, nil
 }
 
 // job adds a salvaged job, writing the batch when it is full.
 func (k *sink) job(j *delayq.Job) error {
+	k.seen(j)
 	k.jobs = append(k.jobs, j)
 	if len(k.jobs) < repairBatch {
 		return nil
@@ -652,7 +1046,7 @@ func (k *sink) finish() error {
 	// even when nothing else was kept.
 	// (An empty txn is not applied either, so its t.seq is not: take the
 	// larger of the two here.)
-	return errors.Join(k.s.db.Set(metaSeqKey, binary.BigEndian.AppendUint64(nil, max(k.s.seqNow(), k.lastSeq)), pebble.Sync), k.s.Close())
+	return errors.Join(k.s.setDurable(metaSeqKey, binary.BigEndian.AppendUint64(nil, max(k.s.seqNow(), k.lastSeq))), k.s.Close())
 }
 
 // seqNow is the last seq assigned.

@@ -11,18 +11,31 @@ import "fmt"
 // walRecord is one record (a Pebble batch) read back from a WAL.
 type walRecord struct {
 	off  int // offset of its first chunk
+	end  int // offset just past its last chunk
 	data []byte
+}
+
+// walEnd is where the last of recs ends: 0 when there is none.
+func walEnd(recs []walRecord) int {
+	if len(recs) == 0 {
+		return 0
+	}
+	return recs[len(recs)-1].end
 }
 
 // walSpan is a stretch of a WAL that could not be read.
 type walSpan struct {
 	from, to int
 	torn     bool // the torn tail of a write cut short; never acknowledged
+	cut      bool // an older WAL's end without its close: cut short
 }
 
 func (s walSpan) String() string {
 	if s.torn {
 		return fmt.Sprintf("bytes %d-%d: torn tail (a write cut short, never acknowledged)", s.from, s.to)
+	}
+	if s.cut {
+		return fmt.Sprintf("bytes %d-%d: cut short (an older WAL ends with the mark of its close, and this one does not)", s.from, s.to)
 	}
 	return fmt.Sprintf("bytes %d-%d: damaged", s.from, s.to)
 }
@@ -53,8 +66,11 @@ func chunkHeader(typ byte) int {
 
 // salvageWAL reads the records of the log numbered num from b, skipping
 // damage. It returns the records in order, the spans it could not read
-// and where the first damage (not a torn tail) starts, or -1.
-func salvageWAL(b []byte, num uint32) (recs []walRecord, bad []walSpan, firstDamage int) {
+// and where the first damage (not a torn tail) starts, or -1. clean is
+// true when the log ends with the trailer Pebble writes when it closes a
+// log: every WAL but the newest must (Pebble replays an older one
+// strictly), so an older one without it was cut short.
+func salvageWAL(b []byte, num uint32) (recs []walRecord, bad []walSpan, firstDamage int, clean bool) {
 	firstDamage = -1
 	var cur []byte // payload of the record being assembled
 	curOff, inRecord := 0, false
@@ -66,6 +82,7 @@ func salvageWAL(b []byte, num uint32) (recs []walRecord, bad []walSpan, firstDam
 		}
 		c := parseWALChunk(b, p, num)
 		if c.trailer {
+			clean = true
 			break // the log was closed cleanly here
 		}
 		if c.valid {
@@ -73,7 +90,7 @@ func salvageWAL(b []byte, num uint32) (recs []walRecord, bad []walSpan, firstDam
 			payload := b[p+chunkHeader(typ) : c.end]
 			switch chunkPos(typ) {
 			case posFull:
-				recs = append(recs, walRecord{off: p, data: append([]byte(nil), payload...)})
+				recs = append(recs, walRecord{off: p, end: c.end, data: append([]byte(nil), payload...)})
 				inRecord = false
 			case posFirst:
 				cur, curOff, inRecord = append(cur[:0], payload...), p, true
@@ -81,7 +98,7 @@ func salvageWAL(b []byte, num uint32) (recs []walRecord, bad []walSpan, firstDam
 				if inRecord {
 					cur = append(cur, payload...)
 					if chunkPos(typ) == posLast {
-						recs = append(recs, walRecord{off: curOff, data: append([]byte(nil), cur...)})
+						recs = append(recs, walRecord{off: curOff, end: c.end, data: append([]byte(nil), cur...)})
 						inRecord = false
 					}
 				}
@@ -128,5 +145,5 @@ func salvageWAL(b []byte, num uint32) (recs []walRecord, bad []walSpan, firstDam
 	if inRecord {
 		bad = append(bad, walSpan{from: curOff, to: len(b), torn: true})
 	}
-	return recs, bad, firstDamage
+	return recs, bad, firstDamage, clean
 }

@@ -138,7 +138,7 @@ func decodeBucket(start int64, v []byte) (store.SeriesBucket, error) {
 
 // AddSeries implements store.SeriesStore: for each sample and resolution
 // a read of the bucket, the merge and a write back, all in one batch, with the range delete of any epoch
-// that expired since the last write; one synced commit.
+// that expired since the last write; one durable commit (durable.go).
 func (s *Store) AddSeries(ctx context.Context, at time.Time, samples []store.SeriesSample) error {
 	for _, smp := range samples {
 		if err := smp.Check(); err != nil {
@@ -188,10 +188,11 @@ func (s *Store) AddSeries(ctx context.Context, at time.Time, samples []store.Ser
 				}
 			}
 		}
-		// Synced: Pebble keeps an unsynced write in its own buffer until a
-		// later sync, so an idle server's kill -9 would lose it. One
-		// fsync per sample, for every topic at once, every 10 s.
-		if err := b.Commit(pebble.Sync); err != nil {
+		// Durable (durable.go): Pebble keeps an unsynced write in its own
+		// buffer until a later sync, so an idle server's kill -9 would
+		// lose it, and a power loss anything not fdatasynced. One fsync
+		// per sample, for every topic at once, every 10 s.
+		if err := s.commitDurable(b); err != nil {
 			return unavailable("write series", err)
 		}
 		for step, cut := range pruned {

@@ -74,7 +74,8 @@ func (s *Store) refreshSpace(now time.Time) {
 }
 
 // Health implements store.Healther: why the store is degraded (below its
-// free-space floor, or failed), or "" when it is well.
+// free-space floor, failed, or holding damage a read met: damage.go), or
+// "" when it is well.
 func (s *Store) Health() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -93,7 +94,7 @@ func (s *Store) Health() string {
 	if s.space.err != nil {
 		return "cannot read the free space of the data directory: " + s.space.err.Error()
 	}
-	return ""
+	return s.damage.health()
 }
 
 // publicReason is a failure as Health tells it: /healthz is public, so it

@@ -72,7 +72,7 @@ func FuzzCheckWAL(f *testing.F) {
 				t.Fatalf("checkWAL offset %d outside a %d-byte file", ce.Offset, len(b))
 			}
 		}
-		recs, bad, first := salvageWAL(b, 2)
+		recs, bad, first, _ := salvageWAL(b, 2)
 		last := -1
 		for _, r := range recs {
 			if r.off <= last || r.off >= len(b) {
@@ -100,7 +100,7 @@ func TestIntactWALSalvagesWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, bad, first := salvageWAL(b, walNum(b))
+	recs, bad, first, _ := salvageWAL(b, walNum(b))
 	// The version record, then one record per put.
 	if len(recs) != 301 || len(bad) != 0 || first != -1 {
 		t.Fatalf("salvageWAL(intact) = %d records, damage %v, first %d; want 301, none, -1", len(recs), bad, first)
