@@ -73,6 +73,7 @@ type handler struct {
 	o       Options
 	log     *slog.Logger
 	connect http.Handler
+	std     http.Handler // the standard services (standard.go)
 	errw    *connect.ErrorWriter
 	// maxBytes bounds each procedure's request in binary protobuf, and
 	// maxJSON in JSON, where a body is base64 text (4 bytes for every 3):
@@ -114,6 +115,7 @@ func New(e *engine.Engine, o Options) (string, http.Handler) {
 		connect.WithCompression("gzip", nil, nil),
 	)
 	h.connect = ch
+	h.std = newStandard(e)
 	return path, h
 }
 
@@ -160,8 +162,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx = audit.WithActor(ctx, &in.actor)
 	r = r.WithContext(ctx)
 	procedure := r.URL.Path
-	if _, ok := ops[procedure]; !ok {
+	stdOp, std := standard[procedure]
+	if _, ok := ops[procedure]; !ok && !std {
 		procedure = "unmatched"
+	}
+	serve := h.connect
+	if isStandard(r.URL.Path) {
+		serve = h.std
 	}
 	rec := &recorder{ResponseWriter: w}
 	defer func() { h.observe(r, procedure, in, rec, time.Since(start)) }()
@@ -169,7 +176,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.errw.IsSupported(r) {
 		// Not a gRPC, gRPC-Web or Connect request (a browser's GET):
 		// connect refuses it without reading it or calling a method.
-		h.connect.ServeHTTP(rec, r)
+		serve.ServeHTTP(rec, r)
 		return
 	}
 	if h.o.Hosts != nil && !h.o.Hosts(r.Host) {
@@ -189,7 +196,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p == nil && hasToken {
 		h.o.Failures.Allow(failKey) // counts the unknown token
 	}
-	if p == nil {
+	anonymous := false
+	if p == nil && std && !hasToken && r.Header.Get("Authorization") == "" && (*auth.Principal)(nil).MayAll(stdOp) {
+		// A probe or a reflection client without a token: allowed what
+		// anyone may do (standard.go), rate-limited by its address.
+		anonymous, key = true, failKey
+	}
+	if p == nil && !anonymous {
 		msg := "this call needs a token: send the metadata authorization: Bearer <token>"
 		if r.Header.Get("Authorization") != "" {
 			msg = "the token is not valid (unknown, or revoked by a reload)"
@@ -197,8 +210,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(rec, r, in, &refusal{delayq.CodeUnauthorized, msg})
 		return
 	}
-	in.principal, in.actor.Principal = p, p.Name
-	if p != auth.Open {
+	in.principal, in.actor.Principal = p, "anonymous"
+	if p != nil {
+		in.actor.Principal = p.Name
+	}
+	if std && !p.MayAll(stdOp) {
+		h.refuse(rec, r, in, forbidden(p.Denied(stdOp, "")))
+		return
+	}
+	if p != nil && p != auth.Open {
 		// The connection counts against its token's share from now on
 		// (--max-conns-per-client), as on the HTTP API.
 		if err := limits.ConnFrom(ctx).Claim(p.Name); err != nil {
@@ -237,7 +257,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		max = smallRequest
 	}
 	r.Body = &boundedBody{r: r.Body, left: max, max: max}
-	h.connect.ServeHTTP(rec, r)
+	serve.ServeHTTP(rec, r)
 }
 
 // isJSON says whether r's messages are JSON (Connect, gRPC or gRPC-Web
