@@ -94,6 +94,17 @@ func (l *logBuffer) String() string {
 	return l.b.String()
 }
 
+// waitLog waits until the log holds want (the give-up line is logged
+// just after the counter waitGivenUp reads moves).
+func waitLog(t *testing.T, log *logBuffer, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(log.String(), want); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the log does not say %q within 10s:\n%s", want, log.String())
+		}
+	}
+}
+
 // waitGivenUp waits until svc has given up n events.
 func waitGivenUp(t *testing.T, svc *Service, n float64) {
 	t.Helper()
@@ -121,6 +132,7 @@ func TestDeliveryRefusedAtConnect(t *testing.T) {
 	f.bury("t", "a")
 	f.eval(strict, time.Now())
 	waitGivenUp(t, strict, 1)
+	waitLog(t, &log, "giving up")
 	select {
 	case <-got:
 		t.Fatal("the event reached a loopback receiver")
@@ -146,6 +158,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 	f.bury("t", "a")
 	f.eval(f.svc, time.Now())
 	waitGivenUp(t, f.svc, 1)
+	waitLog(t, &log, "giving up")
 	select {
 	case r := <-reqs:
 		t.Fatalf("the redirect was followed: %s got the event with X-Api-Key %q", elsewhere.URL, r.header.Get("X-Api-Key"))
@@ -170,6 +183,7 @@ func TestFailingAlarmLogMasksPassword(t *testing.T) {
 	f.bury("t", "a")
 	f.eval(f.svc, time.Now())
 	waitGivenUp(t, f.svc, 1)
+	waitLog(t, &log, "giving up")
 	l := log.String()
 	if strings.Contains(l, "TopSecretPw") || !strings.Contains(l, "alice:xxxxx@") {
 		t.Errorf("the log shows the password, or no masked URL:\n%s", l)
