@@ -64,6 +64,9 @@ func NewServer(t testing.TB, opts ...Option) *Server {
 	cfg.ShutdownTimeout = 5 * time.Second
 	cfg.LogLevel = "error"
 	cfg.BeanstalkAddr = "127.0.0.1:0" // parallel tests never share a port
+	// A test's alarm receiver (httptest) listens on loopback, which a
+	// production server's webhooks may not reach by default.
+	cfg.WebhookAllowNets = []string{"127.0.0.0/8", "::1"}
 	for _, o := range opts {
 		o(&cfg)
 	}

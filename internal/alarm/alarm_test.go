@@ -82,6 +82,9 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 // service returns another service over the fixture's store and engine,
 // as a second instance sharing the store would have.
 func (f *fixture) service(cfg Config) *Service {
+	if cfg.AllowNets == nil {
+		cfg.AllowNets = testNets // the receivers of the tests listen on loopback
+	}
 	m := f.e.Metrics()
 	svc := New(f.st, Sources{
 		Topics:   f.e.Topics,
@@ -248,7 +251,7 @@ func TestLatenessP99(t *testing.T) {
 	st := memstore.New()
 	e := engine.New(st, engine.Config{})
 	h := history.New(history.Config{Topics: e.Topics})
-	svc := New(st, Sources{Topics: e.Topics, LatenessP99: h.LatenessP99}, Config{})
+	svc := New(st, Sources{Topics: e.Topics, LatenessP99: h.LatenessP99}, Config{AllowNets: testNets})
 	defer svc.Close()
 	if _, err := e.Put(context.Background(), []engine.PutRequest{{Topic: "late", TTR: ptr(time.Minute)}}); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq/api"
+	"github.com/delayq/delayq/internal/redact"
 )
 
 // sender delivers one alarm's events in order, so a resolution never
@@ -49,7 +50,7 @@ func (s *Service) enqueue(a *Alarm, ev api.AlarmEvent) {
 	case sd.q <- delivery{url: a.URL, format: a.format(), secret: a.Secret, headers: a.Headers, ev: ev}:
 	default:
 		s.met.event(outcomeDropped)
-		s.log.Error("alarms: too many events waiting for the receiver; event dropped", "alarm", a.Name, "url", a.URL,
+		s.log.Error("alarms: too many events waiting for the receiver; event dropped", "alarm", a.Name, "url", redact.String(a.URL),
 			"topic", ev.Topic, "condition", ev.Condition, "state", ev.State)
 	}
 }
@@ -76,7 +77,7 @@ func (s *Service) run(name string, sd *sender) {
 func (s *Service) deliver(name string, d delivery) {
 	body, err := render(d.format, d.ev)
 	if err != nil {
-		s.log.Error("alarms: encoding an event failed", "alarm", name, "err", err)
+		s.log.Error("alarms: encoding an event failed", "alarm", name, "err", redact.Error(err))
 		return
 	}
 	wait := s.cfg.Backoff
@@ -89,7 +90,7 @@ func (s *Service) deliver(name string, d delivery) {
 		if attempt >= s.cfg.Retries || s.sendCtx.Err() != nil {
 			break
 		}
-		s.log.Info("alarms: sending an event failed; retrying", "alarm", name, "url", d.url, "attempt", attempt+1, "retry_in", wait, "err", err)
+		s.log.Info("alarms: sending an event failed; retrying", "alarm", name, "url", redact.String(d.url), "attempt", attempt+1, "retry_in", wait, "err", redact.Error(err))
 		t := time.NewTimer(wait)
 		select {
 		case <-s.sendCtx.Done():
@@ -99,8 +100,8 @@ func (s *Service) deliver(name string, d delivery) {
 		wait = min(2*wait, maxBackoff)
 	}
 	s.met.event(outcomeGivenUp)
-	s.log.Error("alarms: event not delivered; giving up", "alarm", name, "url", d.url, "topic", d.ev.Topic,
-		"condition", d.ev.Condition, "state", d.ev.State, "err", err)
+	s.log.Error("alarms: event not delivered; giving up", "alarm", name, "url", redact.String(d.url), "topic", d.ev.Topic,
+		"condition", d.ev.Condition, "state", d.ev.State, "err", redact.Error(err))
 }
 
 // post sends one event once; a 2xx answer is success.
@@ -120,6 +121,9 @@ func (s *Service) post(d *delivery, body []byte) error {
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 {
+		return fmt.Errorf("the receiver answered %s, and redirects are not followed (the alarm's URL must be the receiver's own)", resp.Status)
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return fmt.Errorf("the receiver answered %s", resp.Status)
 	}

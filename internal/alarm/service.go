@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,7 +73,13 @@ type Config struct {
 	Shared bool
 	// Instance names this instance's measurement document (Shared).
 	Instance string
-	// Client sends the events. Default: a client of its own.
+	// AllowNets are the networks events may be sent to besides public
+	// addresses: loopback, private, link-local and other special-purpose
+	// addresses are refused unless one of these holds them (dest.go).
+	AllowNets []netip.Prefix
+	// Client sends the events. Default: a client of its own, which
+	// checks every address it connects to against AllowNets and follows
+	// no redirect. A client given here is used as it is.
 	Client *http.Client
 	// Logger receives failed sends and store errors. Default: discard.
 	Logger *slog.Logger
@@ -96,7 +103,7 @@ func (c *Config) setDefaults() {
 		c.Backoff = DefaultBackoff
 	}
 	if c.Client == nil {
-		c.Client = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		c.Client = newClient(destPolicy{allow: c.AllowNets})
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -153,6 +160,9 @@ func decode(d *store.Doc) (*Alarm, error) {
 // no longer exists resolves at the next evaluation.
 func (s *Service) Put(ctx context.Context, a *Alarm) (*Alarm, bool, error) {
 	if err := CheckName(a.Name); err != nil {
+		return nil, false, err
+	}
+	if err := (destPolicy{allow: s.cfg.AllowNets}).checkURL(a.URL); err != nil {
 		return nil, false, err
 	}
 	for {

@@ -6,10 +6,13 @@ import (
 	"testing"
 
 	"github.com/delayq/delayq/api"
+	"github.com/delayq/delayq/internal/config"
 )
 
 func TestAlarmCommands(t *testing.T) {
-	srv := startServer(t)
+	// The alarm names a loopback URL, which webhooks may reach only when
+	// allowed.
+	srv := startServer(t, func(c *config.Config) { c.WebhookAllowNets = []string{"127.0.0.0/8"} })
 	code, out, errOut := run(t, "alarm", "set", "dead", "--server", srv, "--url", "http://127.0.0.1:1/hook",
 		"--topic", "orders.*", "--topic", "mail", "--buried-over", "3", "--oldest-ready-over", "5m", "--repeat", "10m")
 	if code != 0 || !strings.Contains(out, "buried_over=3 oldest_ready_over=5m0s") || !strings.Contains(out, "orders.*,mail") {

@@ -20,6 +20,7 @@ import (
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/buildinfo"
 	"github.com/delayq/delayq/internal/config"
+	"github.com/delayq/delayq/internal/redact"
 )
 
 // Exit codes of Main.
@@ -96,11 +97,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) (code in
 	parser := newParser(&cli, stdout, stderr)
 	kctx, err := parser.Parse(args)
 	if err != nil {
-		fmt.Fprintf(stderr, "delayq: %v\n", err)
+		fmt.Fprintf(stderr, "delayq: %s\n", redact.String(err.Error()))
 		return exitUsage
 	}
 	if err := kctx.Run(&env{ctx: ctx, stdout: stdout, stderr: stderr}); err != nil {
-		fmt.Fprintf(stderr, "delayq %s: %v\n", strings.Fields(kctx.Command())[0], err)
+		fmt.Fprintf(stderr, "delayq %s: %s\n", strings.Fields(kctx.Command())[0], redact.String(err.Error())) // an error may quote a setting
 		var u usageError
 		if errors.As(err, &u) {
 			return exitUsage

@@ -32,6 +32,7 @@ type serveCmd struct {
 	ShutdownTimeout  time.Duration `name:"shutdown-timeout" env:"DELAYQ_SHUTDOWN_TIMEOUT" default:"${shutdown_timeout}" help:"How long a graceful shutdown may wait for in-flight requests."`
 	AlarmInterval    time.Duration `name:"alarm-interval" env:"DELAYQ_ALARM_INTERVAL" default:"${alarm_interval}" help:"Time between two evaluations of the alarms."`
 	MetricsMaxTopics int           `name:"metrics-max-topics" env:"DELAYQ_METRICS_MAX_TOPICS" default:"${metrics_max_topics}" help:"Topics with their own topic label in /metrics (the first seen that still live); the rest are summed under topic=\"_other\"."`
+	WebhookAllowNets []string      `name:"webhook-allow-nets" env:"DELAYQ_WEBHOOK_ALLOW_NETS" help:"Networks (CIDR or single addresses, comma-separated) alarm webhooks may be sent to besides public addresses; loopback, private and link-local addresses are refused otherwise (e.g. 10.20.0.0/16,127.0.0.1)."`
 	LogLevel         string        `name:"log-level" env:"DELAYQ_LOG_LEVEL" default:"${log_level}" enum:"debug,info,warn,error" help:"debug, info, warn or error."`
 	LogFormat        string        `name:"log-format" env:"DELAYQ_LOG_FORMAT" default:"${log_format}" enum:"text,json" help:"text or json."`
 	AccessLog        bool          `name:"access-log" env:"DELAYQ_ACCESS_LOG" help:"Log one record per HTTP request: method, route, status, bytes, duration, principal, remote address."`
@@ -74,6 +75,7 @@ func (c *serveCmd) config() config.Config {
 		ShutdownTimeout:  c.ShutdownTimeout,
 		AlarmInterval:    c.AlarmInterval,
 		MetricsMaxTopics: c.MetricsMaxTopics,
+		WebhookAllowNets: c.WebhookAllowNets,
 		LogLevel:         c.LogLevel,
 		LogFormat:        c.LogFormat,
 		AccessLog:        c.AccessLog,
@@ -87,6 +89,9 @@ func (c *serveCmd) config() config.Config {
 // gracefully. Logs go to stderr.
 func (c *serveCmd) Run(e *env, kctx *kong.Context) error {
 	cfg := c.config()
+	if c.file != nil && c.file.warning != "" {
+		cfg.NewLogger(e.stderr).Warn("config file: " + c.file.warning)
+	}
 	if c.Check {
 		writeSettings(e.stdout, c.settings(kctx))
 	}

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/url"
 	"os"
 	"reflect"
 	"slices"
@@ -32,6 +31,7 @@ import (
 
 	"github.com/delayq/delayq/internal/auth"
 	"github.com/delayq/delayq/internal/config"
+	"github.com/delayq/delayq/internal/redact"
 )
 
 // configFlagName and checkFlagName are serve's own flags about the file;
@@ -59,6 +59,9 @@ type configFile struct {
 	path    string
 	entries map[string]configEntry // by key (= flag name)
 	applied map[string]configEntry // the entries that set a flag (no flag or env var won)
+	// warning, if not "", is logged at start: the file holds a secret
+	// and others may read it.
+	warning string
 }
 
 // fileFlags returns the flags a config file may set: every flag of the
@@ -88,7 +91,33 @@ func readConfigFile(path string, flags map[string]*kong.Flag) (*configFile, erro
 	if len(data) > maxConfigBytes {
 		return nil, fmt.Errorf("%s: config file larger than %d bytes", path, maxConfigBytes)
 	}
-	return parseConfigFile(path, data, flags)
+	cf, err := parseConfigFile(path, data, flags)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err == nil && fi.Mode().Perm()&0o044 != 0 {
+		if key := cf.secretKey(flags); key != "" {
+			cf.warning = fmt.Sprintf("%s holds a secret (%s) and is readable by its group or by everyone (mode %04o); chmod 600 it", path, key, fi.Mode().Perm())
+		}
+	}
+	return cf, nil
+}
+
+// secretKey names a key of the file that holds a secret (a secret flag,
+// or a value with a password in it), or "".
+func (cf *configFile) secretKey(flags map[string]*kong.Flag) string {
+	keys := make([]string, 0, len(cf.entries))
+	for k := range cf.entries {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		e := cf.entries[k]
+		if e.text != "" && (isSecret(flags[k]) || redact.String(e.text) != e.text) {
+			return k
+		}
+	}
+	return ""
 }
 
 // parseConfigFile parses data (TOML) and checks every key and value
@@ -121,14 +150,19 @@ func parseConfigFile(path string, data []byte, flags map[string]*kong.Flag) (*co
 		errs = append(errs, fmt.Errorf("%s:%d: "+format, append([]any{path, line}, args...)...))
 	}
 	p.Reset(data)
+	inTable := false // the keys after a table header are the table's
 	for p.NextExpression() {
 		expr := p.Expression()
 		switch expr.Kind {
 		case unstable.Table, unstable.ArrayTable:
 			key, line := nodeKey(&p, expr)
 			fail(line, "[%s]: tables are not settings: write every setting as a top-level key (the serve flag's name)", key)
+			inTable = true
 			continue
 		case unstable.KeyValue:
+			if inTable {
+				continue // part of the table refused above: one error, not a second about its keys
+			}
 		default:
 			continue
 		}
@@ -538,11 +572,11 @@ func tomlOf(v reflect.Value) string {
 		// Written as the flag takes it: the type's own text.
 		if m, ok := v.Interface().(encoding.TextMarshaler); ok {
 			if b, err := m.MarshalText(); err == nil {
-				return tomlString(redactURL(string(b)))
+				return tomlString(redact.String(string(b)))
 			}
 		}
 		if s, ok := v.Interface().(fmt.Stringer); ok {
-			return tomlString(redactURL(s.String()))
+			return tomlString(redact.String(s.String()))
 		}
 	}
 	switch v.Kind() {
@@ -555,7 +589,7 @@ func tomlOf(v reflect.Value) string {
 	case reflect.Float32, reflect.Float64:
 		return tomlFloat(v.Float())
 	case reflect.String:
-		return tomlString(redactURL(v.String()))
+		return tomlString(redact.String(v.String()))
 	case reflect.Slice:
 		parts := make([]string, v.Len())
 		for i := range parts {
@@ -563,7 +597,7 @@ func tomlOf(v reflect.Value) string {
 		}
 		return "[" + strings.Join(parts, ", ") + "]"
 	}
-	return tomlString(redactURL(fmt.Sprint(v.Interface())))
+	return tomlString(redact.String(fmt.Sprint(v.Interface())))
 }
 
 // tomlFloat writes f so TOML reads it back as a float.
@@ -613,41 +647,6 @@ func tomlString(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
-}
-
-// redactURL masks the password of a URL with one (redis://:pw@host),
-// whatever the flag: a URL is where a password hides in a setting.
-// A query parameter named like a secret (?password=...) is masked too.
-func redactURL(s string) string {
-	if !strings.Contains(s, "://") {
-		return s
-	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return s
-	}
-	changed := false
-	if u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			changed = true
-		}
-	}
-	if q := u.Query(); len(q) > 0 {
-		for k := range q {
-			if secretName(k) {
-				q.Set(k, "xxxxx")
-				changed = true
-			}
-		}
-		if changed {
-			u.RawQuery = q.Encode()
-		}
-	}
-	if !changed {
-		return s
-	}
-	return u.String()
 }
 
 // annotate adds to each of config.Validate's "key: problem" lines where

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/redact"
 )
 
 // Bounds enforced by Validate. They guard against typos (a MaxWait of 5h
@@ -116,6 +118,12 @@ type Config struct {
 	// deployment's series stay bounded whatever its topics. Default 100;
 	// 0 names none; at most MaxTopicsLimit.
 	MetricsMaxTopics int
+	// WebhookAllowNets are the networks (CIDR, or a single address)
+	// alarm events may be sent to besides public addresses: loopback,
+	// private, link-local and other special-purpose addresses are
+	// refused, when an alarm is created and again when each connection
+	// is made (package alarm). Default none.
+	WebhookAllowNets []string
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string
 	// LogFormat is text (logfmt-like, for people) or json (for log
@@ -203,14 +211,14 @@ func (c Config) Validate() error {
 	}
 	if c.Redis != "" {
 		if u, err := url.Parse(c.Redis); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
-			add("redis", "%q is not a redis:// or rediss:// URL", c.Redis)
+			add("redis", "%q is not a redis:// or rediss:// URL", redact.String(c.Redis))
 		}
 	}
 	if c.Postgres != "" {
 		if c.Redis != "" {
 			add("postgres", "set together with --redis: pick one store")
 		} else if err := checkPostgresURL(c.Postgres); err != nil {
-			add("postgres", "not a PostgreSQL connection string (postgres://user@host:port/db?...): %v", errors.Unwrap(err))
+			add("postgres", "not a PostgreSQL connection string (postgres://user@host:port/db?...): %v", redact.Error(errors.Unwrap(err)))
 		}
 	}
 	if c.AlarmInterval != 0 && (c.AlarmInterval < MinAlarmInterval || c.AlarmInterval > MaxAlarmInterval) {
@@ -218,6 +226,9 @@ func (c Config) Validate() error {
 	}
 	if c.MetricsMaxTopics < 0 || c.MetricsMaxTopics > MaxTopicsLimit {
 		add("metrics-max-topics", "%d is out of range (0 to %d)", c.MetricsMaxTopics, MaxTopicsLimit)
+	}
+	if _, err := ParseNets(c.WebhookAllowNets); err != nil {
+		add("webhook-allow-nets", "%v", err)
 	}
 	if strings.TrimSpace(c.DataDir) == "" && c.embedded() {
 		add("data-dir", "must not be empty")
@@ -357,4 +368,23 @@ func durationString(_ []string, a slog.Attr) slog.Attr {
 		a.Value = slog.StringValue(a.Value.Duration().String())
 	}
 	return a
+}
+
+// ParseNets parses networks written as CIDR (10.0.0.0/8, fd00::/8) or
+// as one address (127.0.0.1, ::1), reporting the first that is neither.
+func ParseNets(nets []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(nets))
+	for _, n := range nets {
+		n = strings.TrimSpace(n)
+		if p, err := netip.ParsePrefix(n); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(n)
+		if err != nil {
+			return nil, fmt.Errorf("%q is neither a network (10.0.0.0/8) nor an address (127.0.0.1)", n)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap().WithZone(""), a.Unmap().BitLen()))
+	}
+	return out, nil
 }

@@ -55,6 +55,7 @@ func TestValidate(t *testing.T) {
 		{"alarm interval too short", func(c *Config) { c.AlarmInterval = time.Millisecond }, []string{"alarm-interval"}},
 		{"alarm interval negative", func(c *Config) { c.AlarmInterval = -time.Second }, []string{"alarm-interval"}},
 		{"alarm interval too long", func(c *Config) { c.AlarmInterval = 2 * time.Hour }, []string{"alarm-interval"}},
+		{"webhook network not a network", func(c *Config) { c.WebhookAllowNets = []string{"10.0.0.0/8", "intranet"} }, []string{"webhook-allow-nets"}},
 		{"fsync window", func(c *Config) { c.Fsync = 50 * time.Millisecond }, nil},
 		{"fsync window too short", func(c *Config) { c.Fsync = time.Microsecond }, []string{"fsync"}},
 		{"fsync window too long", func(c *Config) { c.Fsync = time.Hour }, []string{"fsync"}},
@@ -120,4 +121,17 @@ func TestAdvertiseURLFor(t *testing.T) {
 			t.Errorf("AdvertiseURLFor(0.0.0.0:7480) = %q, want a dialable host with port 7480", got)
 		}
 	})
+}
+
+func TestParseNets(t *testing.T) {
+	got, err := ParseNets([]string{"10.1.2.3/8", "127.0.0.1", " ::1 ", "::ffff:192.168.0.1"})
+	want := []string{"10.0.0.0/8", "127.0.0.1/32", "::1/128", "192.168.0.1/32"}
+	if err != nil || len(got) != len(want) {
+		t.Fatalf("ParseNets = %v, %v", got, err)
+	}
+	for i := range want {
+		if got[i].String() != want[i] {
+			t.Errorf("ParseNets[%d] = %s, want %s", i, got[i], want[i])
+		}
+	}
 }

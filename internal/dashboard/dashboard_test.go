@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"regexp"
 	"strings"
 	"testing"
@@ -70,7 +71,7 @@ func newAPIsWith(t *testing.T, edit func(*httpapi.Options)) apis {
 	go func() { defer close(sdone); _ = sched.Run(sctx) }()
 	t.Cleanup(func() { stop(); <-sdone })
 	// Alarms are evaluated by the tests (Evaluate), not by a loop.
-	alarms := alarm.New(st, alarm.Sources{Topics: e.Topics, LatenessP99: hist.LatenessP99}, alarm.Config{Logger: log})
+	alarms := alarm.New(st, alarm.Sources{Topics: e.Topics, LatenessP99: hist.LatenessP99}, alarm.Config{Logger: log, AllowNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	t.Cleanup(alarms.Close)
 	opts := httpapi.Options{UI: dashboard.Handler(), Logger: log, Schedules: sched, History: hist, Alarms: alarms}
 	if edit != nil {

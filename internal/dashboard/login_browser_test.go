@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -60,7 +61,7 @@ func newLoginServer(t *testing.T) *loginServer {
 	// Schedules and alarms are listed only (no loop runs them): the
 	// pages need the endpoints.
 	sched := schedule.New(store.Schedules(st), s.e, schedule.Config{Logger: log})
-	alarms := alarm.New(st, alarm.Sources{Topics: s.e.Topics, LatenessP99: hist.LatenessP99}, alarm.Config{Logger: log})
+	alarms := alarm.New(st, alarm.Sources{Topics: s.e.Topics, LatenessP99: hist.LatenessP99}, alarm.Config{Logger: log, AllowNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	t.Cleanup(alarms.Close)
 	api := httpapi.NewHandler(s.e, httpapi.Options{UI: dashboard.Handler(), Logger: log, History: hist, Sessions: s.sessions, Schedules: sched, Alarms: alarms})
 	srv := httptest.NewServer(httpapi.Guard(s.e, api, httpapi.GuardOptions{Auth: s.tokens, Sessions: s.sessions, Logger: log}))

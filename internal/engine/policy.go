@@ -233,8 +233,11 @@ func (e *Engine) reloadPolicies(ctx context.Context) (*policySet, error) {
 	}
 	e.pol.mu.Lock()
 	defer e.pol.mu.Unlock()
-	if gen < e.pol.applied && e.pol.set != nil {
-		return e.pol.set, nil // a later read is in place already
+	if gen <= e.pol.applied {
+		// A later read is in place, or a write since this read began
+		// made it stale (afterPolicyWrite): it may serve its own caller,
+		// which began before the write, but never replaces the copy.
+		return set, nil
 	}
 	e.pol.set, e.pol.applied = set, gen
 	return set, nil
@@ -345,17 +348,29 @@ func (e *Engine) DeletePolicy(ctx context.Context, topic string) (err error) {
 }
 
 // afterPolicyWrite reloads the engine's copy after its own write, so the
-// change applies here at once. The write is durable already: if the
-// reload fails, the copy is dropped (the next put loads it again) rather
-// than the write reported as failed.
+// change applies here at once. It first retires every reload that began
+// before the write returned (they may have read the old policies), so
+// none of them can install its read afterwards, whatever this reload's
+// fate. The reload runs on a context of its own: the write is durable
+// already, and a client that hangs up now must not make the copy go
+// stale. If it fails anyway the copy is dropped (the next put loads it
+// again) rather than the write reported as failed.
 func (e *Engine) afterPolicyWrite(ctx context.Context) {
-	if _, err := e.reloadPolicies(ctx); err != nil {
+	e.pol.mu.Lock()
+	e.pol.applied = e.pol.started
+	e.pol.set = nil
+	e.pol.mu.Unlock()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), policyReloadTimeout)
+	defer cancel()
+	if _, err := e.reloadPolicies(rctx); err != nil {
 		e.log.Warn("reloading topic policies after a change failed; reloading on next use", "err", err)
-		e.pol.mu.Lock()
-		e.pol.set = nil
-		e.pol.mu.Unlock()
 	}
 }
+
+// policyReloadTimeout bounds the reload after a policy write, which no
+// longer ends with the request: a store that does not answer must not
+// hold the request forever.
+const policyReloadTimeout = 10 * time.Second
 
 // defaults returns r's ttr, priority and max_attempts with what the
 // producer left out (nil) filled in: the ttr and max_attempts of the

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -187,5 +188,99 @@ func TestPutFillsDefaultsAndPolicy(t *testing.T) {
 	// The request is the caller's: the engine fills a copy.
 	if reqs[1].TTR != nil || reqs[1].Priority != nil || reqs[1].MaxAttempts != nil {
 		t.Errorf("Put wrote the defaults into the caller's request: %+v", reqs[1])
+	}
+}
+
+// policyGate is a store whose policy reads can be held (hold: the next
+// ListDocs of policies reads, says so on held, and returns only when
+// release is closed) or failed (failNext), and whose SaveDoc cancels the
+// writer's context once the write is done (cancelAfterSave): a client
+// that hangs up right after its policy write.
+type policyGate struct {
+	*memstore.Store
+	mu              sync.Mutex
+	hold            bool
+	held, release   chan struct{}
+	failNext        bool
+	cancelAfterSave context.CancelFunc
+}
+
+func (g *policyGate) ListDocs(ctx context.Context, kind string) ([]*store.Doc, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // as a networked store answers a cancelled call
+	}
+	g.mu.Lock()
+	hold, fail := g.hold && kind == store.KindPolicy, g.failNext && kind == store.KindPolicy
+	if hold {
+		g.hold = false
+	}
+	if fail {
+		g.failNext = false
+	}
+	g.mu.Unlock()
+	if fail {
+		return nil, errors.New("injected: store unreachable")
+	}
+	docs, err := g.Store.ListDocs(ctx, kind)
+	if hold {
+		close(g.held)
+		<-g.release
+	}
+	return docs, err
+}
+
+func (g *policyGate) SaveDoc(ctx context.Context, kind string, d *store.Doc, prev uint64) error {
+	err := g.Store.SaveDoc(ctx, kind, d, prev)
+	g.mu.Lock()
+	if c := g.cancelAfterSave; c != nil && kind == store.KindPolicy {
+		c()
+	}
+	g.mu.Unlock()
+	return err
+}
+
+// A reload that read the policies before a write never installs its
+// stale read after the write, whether the write's own reload is cut off
+// by its client hanging up or fails in the store: the put after it takes
+// the new policy (issue 28, item 11).
+func TestPolicyWriteRetiresOlderReloads(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		failNext bool
+	}{{"client hangs up", false}, {"reload fails", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &policyGate{Store: memstore.New(), held: make(chan struct{}), release: make(chan struct{})}
+			h := startOn(t, g, Config{})
+			ctx := context.Background()
+			if _, err := h.e.SetPolicy(ctx, "t", Policy{TTR: 10 * time.Second}); err != nil {
+				t.Fatal(err)
+			}
+			// A reload reads the old policy and is held before it installs it.
+			g.mu.Lock()
+			g.hold = true
+			g.mu.Unlock()
+			older := make(chan error, 1)
+			go func() { _, err := h.e.Policies(ctx); older <- err }()
+			<-g.held
+			// The write; its client hangs up as the write returns.
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			g.mu.Lock()
+			g.cancelAfterSave, g.failNext = cancel, tc.failNext
+			g.mu.Unlock()
+			if _, err := h.e.SetPolicy(wctx, "t", Policy{TTR: 20 * time.Second}); err != nil {
+				t.Fatalf("SetPolicy = %v; the write is durable, its reload is the engine's business", err)
+			}
+			g.mu.Lock()
+			g.cancelAfterSave = nil
+			g.mu.Unlock()
+			close(g.release)
+			if err := <-older; err != nil {
+				t.Fatal(err)
+			}
+			if j := h.put(PutRequest{ID: "a", Topic: "t"}); j.TTR != 20*time.Second {
+				t.Fatalf("a put after the write took ttr %s from the policies, want the new 20s", j.TTR)
+			}
+		})
 	}
 }

@@ -16,9 +16,20 @@ import (
 // JSON name and the proto name of each field: "max_attempts" and
 // "maxAttempts".) Binary protobuf keeps its own rule, that a field a
 // newer client sends is skipped by an older server.
+//
+// Connect clients name JSON two ways, "application/json" and
+// "application/json; charset=utf-8", each its own codec name; both are
+// this codec (strictJSONCharset), or the second would fall back to
+// connect's lenient one.
 type strictJSON struct{}
 
 func (strictJSON) Name() string { return "json" }
+
+// strictJSONCharset is strictJSON under the name connect gives
+// "application/json; charset=utf-8".
+type strictJSONCharset struct{ strictJSON }
+
+func (strictJSONCharset) Name() string { return "json; charset=utf-8" }
 
 func (strictJSON) Marshal(v any) ([]byte, error) {
 	m, ok := v.(proto.Message)

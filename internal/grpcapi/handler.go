@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/delayq/delayq"
 	delayqv1 "github.com/delayq/delayq/api/gen/delayq/v1"
@@ -71,11 +73,17 @@ type handler struct {
 	o       Options
 	log     *slog.Logger
 	connect http.Handler
+	std     http.Handler // the standard services (standard.go)
 	errw    *connect.ErrorWriter
-	// maxBytes bounds each procedure's request; unknown paths get
+	// maxBytes bounds each procedure's request in binary protobuf, and
+	// maxJSON in JSON, where a body is base64 text (4 bytes for every 3):
+	// a put of a body at --max-body fits both. Unknown paths get
 	// smallRequest (connect answers them 404 without reading).
-	maxBytes map[string]int64
+	maxBytes, maxJSON map[string]int64
 }
+
+// base64Len is the length of n bytes in base64 (JSON's bytes fields).
+func base64Len(n int64) int64 { return 4 * ((n + 2) / 3) }
 
 // New returns the path prefix DelayQService is served under
 // ("/delayq.v1.DelayQService/") and its handler over e.
@@ -84,17 +92,22 @@ func New(e *engine.Engine, o Options) (string, http.Handler) {
 		o.Logger = slog.Default()
 	}
 	maxBody := int64(e.Config().MaxBody)
-	batch := delayq.MaxBatch * (maxBody + perJobOverhead)
+	limits := func(body int64) map[string]int64 {
+		return map[string]int64{
+			delayqv1connect.DelayQServicePutBatchProcedure: delayq.MaxBatch * (body + perJobOverhead),
+			delayqv1connect.DelayQServicePutProcedure:      body + perJobOverhead,
+			delayqv1connect.DelayQServiceUpdateProcedure:   body + perJobOverhead,
+		}
+	}
 	h := &handler{e: e, o: o, log: o.Logger, errw: connect.NewErrorWriter(),
-		maxBytes: map[string]int64{
-			delayqv1connect.DelayQServicePutBatchProcedure: batch,
-			delayqv1connect.DelayQServicePutProcedure:      maxBody + perJobOverhead,
-			delayqv1connect.DelayQServiceUpdateProcedure:   maxBody + perJobOverhead,
-		}}
+		maxBytes: limits(maxBody), maxJSON: limits(base64Len(maxBody))}
 	path, ch := delayqv1connect.NewDelayQServiceHandler(&service{e: e},
 		connect.WithInterceptors(connect.UnaryInterceptorFunc(h.intercept)),
-		connect.WithReadMaxBytes(int(batch)),
+		// The largest request of any encoding; boundedBody holds each
+		// call to its own procedure's bound.
+		connect.WithReadMaxBytes(int(h.maxJSON[delayqv1connect.DelayQServicePutBatchProcedure])),
 		connect.WithCodec(strictJSON{}),
+		connect.WithCodec(strictJSONCharset{}),
 		// No gzip: a compressed request would decode to many times the
 		// bytes the budget charged as they arrived (a few KiB of zeros
 		// to a batch's worth), and the HTTP API takes no compressed
@@ -102,6 +115,7 @@ func New(e *engine.Engine, o Options) (string, http.Handler) {
 		connect.WithCompression("gzip", nil, nil),
 	)
 	h.connect = ch
+	h.std = newStandard(e)
 	return path, h
 }
 
@@ -148,8 +162,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx = audit.WithActor(ctx, &in.actor)
 	r = r.WithContext(ctx)
 	procedure := r.URL.Path
-	if _, ok := ops[procedure]; !ok {
+	stdOp, std := standard[procedure]
+	if _, ok := ops[procedure]; !ok && !std {
 		procedure = "unmatched"
+	}
+	serve := h.connect
+	if isStandard(r.URL.Path) {
+		serve = h.std
 	}
 	rec := &recorder{ResponseWriter: w}
 	defer func() { h.observe(r, procedure, in, rec, time.Since(start)) }()
@@ -157,7 +176,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.errw.IsSupported(r) {
 		// Not a gRPC, gRPC-Web or Connect request (a browser's GET):
 		// connect refuses it without reading it or calling a method.
-		h.connect.ServeHTTP(rec, r)
+		serve.ServeHTTP(rec, r)
 		return
 	}
 	if h.o.Hosts != nil && !h.o.Hosts(r.Host) {
@@ -177,7 +196,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p == nil && hasToken {
 		h.o.Failures.Allow(failKey) // counts the unknown token
 	}
-	if p == nil {
+	anonymous := false
+	if p == nil && std && !hasToken && r.Header.Get("Authorization") == "" && (*auth.Principal)(nil).MayAll(stdOp) {
+		// A probe or a reflection client without a token: allowed what
+		// anyone may do (standard.go), rate-limited by its address.
+		anonymous, key = true, failKey
+	}
+	if p == nil && !anonymous {
 		msg := "this call needs a token: send the metadata authorization: Bearer <token>"
 		if r.Header.Get("Authorization") != "" {
 			msg = "the token is not valid (unknown, or revoked by a reload)"
@@ -185,8 +210,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(rec, r, in, &refusal{delayq.CodeUnauthorized, msg})
 		return
 	}
-	in.principal, in.actor.Principal = p, p.Name
-	if p != auth.Open {
+	in.principal, in.actor.Principal = p, "anonymous"
+	if p != nil {
+		in.actor.Principal = p.Name
+	}
+	if std && !p.MayAll(stdOp) {
+		h.refuse(rec, r, in, forbidden(p.Denied(stdOp, "")))
+		return
+	}
+	if p != nil && p != auth.Open {
 		// The connection counts against its token's share from now on
 		// (--max-conns-per-client), as on the HTTP API.
 		if err := limits.ConnFrom(ctx).Claim(p.Name); err != nil {
@@ -194,8 +226,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if _, err := h.o.Rates.Allow(key); err != nil {
-		h.refuse(rec, r, in, err)
+	if wait, err := h.o.Rates.Allow(key); err != nil {
+		h.refuse(rec, r, in, retryAfter(err, wait))
+		return
+	}
+	if enc := compressed(r); enc != "" {
+		h.refuse(rec, r, in, connect.NewError(connect.CodeUnimplemented, errors.New("the request is compressed ("+strconv.Quote(enc)+
+			"); send it uncompressed: compressed requests are not accepted, since one would decode to many times the bytes charged to the budget as it arrived")))
 		return
 	}
 	if h.o.Bytes != nil {
@@ -211,12 +248,46 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r.Body = c.Body(ctx, r.Body)
 	}
-	max, ok := h.maxBytes[r.URL.Path]
+	bounds := h.maxBytes
+	if isJSON(r) {
+		bounds = h.maxJSON
+	}
+	max, ok := bounds[r.URL.Path]
 	if !ok {
 		max = smallRequest
 	}
 	r.Body = &boundedBody{r: r.Body, left: max, max: max}
-	h.connect.ServeHTTP(rec, r)
+	serve.ServeHTTP(rec, r)
+}
+
+// isJSON says whether r's messages are JSON (Connect, gRPC or gRPC-Web
+// with the json codec) rather than binary protobuf.
+func isJSON(r *http.Request) bool {
+	return strings.Contains(strings.ToLower(r.Header.Get("Content-Type")), "json")
+}
+
+// compressed names the compression r's messages are sent with, in any
+// of the three protocols' headers, or "" for none. Connect would refuse
+// it too, but with "supported encodings are " and an empty list.
+func compressed(r *http.Request) string {
+	for _, h := range []string{"Content-Encoding", "Connect-Content-Encoding", "Grpc-Encoding"} {
+		if v := strings.TrimSpace(r.Header.Get(h)); v != "" && !strings.EqualFold(v, "identity") {
+			return v
+		}
+	}
+	return ""
+}
+
+// retryAfter is a rate limit's refusal carrying how long to wait, as
+// gRPC clients read it: a google.rpc.RetryInfo detail and a retry-after
+// header (whole seconds, rounded up, as HTTP's Retry-After).
+func retryAfter(err error, wait time.Duration) error {
+	ce := toConnect(context.Background(), slog.New(slog.DiscardHandler), "", err)
+	if d, derr := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)}); derr == nil {
+		ce.AddDetail(d)
+	}
+	ce.Meta().Set("Retry-After", strconv.Itoa(int((wait+time.Second-1)/time.Second)))
+	return ce
 }
 
 // who authenticates r: by bearer token, else by a verified client

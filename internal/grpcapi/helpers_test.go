@@ -55,6 +55,9 @@ func startAPI(t testing.TB, st store.Store, o Options) *testAPI {
 	path, h := New(e, o)
 	mux := http.NewServeMux()
 	mux.Handle(path, h)
+	for _, p := range StandardPrefixes {
+		mux.Handle(p, h)
+	}
 	srv := httptest.NewUnstartedServer(mux)
 	srv.Config.Protocols = new(http.Protocols)
 	srv.Config.Protocols.SetHTTP1(true)

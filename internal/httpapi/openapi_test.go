@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -424,7 +425,7 @@ func TestOpenAPI(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = e.Run(ctx) }()
 	sched := schedule.New(store.Schedules(st), e, schedule.Config{Logger: discard()})
-	alarms := alarm.New(st, alarm.Sources{Topics: e.Topics, LatenessP99: hist.LatenessP99}, alarm.Config{Logger: discard()})
+	alarms := alarm.New(st, alarm.Sources{Topics: e.Topics, LatenessP99: hist.LatenessP99}, alarm.Config{Logger: discard(), AllowNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
 	t.Cleanup(alarms.Close)
 	tokens, err := auth.Load("", `{"tokens":[
 		{"name":"ops","sha256":"`+auth.HashToken("ops-token")+`","scopes":["admin"]},

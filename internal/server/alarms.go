@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/delayq/delayq/internal/alarm"
+	"github.com/delayq/delayq/internal/config"
 )
 
 // newAlarms returns the alarms' service over the store's documents.
@@ -17,6 +18,7 @@ import (
 // instance whose state write won (package alarm).
 func (s *Server) newAlarms() *alarm.Service {
 	m := s.eng.Metrics()
+	nets, _ := config.ParseNets(s.cfg.WebhookAllowNets) // Validate has checked them
 	return alarm.New(s.st, alarm.Sources{
 		Topics: s.eng.Topics,
 		LatenessP99: func(topic string, since time.Time) (time.Duration, bool) {
@@ -24,11 +26,12 @@ func (s *Server) newAlarms() *alarm.Service {
 		},
 		Failures: m.ByTopic,
 	}, alarm.Config{
-		Interval: s.cfg.AlarmInterval,
-		Shared:   s.cluster != nil,
-		Instance: instanceName(),
-		Logger:   s.log.With("component", "alarm"),
-		Registry: m.Registry,
+		Interval:  s.cfg.AlarmInterval,
+		AllowNets: nets,
+		Shared:    s.cluster != nil,
+		Instance:  instanceName(),
+		Logger:    s.log.With("component", "alarm"),
+		Registry:  m.Registry,
 	})
 }
 

@@ -2,14 +2,16 @@ package server
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/delayq/delayq/internal/grpcapi"
 	"github.com/delayq/delayq/internal/httpapi"
 )
 
-// withGRPC serves the gRPC API (internal/grpcapi, delayq.v1.DelayQService)
-// on the HTTP port beside api: requests under its path go to it, with the
+// withGRPC serves the gRPC API (internal/grpcapi, delayq.v1.DelayQService,
+// and the standard grpc.health.v1 and grpc.reflection services) on the
+// HTTP port beside api: requests under its path go to it, with the
 // same tokens, Host names, request rates and bytes in flight as the HTTP
 // API; every other request goes to api as before. It keeps its own
 // checks rather than passing through httpapi.Guard because a refusal
@@ -29,7 +31,7 @@ func (s *Server) withGRPC(api http.Handler) http.Handler {
 	// from a page).
 	g = http.NewCrossOriginProtection().Handler(g)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, path) {
+		if strings.HasPrefix(r.URL.Path, path) || slices.ContainsFunc(grpcapi.StandardPrefixes, func(p string) bool { return strings.HasPrefix(r.URL.Path, p) }) {
 			g.ServeHTTP(w, r)
 			return
 		}

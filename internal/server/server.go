@@ -26,6 +26,7 @@ import (
 	"github.com/delayq/delayq/internal/history"
 	"github.com/delayq/delayq/internal/httpapi"
 	"github.com/delayq/delayq/internal/limits"
+	"github.com/delayq/delayq/internal/redact"
 	"github.com/delayq/delayq/internal/schedule"
 	"github.com/delayq/delayq/internal/store"
 	"github.com/delayq/delayq/internal/store/diskstore"
@@ -154,8 +155,10 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.build()
 	s.serve()
-	s.log.Info("delayq serving", "http", s.httpLn.Addr().String(), "beanstalk", s.cfg.BeanstalkAddr, "advertise_url", s.advertise,
-		"debug", s.cfg.DebugAddr, "data_dir", s.cfg.DataDir, "max_wait", s.cfg.MaxWait, "max_body", s.cfg.MaxBody)
+	// The bound addresses, not the configured ones: with port 0 the log
+	// is where an operator (or a script) learns the port picked.
+	s.log.Info("delayq serving", "http", s.httpLn.Addr().String(), "beanstalk", addrOf(s.BeanstalkAddr()), "advertise_url", s.advertise,
+		"debug", addrOf(s.DebugAddr()), "data_dir", s.cfg.DataDir, "max_wait", s.cfg.MaxWait, "max_body", s.cfg.MaxBody)
 	return nil
 }
 
@@ -217,7 +220,7 @@ func (s *Server) openStore(ctx context.Context) (store.Store, error) {
 			Prefix: s.cfg.RedisPrefix, Buckets: s.cfg.RedisBuckets, Volatile: s.cfg.RedisVolatile,
 			WaitReplicas: s.cfg.RedisWaitReplicas, WaitTimeout: s.cfg.RedisWaitTimeout, Retention: s.retention()})
 		if err != nil {
-			return nil, fmt.Errorf("server: open redis store: %w", err)
+			return nil, fmt.Errorf("server: open redis store: %w", redact.Error(err)) // it may quote the URL
 		}
 		s.log.Info("store opened", "store", "redis", "took", time.Since(start).Round(time.Microsecond))
 		return st, nil
@@ -417,6 +420,15 @@ func (s *Server) DebugAddr() net.Addr {
 		return nil
 	}
 	return s.debugLn.Addr()
+}
+
+// addrOf is a listener's address as the start log shows it: "" for
+// one that is off.
+func addrOf(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
 }
 
 // Addr is the address the HTTP API listens on. Valid after Start.

@@ -32,6 +32,9 @@ func testConfig(t *testing.T) config.Config {
 	cfg.BeanstalkAddr = "127.0.0.1:0"
 	cfg.DataDir = t.TempDir()
 	cfg.ShutdownTimeout = 10 * time.Second
+	// The tests' webhook receivers listen on loopback, which alarms may
+	// not reach by default.
+	cfg.WebhookAllowNets = []string{"127.0.0.0/8", "::1"}
 	return cfg
 }
 

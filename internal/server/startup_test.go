@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
+	"strings"
 	"testing"
 )
 
@@ -37,5 +39,29 @@ func TestOpenInterruptible(t *testing.T) {
 	st, err := openInterruptible(t.Context(), slog.New(slog.DiscardHandler), func() (*closer, error) { return c, nil })
 	if err != nil || st != c {
 		t.Errorf("openInterruptible without cancel = %v, %v; want the store", st, err)
+	}
+}
+
+// TestStartLogNamesPickedPorts: with port 0 for every listener the start
+// log names the ports picked, not :0, so an operator (or a script) can
+// find them.
+func TestStartLogNamesPickedPorts(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.DebugAddr = "127.0.0.1:0"
+	logs := &syncBuffer{}
+	s := startServer(t, cfg, logs)
+	var line string
+	for l := range strings.SplitSeq(logs.String(), "\n") {
+		if strings.Contains(l, `msg="delayq serving"`) {
+			line = l
+		}
+	}
+	for key, addr := range map[string]net.Addr{"http": s.Addr(), "beanstalk": s.BeanstalkAddr(), "debug": s.DebugAddr()} {
+		if !strings.Contains(line, " "+key+"="+addr.String()+" ") {
+			t.Errorf("the start log does not say %s=%s: %s", key, addr, line)
+		}
+	}
+	if strings.Contains(line, ":0 ") {
+		t.Errorf("the start log names a port 0: %s", line)
 	}
 }
