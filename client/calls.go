@@ -273,19 +273,33 @@ func (c *Client) KickJob(ctx context.Context, id string) (*delayq.Job, error) {
 	return c.jobCall(ctx, call{method: http.MethodPost, path: jobPath(id) + "/kick", mode: retryUnsent})
 }
 
-// Kick makes up to n jobs of topic ready: buried ones if there are any,
-// else delayed ones (POST /v1/topics/{topic}/kick). It returns how many.
+// Kick retries up to n buried jobs of topic: it makes them ready (POST
+// /v1/topics/{topic}/kick). It returns how many; it never fires a delayed
+// job (KickDelayed does). A server older than the kick's state field
+// kicks delayed jobs when none is buried.
 func (c *Client) Kick(ctx context.Context, topic string, n int) (int, error) {
 	r, err := c.KickReport(ctx, topic, n)
 	return r.Kicked, err
 }
 
 // KickReport is Kick answering also which kind of jobs moved: State is
-// "buried" or "delayed" ("" from a server older than the field).
+// "buried" ("delayed" or "" from a server older than the state field).
 func (c *Client) KickReport(ctx context.Context, topic string, n int) (api.KickResponse, error) {
+	return c.kick(ctx, topic, api.KickRequest{N: n})
+}
+
+// KickDelayed fires up to n delayed jobs of topic early (earliest due
+// first): they become ready now. It returns how many
+// (POST /v1/topics/{topic}/kick {"state":"delayed"}).
+func (c *Client) KickDelayed(ctx context.Context, topic string, n int) (int, error) {
+	r, err := c.kick(ctx, topic, api.KickRequest{N: n, State: string(delayq.StateDelayed)})
+	return r.Kicked, err
+}
+
+func (c *Client) kick(ctx context.Context, topic string, req api.KickRequest) (api.KickResponse, error) {
 	var out api.KickResponse
 	_, err := c.do(ctx, call{method: http.MethodPost, path: topicPath(topic) + "/kick",
-		in: api.KickRequest{N: n}, out: &out, mode: retryUnsent})
+		in: req, out: &out, mode: retryUnsent})
 	return out, err
 }
 

@@ -111,6 +111,16 @@ func TestClientEndpoints(t *testing.T) {
 	if err := c.Delete(ctx, "a-1"); err != nil {
 		t.Errorf("Delete = %v", err)
 	}
+	// Kick retries buried jobs only; KickDelayed fires delayed ones.
+	if _, err := c.Put(ctx, "mail/welcome", PutRequest{ID: "later", Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Kick(ctx, "mail/welcome", 5); n != 0 || err != nil {
+		t.Errorf("Kick with none buried = %d, %v; want 0 (the delayed job stays)", n, err)
+	}
+	if n, err := c.KickDelayed(ctx, "mail/welcome", 5); n != 1 || err != nil {
+		t.Errorf("KickDelayed = %d, %v; want 1", n, err)
+	}
 	if err := c.Health(ctx); err != nil {
 		t.Errorf("Health = %v", err)
 	}

@@ -171,34 +171,43 @@ const MaxKick = math.MaxUint32
 // KickResult says what a topic kick did.
 type KickResult struct {
 	Kicked int
-	// State is what the kicked jobs were: StateBuried when the topic had
-	// buried jobs just before the kick, else StateDelayed.
+	// State is what the kicked jobs were: StateBuried or StateDelayed.
 	State delayq.State
 }
 
 // Kick moves up to n jobs of topic to ready (0 ≤ n ≤ MaxKick; 0 kicks
-// nothing): buried ones if it has any, else delayed ones.
-func (e *Engine) Kick(ctx context.Context, topic string, n int) (KickResult, error) {
-	k, err := e.kick(ctx, topic, n)
+// nothing). state chooses which: StateBuried retries buried jobs only,
+// StateDelayed fires delayed jobs early, "" is beanstalkd's rule for its
+// kick command (buried ones if the topic has any, else delayed ones).
+// Any other state is invalid.
+func (e *Engine) Kick(ctx context.Context, topic string, n int, state delayq.State) (KickResult, error) {
+	k, err := e.kick(ctx, topic, n, state)
 	return k, e.recordN("kick", k.Kicked, err)
 }
 
-func (e *Engine) kick(ctx context.Context, topic string, n int) (KickResult, error) {
+func (e *Engine) kick(ctx context.Context, topic string, n int, state delayq.State) (KickResult, error) {
 	if err := delayq.CheckTopic(topic); err != nil {
 		return KickResult{}, err
 	}
 	if n < 0 || int64(n) > MaxKick {
 		return KickResult{}, delayq.Invalid(delayq.CodeBadN, "n", "%d is not between 0 and %d", n, uint64(MaxKick))
 	}
-	// The store kicks buried jobs when there are any; look first, so the
-	// answer can say which kind moved.
-	res := KickResult{State: delayq.StateDelayed}
-	if t, err := e.Topic(ctx, topic); err != nil {
-		return KickResult{}, err
-	} else if t.Buried > 0 {
-		res.State = delayq.StateBuried
+	res := KickResult{State: state}
+	switch state {
+	case delayq.StateBuried, delayq.StateDelayed:
+	case "":
+		// The store kicks buried jobs when there are any; look first, so
+		// the answer can say which kind moved.
+		res.State = delayq.StateDelayed
+		if t, err := e.Topic(ctx, topic); err != nil {
+			return KickResult{}, err
+		} else if t.Buried > 0 {
+			res.State = delayq.StateBuried
+		}
+	default:
+		return KickResult{}, delayq.Invalid(delayq.CodeBadState, "state", "%q is neither buried (retry failed jobs) nor delayed (fire future jobs early)", state)
 	}
-	k, err := e.st.Kick(ctx, store.KickParams{Topic: topic, Max: n, Now: delayq.TruncMilli(time.Now())})
+	k, err := e.st.Kick(ctx, store.KickParams{Topic: topic, Max: n, State: state, Now: delayq.TruncMilli(time.Now())})
 	if err == nil && k > 0 {
 		e.waiters.wake(topic, k)
 	}

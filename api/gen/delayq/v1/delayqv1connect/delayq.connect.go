@@ -113,8 +113,9 @@ type DelayQServiceClient interface {
 	// Kick moves one buried or delayed job to ready (HTTP: POST
 	// /v1/jobs/{id}/kick).
 	Kick(context.Context, *connect.Request[v1.KickRequest]) (*connect.Response[v1.KickResponse], error)
-	// KickTopic moves up to n buried jobs of a topic to ready, or delayed
-	// ones when it has none buried (HTTP: POST /v1/topics/{topic}/kick).
+	// KickTopic retries up to n buried jobs of a topic (moves them to
+	// ready), or with state "delayed" fires up to n delayed jobs early; it
+	// never fires delayed jobs unasked (HTTP: POST /v1/topics/{topic}/kick).
 	KickTopic(context.Context, *connect.Request[v1.KickTopicRequest]) (*connect.Response[v1.KickTopicResponse], error)
 	// Get reads a job (HTTP: GET /v1/jobs/{id}).
 	Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error)
@@ -347,8 +348,9 @@ type DelayQServiceHandler interface {
 	// Kick moves one buried or delayed job to ready (HTTP: POST
 	// /v1/jobs/{id}/kick).
 	Kick(context.Context, *connect.Request[v1.KickRequest]) (*connect.Response[v1.KickResponse], error)
-	// KickTopic moves up to n buried jobs of a topic to ready, or delayed
-	// ones when it has none buried (HTTP: POST /v1/topics/{topic}/kick).
+	// KickTopic retries up to n buried jobs of a topic (moves them to
+	// ready), or with state "delayed" fires up to n delayed jobs early; it
+	// never fires delayed jobs unasked (HTTP: POST /v1/topics/{topic}/kick).
 	KickTopic(context.Context, *connect.Request[v1.KickTopicRequest]) (*connect.Response[v1.KickTopicResponse], error)
 	// Get reads a job (HTTP: GET /v1/jobs/{id}).
 	Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error)
