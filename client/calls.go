@@ -173,8 +173,11 @@ func (c *Client) Reserve(ctx context.Context, topics []string, n int, wait time.
 
 // Finish deletes a job the caller has reserved, presenting its reservation
 // (POST /v1/jobs/{id}/finish). It fails with delayq.ErrNotReserved when the
-// reservation is stale. A finish retried after a network error that then
-// finds the job gone reports success: the first attempt did it.
+// reservation is stale. Finishing is idempotent: a finish sent again with
+// the same reservation succeeds while the server retains the finished job
+// (--retain, default 1h); on a server that retains nothing, a finish
+// retried after a network error that then finds the job gone reports
+// success too: the first attempt did it.
 func (c *Client) Finish(ctx context.Context, id, reservation string) error {
 	res, err := c.do(ctx, call{method: http.MethodPost, path: jobPath(id) + "/finish",
 		in: api.ActionRequest{Reservation: reservation}, mode: retrySafe})

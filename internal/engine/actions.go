@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"math"
 	"time"
 
@@ -19,8 +20,58 @@ func (e *Engine) Finish(ctx context.Context, ref delayq.Ref) (*delayq.Job, error
 	j, err := e.st.Delete(ctx, store.DeleteParams{Ref: ref, Now: time.Now()})
 	if err == nil {
 		e.metrics.JobsFinished(j.Topic, 1)
+		return asFinished(j), e.record("finish", nil)
+	}
+	if k := e.finishedBefore(ctx, ref, err); k != nil {
+		return k, e.record("finish", nil)
 	}
 	return j, e.record("finish", delayq.ForJob(ref, err))
+}
+
+// asFinished turns the job a finish removed (the store returns it as it
+// was, reserved, its attempt ended) into the job as it now is: finished,
+// ended when its attempt ended, without reservation.
+func asFinished(j *delayq.Job) *delayq.Job {
+	j.State = delayq.StateFinished
+	j.Ended = delayq.TruncMilli(time.Now())
+	if n := len(j.History); n > 0 && !j.History[n-1].Ended.IsZero() {
+		j.Ended = j.History[n-1].Ended
+	}
+	j.Reservation, j.Deadline = "", time.Time{}
+	return j
+}
+
+// finishedBefore makes a finish idempotent: when the finish of ref failed
+// with failure (the job is not found or not reserved) and the job is kept
+// (--retain) as finished by this very reservation, it is a finish sent
+// again after its answer was lost, and succeeds with the job as it now
+// is. Otherwise it returns nil. The reservation's tag must be the
+// engine's (a token is "<seq>-<attempt>-<tag>"), and its seq and attempt
+// those of the finished job: a consumer whose reservation expired before
+// another finished the job still gets not_reserved or not_found.
+func (e *Engine) finishedBefore(ctx context.Context, ref delayq.Ref, failure error) *delayq.Job {
+	if !errors.Is(failure, delayq.ErrNotFound) && !errors.Is(failure, delayq.ErrNotReserved) {
+		return nil
+	}
+	sl, ok := e.st.(*sealed)
+	if !ok {
+		return nil
+	}
+	if _, err := sl.keys.get(ctx); err != nil {
+		return nil
+	}
+	token := sl.keys.open(ref.Reservation)
+	if token == "" || token == forgedReservation {
+		return nil
+	}
+	j, err := e.st.Get(ctx, delayq.Ref{ID: ref.ID, Seq: ref.Seq})
+	if err != nil || j.State != delayq.StateFinished || delayq.ReservationToken(j.Seq, j.Attempts) != token {
+		return nil
+	}
+	if n := len(j.History); n == 0 || j.History[n-1].Outcome != delayq.OutcomeFinished {
+		return nil
+	}
+	return j
 }
 
 // FinishByID finishes a job by its id alone, whoever holds it: the
@@ -397,6 +448,8 @@ func (e *Engine) FinishBatch(ctx context.Context, refs []delayq.Ref) (errs []err
 			errs[i] = delayq.ForJob(refs[i], res[k])
 			if res[k] == nil && k < len(jobs) && jobs[k] != nil {
 				done = append(done, jobs[k])
+			} else if res[k] != nil && e.finishedBefore(ctx, refs[i], res[k]) != nil {
+				errs[i] = nil // finished before: a batch sent again after its answer was lost
 			}
 		}
 		if len(done) > 0 {

@@ -866,7 +866,7 @@ func (x *FinishRequest) GetReservation() string {
 	return ""
 }
 
-// FinishResponse is the job as it was.
+// FinishResponse is the job as it now is: finished.
 type FinishResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Job           *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`

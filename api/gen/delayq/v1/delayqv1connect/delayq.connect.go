@@ -96,7 +96,8 @@ type DelayQServiceClient interface {
 	// given back at no cost of an attempt.
 	Reserve(context.Context, *connect.Request[v1.ReserveRequest]) (*connect.Response[v1.ReserveResponse], error)
 	// Finish ends a reserved job: the consumer is done with it (HTTP: POST
-	// /v1/jobs/{id}/finish).
+	// /v1/jobs/{id}/finish). It is idempotent while the job is retained
+	// (--retain): a finish sent again with the same reservation succeeds.
 	Finish(context.Context, *connect.Request[v1.FinishRequest]) (*connect.Response[v1.FinishResponse], error)
 	// FinishBatch finishes up to 1,000 reserved jobs in one durable write;
 	// each entry succeeds or fails alone (HTTP: POST /v1/jobs/finish).
@@ -331,7 +332,8 @@ type DelayQServiceHandler interface {
 	// given back at no cost of an attempt.
 	Reserve(context.Context, *connect.Request[v1.ReserveRequest]) (*connect.Response[v1.ReserveResponse], error)
 	// Finish ends a reserved job: the consumer is done with it (HTTP: POST
-	// /v1/jobs/{id}/finish).
+	// /v1/jobs/{id}/finish). It is idempotent while the job is retained
+	// (--retain): a finish sent again with the same reservation succeeds.
 	Finish(context.Context, *connect.Request[v1.FinishRequest]) (*connect.Response[v1.FinishResponse], error)
 	// FinishBatch finishes up to 1,000 reserved jobs in one durable write;
 	// each entry succeeds or fails alone (HTTP: POST /v1/jobs/finish).
