@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -22,6 +23,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// Run as the delayq command: TestDocExamples puts this binary on PATH
+	// under that name, so the examples' delayq lines need no build.
+	if os.Getenv(asDelayq) == "1" {
+		os.Exit(Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
 	goleak.VerifyTestMain(m,
 		// The client subcommands use http.DefaultClient, whose idle
 		// keep-alive connections outlive a test by design.
