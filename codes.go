@@ -18,6 +18,8 @@ const (
 	CodeUnavailable = "unavailable"
 	CodeDiskFull    = "disk_full"
 	CodeInternal    = "internal"
+	// CodeNotSupported: a call this server's setup cannot serve (501).
+	CodeNotSupported = "not_supported"
 
 	// Codes of refusals by a limit (a *LimitError's Code) or by the
 	// security checks; the request changed nothing.
@@ -98,6 +100,7 @@ var sentinelCodes = []struct {
 	{ErrUnavailable, CodeUnavailable},
 	{ErrDiskFull, CodeDiskFull},
 	{ErrForbidden, CodeForbidden},
+	{ErrNotSupported, CodeNotSupported},
 }
 
 // CodeOf returns the code of err: a validation error's own code, the
@@ -194,7 +197,10 @@ func Message(err error) string {
 	var ve *ValidationError
 	var je *JobError
 	var nf *NotFoundError
+	var ns *NotSupportedError
 	switch {
+	case errors.As(err, &ns):
+		return ns.Reason
 	case errors.As(err, &ve):
 		if ve.Field == "" {
 			return ve.Reason

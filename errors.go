@@ -37,7 +37,23 @@ var (
 	// job it named. It matches ErrInvalid too: sending the same request
 	// again cannot help.
 	ErrForbidden error = forbiddenError{}
+	// ErrNotSupported: this server cannot serve the call the way it is
+	// set up (a backup of a Redis-backed server); a *NotSupportedError
+	// says what to do instead.
+	ErrNotSupported = errors.New("delayq: not supported by this server")
 )
+
+// NotSupportedError is a call this server cannot serve, with what to do
+// instead ("this server's store is Redis: back up Redis itself"). It
+// matches ErrNotSupported.
+type NotSupportedError struct {
+	Reason string
+}
+
+func (e *NotSupportedError) Error() string { return e.Reason }
+
+// Is makes a NotSupportedError match ErrNotSupported.
+func (e *NotSupportedError) Is(target error) bool { return target == ErrNotSupported }
 
 type forbiddenError struct{}
 

@@ -205,13 +205,16 @@ type ReleaseRequest struct {
 	Reason      string    `json:"reason,omitempty"` // kept as the job's last_reason
 }
 
-// KickRequest is the body of POST /v1/topics/{topic}/kick.
+// KickRequest is the body of POST /v1/topics/{topic}/kick. State is what
+// to kick: "buried" (also when empty) retries failed jobs, "delayed" fires
+// jobs due later at once.
 type KickRequest struct {
-	N int `json:"n"`
+	N     int    `json:"n"`
+	State string `json:"state,omitempty"`
 }
 
 // KickResponse answers a topic kick. State says which kind of jobs were
-// kicked: "buried" when the topic had buried jobs, else "delayed".
+// kicked: "buried" or "delayed".
 type KickResponse struct {
 	Kicked int    `json:"kicked"`
 	State  string `json:"state,omitempty"`

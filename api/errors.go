@@ -20,6 +20,8 @@ const (
 	CodeDiskFull    = delayq.CodeDiskFull
 	CodeInternal    = delayq.CodeInternal
 	CodeTooLarge    = delayq.CodeRequestTooLarge
+	// CodeNotSupported: a call this server's setup cannot serve (501).
+	CodeNotSupported = delayq.CodeNotSupported
 )
 
 // statuses maps each sentinel to its HTTP status, in one place for both
@@ -36,6 +38,7 @@ var statuses = []struct {
 	{delayq.ErrUnavailable, http.StatusServiceUnavailable},
 	{delayq.ErrDiskFull, http.StatusInsufficientStorage},
 	{delayq.ErrForbidden, http.StatusForbidden},
+	{delayq.ErrNotSupported, http.StatusNotImplemented},
 }
 
 // CodeOf returns the wire code and HTTP status for err. Unknown errors are

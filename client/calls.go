@@ -173,8 +173,11 @@ func (c *Client) Reserve(ctx context.Context, topics []string, n int, wait time.
 
 // Finish deletes a job the caller has reserved, presenting its reservation
 // (POST /v1/jobs/{id}/finish). It fails with delayq.ErrNotReserved when the
-// reservation is stale. A finish retried after a network error that then
-// finds the job gone reports success: the first attempt did it.
+// reservation is stale. Finishing is idempotent: a finish sent again with
+// the same reservation succeeds while the server retains the finished job
+// (--retain, default 1h); on a server that retains nothing, a finish
+// retried after a network error that then finds the job gone reports
+// success too: the first attempt did it.
 func (c *Client) Finish(ctx context.Context, id, reservation string) error {
 	res, err := c.do(ctx, call{method: http.MethodPost, path: jobPath(id) + "/finish",
 		in: api.ActionRequest{Reservation: reservation}, mode: retrySafe})
@@ -273,19 +276,33 @@ func (c *Client) KickJob(ctx context.Context, id string) (*delayq.Job, error) {
 	return c.jobCall(ctx, call{method: http.MethodPost, path: jobPath(id) + "/kick", mode: retryUnsent})
 }
 
-// Kick makes up to n jobs of topic ready: buried ones if there are any,
-// else delayed ones (POST /v1/topics/{topic}/kick). It returns how many.
+// Kick retries up to n buried jobs of topic: it makes them ready (POST
+// /v1/topics/{topic}/kick). It returns how many; it never fires a delayed
+// job (KickDelayed does). A server older than the kick's state field
+// kicks delayed jobs when none is buried.
 func (c *Client) Kick(ctx context.Context, topic string, n int) (int, error) {
 	r, err := c.KickReport(ctx, topic, n)
 	return r.Kicked, err
 }
 
 // KickReport is Kick answering also which kind of jobs moved: State is
-// "buried" or "delayed" ("" from a server older than the field).
+// "buried" ("delayed" or "" from a server older than the state field).
 func (c *Client) KickReport(ctx context.Context, topic string, n int) (api.KickResponse, error) {
+	return c.kick(ctx, topic, api.KickRequest{N: n})
+}
+
+// KickDelayed fires up to n delayed jobs of topic early (earliest due
+// first): they become ready now. It returns how many
+// (POST /v1/topics/{topic}/kick {"state":"delayed"}).
+func (c *Client) KickDelayed(ctx context.Context, topic string, n int) (int, error) {
+	r, err := c.kick(ctx, topic, api.KickRequest{N: n, State: string(delayq.StateDelayed)})
+	return r.Kicked, err
+}
+
+func (c *Client) kick(ctx context.Context, topic string, req api.KickRequest) (api.KickResponse, error) {
 	var out api.KickResponse
 	_, err := c.do(ctx, call{method: http.MethodPost, path: topicPath(topic) + "/kick",
-		in: api.KickRequest{N: n}, out: &out, mode: retryUnsent})
+		in: req, out: &out, mode: retryUnsent})
 	return out, err
 }
 

@@ -111,6 +111,30 @@ func TestClientEndpoints(t *testing.T) {
 	if err := c.Delete(ctx, "a-1"); err != nil {
 		t.Errorf("Delete = %v", err)
 	}
+	// A finish sent again with the same reservation (its answer lost)
+	// succeeds: the server kept the job as finished by that reservation.
+	if _, err := c.Put(ctx, "mail/welcome", PutRequest{ID: "twice"}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := c.Reserve(ctx, []string{"mail/welcome"}, 1, 0)
+	if err != nil || len(held) != 1 || held[0].ID != "twice" {
+		t.Fatalf("Reserve = %v, %v; want twice", held, err)
+	}
+	for i := range 2 {
+		if err := c.Finish(ctx, "twice", held[0].Reservation); err != nil {
+			t.Errorf("Finish #%d of the same reservation = %v, want success", i+1, err)
+		}
+	}
+	// Kick retries buried jobs only; KickDelayed fires delayed ones.
+	if _, err := c.Put(ctx, "mail/welcome", PutRequest{ID: "later", Delay: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Kick(ctx, "mail/welcome", 5); n != 0 || err != nil {
+		t.Errorf("Kick with none buried = %d, %v; want 0 (the delayed job stays)", n, err)
+	}
+	if n, err := c.KickDelayed(ctx, "mail/welcome", 5); n != 1 || err != nil {
+		t.Errorf("KickDelayed = %d, %v; want 1", n, err)
+	}
 	if err := c.Health(ctx); err != nil {
 		t.Errorf("Health = %v", err)
 	}

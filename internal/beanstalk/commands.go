@@ -263,7 +263,9 @@ func (c *conn) cmdTouch(cmd *command) error {
 }
 
 func (c *conn) cmdKick(cmd *command) error {
-	res, err := c.srv.Engine.Kick(c.ctx, c.use, int(cmd.bound))
+	// beanstalkd's rule, which its clients expect: buried jobs if the
+	// tube has any, else delayed ones.
+	res, err := c.srv.Engine.Kick(c.ctx, c.use, int(cmd.bound), "")
 	c.audit("topic.kick", "topic:"+c.use, err, slog.Int("kicked", res.Kicked), slog.String("state", string(res.State)))
 	if err != nil {
 		return err

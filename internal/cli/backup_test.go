@@ -1,11 +1,17 @@
 package cli
 
 import (
+	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/delayq/delayq/api"
+	"github.com/delayq/delayq/internal/config"
 	"github.com/delayq/delayq/internal/store/diskstore"
 )
 
@@ -51,5 +57,41 @@ func TestBackupRestores(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(filepath.Join(dir)); len(entries) == 0 {
 		t.Fatal("the refused backup emptied the directory")
+	}
+}
+
+// TestBackupOfRedisServerRefusedClearly: a server on Redis has no store
+// of its own to copy; `delayq backup` is refused with not_supported (501)
+// and words that say to back up Redis, and writes nothing.
+func TestBackupOfRedisServerRefusedClearly(t *testing.T) {
+	addr := os.Getenv("DELAYQ_TEST_REDIS")
+	if addr == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("DELAYQ_TEST_REDIS is not set; scripts/test.sh starts a Redis for the tests")
+		}
+		t.Skip("DELAYQ_TEST_REDIS not set; run scripts/test.sh or scripts/redis-test-env.sh")
+	}
+	srv := startServer(t, func(c *config.Config) {
+		c.Redis = "redis://" + addr + "/11"
+		c.RedisPrefix = "backup-test-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	})
+	resp, err := http.Get(srv + "/v1/backup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e api.ErrorResponse
+	err = json.NewDecoder(resp.Body).Decode(&e)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusNotImplemented || e.Error.Code != "not_supported" ||
+		e.Error.Message != "this server's store is Redis: back up Redis itself (docs/redis.md)" {
+		t.Errorf("GET /v1/backup of a Redis-backed server = %d %+v (%v), want 501 not_supported saying to back up Redis", resp.StatusCode, e, err)
+	}
+	dir := filepath.Join(t.TempDir(), "backup")
+	code, _, errOut := run(t, "backup", "--server", srv, dir)
+	if code == 0 || !strings.Contains(errOut, "this server's store is Redis: back up Redis itself (docs/redis.md)") {
+		t.Errorf("delayq backup of a Redis-backed server: exit %d, stderr %q; want the refusal saying to back up Redis", code, errOut)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("the refused backup wrote %d entries into %s", len(entries), dir)
 	}
 }

@@ -49,7 +49,7 @@ type root struct {
 	Get     getCmd     `cmd:"" help:"Show a job."`
 	Update  updateCmd  `cmd:"" help:"Change the due time, body or priority of a job that is not reserved."`
 	List    listCmd    `cmd:"" help:"Browse a topic's jobs, a page at a time."`
-	Kick    kickCmd    `cmd:"" help:"Kick buried (else delayed) jobs of a topic, or one job by id, to ready."`
+	Kick    kickCmd    `cmd:"" help:"Retry buried jobs of a topic (--delayed: fire delayed ones early), or kick one job by id, to ready."`
 	Topics  topicsCmd  `cmd:"" help:"List topics with their job counts."`
 	Stats   statsCmd   `cmd:"" help:"Show the server's health and job counts over all topics."`
 	Backup  backupCmd  `cmd:"" help:"Copy a running server's embedded store into a new data directory."`

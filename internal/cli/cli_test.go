@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -22,6 +23,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// Run as the delayq command: TestDocExamples puts this binary on PATH
+	// under that name, so the examples' delayq lines need no build.
+	if os.Getenv(asDelayq) == "1" {
+		os.Exit(Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
 	goleak.VerifyTestMain(m,
 		// The client subcommands use http.DefaultClient, whose idle
 		// keep-alive connections outlive a test by design.
@@ -190,8 +196,15 @@ func TestPutWithDelayKickAndDelete(t *testing.T) {
 	if got := fields(mustRun(t, "get", srv, "r1")); got["state"] != "delayed" || !strings.Contains(got["due"], "(in 59m") {
 		t.Errorf("get of a job put with --delay 1h = state %q due %q, want delayed, due in about 1h", got["state"], got["due"])
 	}
-	if out := mustRun(t, "kick", srv, "refund", "--n", "1"); out != "kicked 1 delayed job in topic refund\n" {
-		t.Errorf("kick printed %q", out)
+	// A kick retries buried jobs only: the job due in an hour stays.
+	if out := mustRun(t, "kick", srv, "refund", "-n", "5"); out != "kicked 0 buried jobs in topic refund\n" {
+		t.Errorf("kick with none buried printed %q", out)
+	}
+	if got := fields(mustRun(t, "get", srv, "r1")); got["state"] != "delayed" {
+		t.Errorf("job r1 after a kick of buried jobs is %s, want delayed", got["state"])
+	}
+	if out := mustRun(t, "kick", srv, "refund", "--delayed", "--n", "1"); out != "fired 1 delayed job early\n" {
+		t.Errorf("kick --delayed printed %q", out)
 	}
 	if out := mustRun(t, "kick", srv, "--id", "r2"); out != "kicked job r2\n" {
 		t.Errorf("kick --id printed %q", out)
@@ -269,6 +282,7 @@ func TestUsageErrors(t *testing.T) {
 		{"finish without reservation", []string{"finish", "x"}, exitUsage, "--reservation"},
 		{"kick with topic and id", []string{"kick", "t", "--id", "x"}, exitUsage, "either a TOPIC or --id"},
 		{"kick with neither", []string{"kick"}, exitUsage, "either a TOPIC or --id"},
+		{"kick --delayed with an id", []string{"kick", "--id", "x", "--delayed"}, exitUsage, "--delayed applies to a TOPIC"},
 		{"bad serve flag", []string{"serve", "--log-format", "xml"}, exitUsage, "log-format"},
 		{"bad fsync", []string{"serve", "--fsync", "sometimes"}, exitUsage, "neither always nor a positive duration"},
 		{"fsync window with redis", []string{"serve", "--fsync", "50ms", "--redis", "redis://127.0.0.1:1/0"}, exitUsage, "Redis's own appendfsync"},

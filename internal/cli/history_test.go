@@ -44,6 +44,11 @@ func TestRetainedJobCommands(t *testing.T) {
 	mustRun(t, "release", srv, "mail-1", "--reservation", res["reservation"], "--reason", "smtp 451")
 	res = fields(mustRun(t, "reserve", srv, "mail"))
 	mustRun(t, "finish", srv, "mail-1", "--reservation", res["reservation"])
+	// The same finish again (its answer lost) succeeds: finishing is
+	// idempotent while the job is kept as finished.
+	if out := mustRun(t, "finish", srv, "mail-1", "--reservation", res["reservation"]); out != "finished job mail-1\n" {
+		t.Errorf("finish sent again printed %q, want finished job mail-1", out)
+	}
 
 	out := mustRun(t, "get", srv, "mail-1")
 	got := fields(out)

@@ -200,12 +200,16 @@ func (o outputFlags) printOne(w io.Writer, j *delayq.Job) error {
 	return nil
 }
 
-// kickCmd is `delayq kick TOPIC [--n N]` or `delayq kick --id ID`.
+// kickCmd is `delayq kick TOPIC [-n N] [--delayed]` or `delayq kick --id
+// ID`. A topic kick retries buried jobs only; firing delayed jobs early
+// is the explicit --delayed, so "retry what failed" never runs a job
+// meant for later.
 type kickCmd struct {
 	clientFlags
-	Topic string `arg:"" optional:"" help:"Topic whose buried (else delayed) jobs to kick."`
-	N     int    `name:"n" default:"1" help:"Most jobs to kick from the topic."`
-	ID    string `help:"Kick this one buried or delayed job instead of a topic."`
+	Topic   string `arg:"" optional:"" help:"Topic whose buried jobs to retry (with --delayed: whose delayed jobs to fire early)."`
+	N       int    `name:"n" short:"n" default:"1" help:"Most jobs to kick from the topic."`
+	Delayed bool   `help:"Fire the topic's delayed jobs early (earliest due first) instead of retrying buried ones."`
+	ID      string `help:"Kick this one buried or delayed job instead of a topic."`
 }
 
 // Run kicks the topic's jobs or the one job.
@@ -218,10 +222,21 @@ func (c *kickCmd) Run(e *env) error {
 		return err
 	}
 	if c.ID != "" {
+		if c.Delayed {
+			return usageError{msg: "--delayed applies to a TOPIC, not to --id (which kicks the job whatever it is)"}
+		}
 		if _, err := cl.KickJob(e.ctx, c.ID); err != nil {
 			return err
 		}
 		fmt.Fprintf(e.stdout, "kicked job %s\n", c.ID)
+		return nil
+	}
+	if c.Delayed {
+		n, err := cl.KickDelayed(e.ctx, c.Topic, c.N)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "fired %s early\n", plural(n, "delayed job", "delayed jobs"))
 		return nil
 	}
 	r, err := cl.KickReport(e.ctx, c.Topic, c.N)

@@ -23,10 +23,12 @@ type scheduleCmd struct {
 type scheduleAddCmd struct {
 	clientFlags
 	outputFlags
-	Name        string        `arg:"" help:"Schedule name: letters, digits and _.- (the job of each tick gets the id NAME:UNIX_MS)."`
-	Topic       string        `required:"" help:"Topic each tick's job goes into."`
-	Cron        string        `xor:"timing" required:"" help:"Cron spec, seconds optional (\"0 */5 * * * *\"), or @hourly, @daily, @every 90s, ..."`
-	Every       time.Duration `xor:"timing" required:"" help:"Fixed interval (at least 100ms)."`
+	Name  string `arg:"" help:"Schedule name: letters, digits and _.- (the job of each tick gets the id NAME:UNIX_MS)."`
+	Topic string `required:"" help:"Topic each tick's job goes into."`
+	// One of Cron and Every is needed: Run says so (kong's required on
+	// both would print both as required in the usage line).
+	Cron        string        `xor:"timing" help:"Cron spec, seconds optional (\"0 */5 * * * *\"), or @hourly, @daily, @every 90s, ...; this or --every."`
+	Every       time.Duration `xor:"timing" help:"Fixed interval (at least 100ms); this or --cron."`
 	Body        string        `help:"Body of each job."`
 	TTR         time.Duration `name:"ttr" help:"Time a consumer may hold each job (server default 60s)."`
 	Priority    *uint32       `help:"Priority of each job, lower first (server default 1024)."`
@@ -37,6 +39,9 @@ type scheduleAddCmd struct {
 
 // Run creates or replaces the schedule and prints it.
 func (c *scheduleAddCmd) Run(e *env) error {
+	if c.Cron == "" && c.Every == 0 {
+		return usageError{msg: "give the schedule's timing: --cron SPEC or --every DURATION (one of them)"}
+	}
 	cl, err := c.client()
 	if err != nil {
 		return err

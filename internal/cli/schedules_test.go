@@ -58,11 +58,16 @@ func TestScheduleCommands(t *testing.T) {
 		t.Fatalf("schedule add Feb 31 = %d %q", code, errOut)
 	}
 	// Neither or both of --cron and --every is a usage error.
-	if code, _, _ = run(t, "schedule", "add", "x", "--server", srv, "--topic", "t"); code != 2 {
-		t.Fatalf("schedule add without timing = %d, want 2", code)
+	if code, _, errOut = run(t, "schedule", "add", "x", "--server", srv, "--topic", "t"); code != 2 || !strings.Contains(errOut, "--cron SPEC or --every DURATION") {
+		t.Fatalf("schedule add without timing = %d %q, want 2 asking for --cron or --every", code, errOut)
 	}
-	if code, _, _ = run(t, "schedule", "add", "x", "--server", srv, "--topic", "t", "--cron", "@daily", "--every", "1s"); code != 2 {
-		t.Fatalf("schedule add with both timings = %d, want 2", code)
+	if code, _, errOut = run(t, "schedule", "add", "x", "--server", srv, "--topic", "t", "--cron", "@daily", "--every", "1s"); code != 2 || !strings.Contains(errOut, "--cron and --every can't be used together") {
+		t.Fatalf("schedule add with both timings = %d %q, want 2", code, errOut)
+	}
+	// The usage line marks neither as required: one of them is.
+	_, help, _ := run(t, "schedule", "add", "--help")
+	if usage, _, _ := strings.Cut(help, "\n"); strings.Contains(usage, "--cron") || strings.Contains(usage, "--every") {
+		t.Errorf("schedule add's usage line %q marks --cron or --every as required", usage)
 	}
 }
 

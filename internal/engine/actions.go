@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"math"
 	"time"
 
@@ -19,8 +20,58 @@ func (e *Engine) Finish(ctx context.Context, ref delayq.Ref) (*delayq.Job, error
 	j, err := e.st.Delete(ctx, store.DeleteParams{Ref: ref, Now: time.Now()})
 	if err == nil {
 		e.metrics.JobsFinished(j.Topic, 1)
+		return asFinished(j), e.record("finish", nil)
+	}
+	if k := e.finishedBefore(ctx, ref, err); k != nil {
+		return k, e.record("finish", nil)
 	}
 	return j, e.record("finish", delayq.ForJob(ref, err))
+}
+
+// asFinished turns the job a finish removed (the store returns it as it
+// was, reserved, its attempt ended) into the job as it now is: finished,
+// ended when its attempt ended, without reservation.
+func asFinished(j *delayq.Job) *delayq.Job {
+	j.State = delayq.StateFinished
+	j.Ended = delayq.TruncMilli(time.Now())
+	if n := len(j.History); n > 0 && !j.History[n-1].Ended.IsZero() {
+		j.Ended = j.History[n-1].Ended
+	}
+	j.Reservation, j.Deadline = "", time.Time{}
+	return j
+}
+
+// finishedBefore makes a finish idempotent: when the finish of ref failed
+// with failure (the job is not found or not reserved) and the job is kept
+// (--retain) as finished by this very reservation, it is a finish sent
+// again after its answer was lost, and succeeds with the job as it now
+// is. Otherwise it returns nil. The reservation's tag must be the
+// engine's (a token is "<seq>-<attempt>-<tag>"), and its seq and attempt
+// those of the finished job: a consumer whose reservation expired before
+// another finished the job still gets not_reserved or not_found.
+func (e *Engine) finishedBefore(ctx context.Context, ref delayq.Ref, failure error) *delayq.Job {
+	if !errors.Is(failure, delayq.ErrNotFound) && !errors.Is(failure, delayq.ErrNotReserved) {
+		return nil
+	}
+	sl, ok := e.st.(*sealed)
+	if !ok {
+		return nil
+	}
+	if _, err := sl.keys.get(ctx); err != nil {
+		return nil
+	}
+	token := sl.keys.open(ref.Reservation)
+	if token == "" || token == forgedReservation {
+		return nil
+	}
+	j, err := e.st.Get(ctx, delayq.Ref{ID: ref.ID, Seq: ref.Seq})
+	if err != nil || j.State != delayq.StateFinished || delayq.ReservationToken(j.Seq, j.Attempts) != token {
+		return nil
+	}
+	if n := len(j.History); n == 0 || j.History[n-1].Outcome != delayq.OutcomeFinished {
+		return nil
+	}
+	return j
 }
 
 // FinishByID finishes a job by its id alone, whoever holds it: the
@@ -172,34 +223,43 @@ const MaxKick = math.MaxUint32
 // KickResult says what a topic kick did.
 type KickResult struct {
 	Kicked int
-	// State is what the kicked jobs were: StateBuried when the topic had
-	// buried jobs just before the kick, else StateDelayed.
+	// State is what the kicked jobs were: StateBuried or StateDelayed.
 	State delayq.State
 }
 
 // Kick moves up to n jobs of topic to ready (0 ≤ n ≤ MaxKick; 0 kicks
-// nothing): buried ones if it has any, else delayed ones.
-func (e *Engine) Kick(ctx context.Context, topic string, n int) (KickResult, error) {
-	k, err := e.kick(ctx, topic, n)
+// nothing). state chooses which: StateBuried retries buried jobs only,
+// StateDelayed fires delayed jobs early, "" is beanstalkd's rule for its
+// kick command (buried ones if the topic has any, else delayed ones).
+// Any other state is invalid.
+func (e *Engine) Kick(ctx context.Context, topic string, n int, state delayq.State) (KickResult, error) {
+	k, err := e.kick(ctx, topic, n, state)
 	return k, e.recordN("kick", k.Kicked, err)
 }
 
-func (e *Engine) kick(ctx context.Context, topic string, n int) (KickResult, error) {
+func (e *Engine) kick(ctx context.Context, topic string, n int, state delayq.State) (KickResult, error) {
 	if err := delayq.CheckTopic(topic); err != nil {
 		return KickResult{}, err
 	}
 	if n < 0 || int64(n) > MaxKick {
 		return KickResult{}, delayq.Invalid(delayq.CodeBadN, "n", "%d is not between 0 and %d", n, uint64(MaxKick))
 	}
-	// The store kicks buried jobs when there are any; look first, so the
-	// answer can say which kind moved.
-	res := KickResult{State: delayq.StateDelayed}
-	if t, err := e.Topic(ctx, topic); err != nil {
-		return KickResult{}, err
-	} else if t.Buried > 0 {
-		res.State = delayq.StateBuried
+	res := KickResult{State: state}
+	switch state {
+	case delayq.StateBuried, delayq.StateDelayed:
+	case "":
+		// The store kicks buried jobs when there are any; look first, so
+		// the answer can say which kind moved.
+		res.State = delayq.StateDelayed
+		if t, err := e.Topic(ctx, topic); err != nil {
+			return KickResult{}, err
+		} else if t.Buried > 0 {
+			res.State = delayq.StateBuried
+		}
+	default:
+		return KickResult{}, delayq.Invalid(delayq.CodeBadState, "state", "%q is neither buried (retry failed jobs) nor delayed (fire future jobs early)", state)
 	}
-	k, err := e.st.Kick(ctx, store.KickParams{Topic: topic, Max: n, Now: delayq.TruncMilli(time.Now())})
+	k, err := e.st.Kick(ctx, store.KickParams{Topic: topic, Max: n, State: state, Now: delayq.TruncMilli(time.Now())})
 	if err == nil && k > 0 {
 		e.waiters.wake(topic, k)
 	}
@@ -389,6 +449,8 @@ func (e *Engine) FinishBatch(ctx context.Context, refs []delayq.Ref) (errs []err
 			errs[i] = delayq.ForJob(refs[i], res[k])
 			if res[k] == nil && k < len(jobs) && jobs[k] != nil {
 				done = append(done, jobs[k])
+			} else if res[k] != nil && e.finishedBefore(ctx, refs[i], res[k]) != nil {
+				errs[i] = nil // finished before: a batch sent again after its answer was lost
 			}
 		}
 		if len(done) > 0 {

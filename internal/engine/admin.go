@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"time"
 
@@ -10,8 +9,10 @@ import (
 	"github.com/delayq/delayq/internal/store"
 )
 
-// ErrNoBackup is returned by Backup when the store cannot copy itself.
-var ErrNoBackup = fmt.Errorf("this store takes no backups (back up Redis itself): %w", delayq.ErrState)
+// ErrNoBackup is returned by Backup when the store cannot copy itself:
+// the Redis store, the only one a server runs that has no Backup. It
+// matches delayq.ErrNotSupported (HTTP 501 not_supported).
+var ErrNoBackup error = &delayq.NotSupportedError{Reason: "this server's store is Redis: back up Redis itself (docs/redis.md)"}
 
 // Backup writes a consistent copy of the store, taken while it serves, to
 // w as a tar archive that is a data directory once extracted.

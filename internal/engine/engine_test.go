@@ -458,8 +458,10 @@ func TestActionValidation(t *testing.T) {
 			return err
 		}, "bad_reason"},
 		{"release without reservation", func() error { _, err := e.Release(ctx, ReleaseRequest{Ref: a}); return err }, "bad_reservation"},
-		{"kick negative", func() error { _, err := e.Kick(ctx, "t", -1); return err }, "bad_n"},
-		{"kick over uint32", func() error { _, err := e.Kick(ctx, "t", MaxKick+1); return err }, "bad_n"},
+		{"kick negative", func() error { _, err := e.Kick(ctx, "t", -1, delayq.StateBuried); return err }, "bad_n"},
+		{"kick over uint32", func() error { _, err := e.Kick(ctx, "t", MaxKick+1, delayq.StateBuried); return err }, "bad_n"},
+		{"kick ready", func() error { _, err := e.Kick(ctx, "t", 1, delayq.StateReady); return err }, "bad_state"},
+		{"kick an unknown state", func() error { _, err := e.Kick(ctx, "t", 1, "failed-ones"); return err }, "bad_state"},
 		{"update delay and at", func() error {
 			_, err := e.Update(ctx, UpdateRequest{Ref: a, Delay: ptr(time.Second), At: ptr(time.Now())})
 			return err
@@ -476,7 +478,7 @@ func TestActionValidation(t *testing.T) {
 			}
 		})
 	}
-	if res, err := e.Kick(ctx, "t", 0); err != nil || res.Kicked != 0 {
+	if res, err := e.Kick(ctx, "t", 0, delayq.StateBuried); err != nil || res.Kicked != 0 {
 		t.Errorf("Kick(0) = %+v, %v; want nothing kicked, no error", res, err)
 	}
 }
@@ -501,8 +503,8 @@ func TestErrorsNameTheJob(t *testing.T) {
 	}
 }
 
-// TestKickSaysWhichKind checks that a topic kick reports buried jobs when
-// there were any, else delayed ones.
+// TestKickSaysWhichKind checks that beanstalkd's topic kick (state "")
+// reports buried jobs when there were any, else delayed ones.
 func TestKickSaysWhichKind(t *testing.T) {
 	e := New(memstore.New(), Config{})
 	ctx := context.Background()
@@ -516,11 +518,35 @@ func TestKickSaysWhichKind(t *testing.T) {
 	if _, err := e.Bury(ctx, BuryRequest{Ref: delayq.Ref{ID: "b", Reservation: jobs[0].Reservation}}); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := e.Kick(ctx, "t", 10); err != nil || res != (KickResult{Kicked: 1, State: delayq.StateBuried}) {
+	if res, err := e.Kick(ctx, "t", 10, ""); err != nil || res != (KickResult{Kicked: 1, State: delayq.StateBuried}) {
 		t.Errorf("first kick = %+v, %v; want 1 buried", res, err)
 	}
-	if res, err := e.Kick(ctx, "t", 10); err != nil || res != (KickResult{Kicked: 1, State: delayq.StateDelayed}) {
+	if res, err := e.Kick(ctx, "t", 10, ""); err != nil || res != (KickResult{Kicked: 1, State: delayq.StateDelayed}) {
 		t.Errorf("second kick = %+v, %v; want 1 delayed", res, err)
+	}
+}
+
+// TestKickBuriedNeverFiresDelayed checks that a kick of buried jobs (an
+// operator's "retry failed jobs") leaves a job due later alone even when
+// nothing is buried, and that firing delayed jobs early is its own kick,
+// which says how many it fired.
+func TestKickBuriedNeverFiresDelayed(t *testing.T) {
+	e := New(memstore.New(), Config{})
+	ctx := context.Background()
+	if _, err := e.Put(ctx, []PutRequest{{ID: "d", Topic: "t", TTR: ptr(time.Second), Delay: ptr(30 * time.Minute)}}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.Kick(ctx, "t", 10, delayq.StateBuried); err != nil || res != (KickResult{Kicked: 0, State: delayq.StateBuried}) {
+		t.Errorf("kick of buried jobs = %+v, %v; want 0 buried", res, err)
+	}
+	if j, err := e.Get(ctx, delayq.Ref{ID: "d"}); err != nil || j.State != delayq.StateDelayed {
+		t.Fatalf("job d after a kick of buried jobs = %v, %v; want delayed", j, err)
+	}
+	if res, err := e.Kick(ctx, "t", 10, delayq.StateDelayed); err != nil || res != (KickResult{Kicked: 1, State: delayq.StateDelayed}) {
+		t.Errorf("kick of delayed jobs = %+v, %v; want 1 delayed", res, err)
+	}
+	if j, err := e.Get(ctx, delayq.Ref{ID: "d"}); err != nil || j.State != delayq.StateReady {
+		t.Errorf("job d after a kick of delayed jobs = %v, %v; want ready", j, err)
 	}
 }
 

@@ -138,3 +138,76 @@ func TestFinishByID(t *testing.T) {
 		t.Errorf("FinishByID(a) again = %v, want not found", err)
 	}
 }
+
+// TestFinishIsIdempotent checks that a finish sent again after its answer
+// was lost succeeds while the job is retained as finished by that very
+// reservation, answering the job as it now is (finished), as the first
+// finish's answer does; a forged tag, another attempt's reservation, a
+// batch finish sent again, and a server that retains nothing, each as
+// documented.
+func TestFinishIsIdempotent(t *testing.T) {
+	e := retaining(t)
+	ctx := context.Background()
+	if _, err := e.Put(ctx, []PutRequest{{ID: "a", Topic: "t"}, {ID: "b", Topic: "t"}}); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := e.Reserve(ctx, ReserveRequest{Topics: []string{"t"}, N: 2})
+	if err != nil || len(jobs) != 2 {
+		t.Fatalf("Reserve(t) = %v, %v", jobs, err)
+	}
+	ref := delayq.Ref{ID: "a", Reservation: jobs[0].Reservation}
+	first, err := e.Finish(ctx, ref)
+	if err != nil || first.State != delayq.StateFinished || first.Reservation != "" || first.Ended.IsZero() {
+		t.Fatalf("Finish(a) = %+v, %v; want the job as it now is: finished, ended, no reservation", first, err)
+	}
+	again, err := e.Finish(ctx, ref)
+	if err != nil || again.State != delayq.StateFinished || again.ID != "a" || !again.Ended.Equal(first.Ended) {
+		t.Errorf("Finish(a) sent again = %+v, %v; want success with the finished job", again, err)
+	}
+	forged := ref
+	forged.Reservation = ref.Reservation[:len(ref.Reservation)-1] + "0"
+	if forged.Reservation == ref.Reservation {
+		forged.Reservation = ref.Reservation[:len(ref.Reservation)-1] + "1"
+	}
+	if _, err := e.Finish(ctx, forged); !errors.Is(err, delayq.ErrNotFound) && !errors.Is(err, delayq.ErrNotReserved) {
+		t.Errorf("Finish(a) again with a forged tag = %v, want not_found or not_reserved", err)
+	}
+	// b: its first attempt's reservation is stale once b is reserved again
+	// and finished under the second.
+	stale := delayq.Ref{ID: "b", Reservation: jobs[1].Reservation}
+	if _, err := e.Release(ctx, ReleaseRequest{Ref: stale}); err != nil {
+		t.Fatal(err)
+	}
+	re, err := e.Reserve(ctx, ReserveRequest{Topics: []string{"t"}})
+	if err != nil || len(re) != 1 {
+		t.Fatalf("Reserve(t) again = %v, %v", re, err)
+	}
+	errs, err := e.FinishBatch(ctx, []delayq.Ref{{ID: "b", Reservation: re[0].Reservation}})
+	if err != nil || errs[0] != nil {
+		t.Fatalf("FinishBatch(b) = %v, %v", errs, err)
+	}
+	errs, err = e.FinishBatch(ctx, []delayq.Ref{{ID: "b", Reservation: re[0].Reservation}, ref})
+	if err != nil || errs[0] != nil || errs[1] != nil {
+		t.Errorf("FinishBatch(b, a) sent again = %v, %v; want both finished", errs, err)
+	}
+	if _, err := e.Finish(ctx, stale); err == nil {
+		t.Errorf("Finish(b) with its first attempt's reservation succeeded; want a refusal")
+	}
+
+	// Retaining nothing, a second finish can only say not_found.
+	bare := New(memstore.New(), Config{})
+	if _, err := bare.Put(ctx, []PutRequest{{ID: "a", Topic: "t"}}); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err = bare.Reserve(ctx, ReserveRequest{Topics: []string{"t"}})
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("Reserve = %v, %v", jobs, err)
+	}
+	ref = delayq.Ref{ID: "a", Reservation: jobs[0].Reservation}
+	if j, err := bare.Finish(ctx, ref); err != nil || j.State != delayq.StateFinished {
+		t.Errorf("Finish without retention = %+v, %v; want finished", j, err)
+	}
+	if _, err := bare.Finish(ctx, ref); !errors.Is(err, delayq.ErrNotFound) {
+		t.Errorf("Finish sent again without retention = %v, want not_found", err)
+	}
+}

@@ -29,6 +29,7 @@ var statusOf = map[string]connect.Code{
 	delayq.CodeForbidden:       connect.CodePermissionDenied,
 	delayq.CodeHostNotAllowed:  connect.CodePermissionDenied,
 	delayq.CodeRequestTooLarge: connect.CodeResourceExhausted,
+	delayq.CodeNotSupported:    connect.CodeUnimplemented,
 }
 
 // refusal is an error of the checks before a call (no token, no scope,

@@ -31,7 +31,16 @@ func TestHistoryAndRetention(t *testing.T) {
 	a.must("Reserve", &delayqv1.ReserveRequest{Topics: []string{"t"}}, &res)
 	a.must("Release", &delayqv1.ReleaseRequest{Id: "h", Reservation: res.Jobs[0].Reservation, Reason: "db down", Delay: durationpb.New(0)}, &delayqv1.ReleaseResponse{})
 	a.must("Reserve", &delayqv1.ReserveRequest{Topics: []string{"t"}}, &res)
-	a.must("Finish", &delayqv1.FinishRequest{Id: "h", Reservation: res.Jobs[0].Reservation}, &delayqv1.FinishResponse{})
+	var fin, again delayqv1.FinishResponse
+	a.must("Finish", &delayqv1.FinishRequest{Id: "h", Reservation: res.Jobs[0].Reservation}, &fin)
+	if fin.Job.State != string(delayq.StateFinished) || fin.Job.EndedAt == nil || fin.Job.Reservation != "" {
+		t.Errorf("finish answered %v, want the job as it now is: finished", fin.Job)
+	}
+	// Sent again (its answer lost): success, the job as it now is.
+	a.must("Finish", &delayqv1.FinishRequest{Id: "h", Reservation: res.Jobs[0].Reservation}, &again)
+	if again.Job.State != string(delayq.StateFinished) || !again.Job.EndedAt.AsTime().Equal(fin.Job.EndedAt.AsTime()) {
+		t.Errorf("finish sent again answered %v, want the finished job", again.Job)
+	}
 
 	var got delayqv1.GetResponse
 	a.must("Get", &delayqv1.GetRequest{Id: "h"}, &got)

@@ -237,7 +237,11 @@ func (s *service) KickTopic(ctx context.Context, req *connect.Request[delayqv1.K
 		// the engine's int on every platform.
 		return nil, delayq.Invalid(delayq.CodeBadN, "n", "%d is not between 0 and %d", n, uint64(engine.MaxKick))
 	}
-	k, err := s.e.Kick(ctx, req.Msg.GetTopic(), int(n))
+	state := delayq.State(req.Msg.GetState())
+	if state == "" {
+		state = delayq.StateBuried // retry failed jobs only, never fire future ones unasked
+	}
+	k, err := s.e.Kick(ctx, req.Msg.GetTopic(), int(n), state)
 	if err != nil {
 		return nil, err
 	}

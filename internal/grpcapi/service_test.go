@@ -199,6 +199,7 @@ func TestErrors(t *testing.T) {
 		{"kick a ready job", "Kick", &delayqv1.KickRequest{Id: "ready"}, codes.FailedPrecondition, delayq.CodeBadState},
 		{"kick topic negative n", "KickTopic", &delayqv1.KickTopicRequest{Topic: "t", N: -1}, codes.InvalidArgument, delayq.CodeBadN},
 		{"kick topic n too large", "KickTopic", &delayqv1.KickTopicRequest{Topic: "t", N: 1 << 32}, codes.InvalidArgument, delayq.CodeBadN},
+		{"kick topic of ready jobs", "KickTopic", &delayqv1.KickTopicRequest{Topic: "t", N: 1, State: "ready"}, codes.InvalidArgument, delayq.CodeBadState},
 		{"get bad id", "Get", &delayqv1.GetRequest{Id: "a/b"}, codes.InvalidArgument, delayq.CodeBadID},
 		{"get no id", "Get", &delayqv1.GetRequest{}, codes.InvalidArgument, delayq.CodeBadID},
 		{"update a reserved job", "Update", &delayqv1.UpdateRequest{Id: "held", Body: []byte("y")}, codes.FailedPrecondition, delayq.CodeNotReserved},
@@ -313,6 +314,11 @@ func TestEveryMethod(t *testing.T) {
 	if kt.Kicked != 1 || kt.State != "buried" {
 		t.Fatalf("kick topic = %v", &kt)
 	}
+	// With none buried, a topic kick leaves the delayed job b alone.
+	a.must("KickTopic", &delayqv1.KickTopicRequest{Topic: "t", N: 10}, &kt)
+	if kt.Kicked != 0 || kt.State != "buried" {
+		t.Fatalf("kick topic with none buried = %v, want 0 buried", &kt)
+	}
 	var kick delayqv1.KickResponse
 	a.must("Kick", &delayqv1.KickRequest{Id: "b"}, &kick)
 	if kick.Job.State != "ready" || kick.Job.Kicks != 1 {
@@ -327,6 +333,11 @@ func TestEveryMethod(t *testing.T) {
 	if upd.Job.Priority != 1 || upd.Job.State != "delayed" {
 		t.Fatalf("update b's priority = %v (the body and due time must stay)", upd.Job)
 	}
+	a.must("KickTopic", &delayqv1.KickTopicRequest{Topic: "t", N: 10, State: "delayed"}, &kt)
+	if kt.Kicked != 1 || kt.State != "delayed" {
+		t.Fatalf("kick topic's delayed jobs = %v, want 1 delayed", &kt)
+	}
+	a.must("Update", &delayqv1.UpdateRequest{Id: "b", Delay: durationpb.New(time.Hour)}, &upd)
 	var res delayqv1.ReserveResponse
 	a.must("Reserve", &delayqv1.ReserveRequest{Topics: []string{"t"}, N: 10}, &res)
 	if len(res.Jobs) != 2 {

@@ -13,8 +13,8 @@
 // with delayq.Message.
 //
 // Answers not pinned by DESIGN.md: finish, delete, release, touch, bury,
-// kick of one job and PATCH answer 200 with the job object (finish and
-// delete: the job as it was); a topic kick answers {"kicked": n, "state":
+// kick of one job and PATCH answer 200 with the job object (finish: the
+// job as it now is, finished; delete: the job as it was); a topic kick answers {"kicked": n, "state":
 // "buried"|"delayed"}; a batch finish answers 200 with one result per
 // entry, in request order, whatever each entry's outcome; unknown
 // routes answer 404 not_found and wrong methods 405 method_not_allowed, as

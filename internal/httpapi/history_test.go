@@ -41,7 +41,22 @@ func TestRetainedJobOverHTTP(t *testing.T) {
 	if len(r.History) != 2 || r.History[1].EndedAt != nil || r.History[1].Outcome != "" {
 		t.Errorf("reserve answer's history = %+v, want two attempts, the second in progress", r.History)
 	}
-	a.must(http.StatusOK, "POST", "/v1/jobs/order-1/finish", `{"reservation":"`+r.Reservation+`"}`, nil)
+	var fin, again api.Job
+	a.must(http.StatusOK, "POST", "/v1/jobs/order-1/finish", `{"reservation":"`+r.Reservation+`"}`, &fin)
+	if fin.State != "finished" || fin.EndedAt == nil || fin.Reservation != "" {
+		t.Errorf("finish answered %+v, want the job as it now is: finished, ended_at, no reservation", fin)
+	}
+	// The same finish sent again (its answer lost) succeeds with the job
+	// as it now is; the batch finish likewise.
+	a.must(http.StatusOK, "POST", "/v1/jobs/order-1/finish", `{"reservation":"`+r.Reservation+`"}`, &again)
+	if again.State != "finished" || again.EndedAt == nil || !again.EndedAt.Equal(fin.EndedAt.Time) {
+		t.Errorf("finish sent again answered %+v, want the finished job", again)
+	}
+	var batch api.FinishBatchResponse
+	a.must(http.StatusOK, "POST", "/v1/jobs/finish", `{"jobs":[{"id":"order-1","reservation":"`+r.Reservation+`"}]}`, &batch)
+	if len(batch.Results) != 1 || !batch.Results[0].OK {
+		t.Errorf("batch finish sent again = %+v, want ok", batch)
+	}
 
 	j := a.getJob("order-1")
 	if j.State != "finished" || j.EndedAt == nil || j.Reservation != "" || j.Body == nil || *j.Body != "x" {

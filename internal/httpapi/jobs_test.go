@@ -348,10 +348,25 @@ func TestKickTopicAndList(t *testing.T) {
 	if page.Jobs == nil || len(page.Jobs) != 0 {
 		t.Errorf("list of an empty topic = %+v, want []", page)
 	}
+	// A kick retries buried jobs only: with none buried, the delayed
+	// jobs stay where they are (beanstalkd's kick would fire them).
 	var k api.KickResponse
 	a.must(http.StatusOK, "POST", "/v1/topics/t/kick", `{"n":2}`, &k)
-	if k.Kicked != 2 {
-		t.Errorf("kick 2 = %+v, want 2 kicked", k)
+	if k != (api.KickResponse{Kicked: 0, State: "buried"}) {
+		t.Errorf("kick 2 with none buried = %+v, want 0 buried kicked", k)
+	}
+	a.must(http.StatusOK, "POST", "/v1/topics/t/kick", `{"n":2,"state":"buried"}`, &k)
+	if k != (api.KickResponse{Kicked: 0, State: "buried"}) {
+		t.Errorf("kick 2 buried with none buried = %+v, want 0 buried kicked", k)
+	}
+	code, body := a.do("POST", "/v1/topics/t/kick", `{"n":2,"state":"ready"}`)
+	if e := errorOf(t, body); code != 400 || e.Code != "bad_state" {
+		t.Errorf("kick of ready jobs = %d %+v, want 400 bad_state", code, e)
+	}
+	// Firing delayed jobs early is its own, explicit kick.
+	a.must(http.StatusOK, "POST", "/v1/topics/t/kick", `{"n":2,"state":"delayed"}`, &k)
+	if k != (api.KickResponse{Kicked: 2, State: "delayed"}) {
+		t.Errorf("kick 2 delayed = %+v, want 2 delayed kicked", k)
 	}
 	var tp api.Topic
 	a.must(http.StatusOK, "GET", "/v1/topics/t", "", &tp)

@@ -60,7 +60,9 @@ func (h *handler) listJobs(w http.ResponseWriter, r *http.Request) {
 	h.streamJobs(w, r, p) // budget.go
 }
 
-// kickTopic: POST /v1/topics/{topic}/kick {"n"} → {"kicked"}.
+// kickTopic: POST /v1/topics/{topic}/kick {"n","state"} → {"kicked","state"}.
+// Without a state it retries buried jobs only: an operator's kick must
+// not fire jobs due later; "delayed" fires those early, explicitly.
 func (h *handler) kickTopic(w http.ResponseWriter, r *http.Request) {
 	topic, err := pathTopic(r)
 	if err != nil {
@@ -72,7 +74,7 @@ func (h *handler) kickTopic(w http.ResponseWriter, r *http.Request) {
 		h.writeError(w, r, err)
 		return
 	}
-	res, err := h.e.Kick(r.Context(), topic, req.N)
+	res, err := h.e.Kick(r.Context(), topic, req.N, kickState(req.State))
 	if err != nil {
 		h.writeError(w, r, err)
 		return
@@ -136,3 +138,13 @@ func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// kickState is the state a kick of the v1 API moves: what it names, else
+// buried ("" would be beanstalkd's rule, which fires delayed jobs when
+// nothing is buried).
+func kickState(s string) delayq.State {
+	if s == "" {
+		return delayq.StateBuried
+	}
+	return delayq.State(s)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,4 +140,37 @@ func startOverRedis(t *testing.T, url string) *Server {
 		}
 	})
 	return s
+}
+
+// TestStartLogNamesTheStoreUsed: a server on Redis names Redis in its
+// start log, not the data directory it ignores; one on the embedded store
+// names its data directory.
+func TestStartLogNamesTheStoreUsed(t *testing.T) {
+	url := redisURL(t)
+	serving := func(cfg config.Config) string {
+		t.Helper()
+		logs := &syncBuffer{}
+		s := New(cfg, slog.New(slog.NewTextHandler(logs, nil)))
+		if err := s.Start(t.Context()); err != nil {
+			t.Fatalf("Start = %v", err)
+		}
+		defer s.Shutdown(context.Background())
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, `msg="delayq serving"`) {
+				return l
+			}
+		}
+		t.Fatalf("no start log line in:\n%s", logs.String())
+		return ""
+	}
+	cfg := testConfig(t)
+	dir := cfg.DataDir
+	cfg.Redis = url
+	if l := serving(cfg); !strings.Contains(l, "store.kind=redis store.redis="+url) || strings.Contains(l, "data_dir") || strings.Contains(l, dir) {
+		t.Errorf("start log of a Redis-backed server = %s; want store.kind=redis and its URL, no data directory", l)
+	}
+	cfg.Redis = ""
+	if l := serving(cfg); !strings.Contains(l, "store.kind=disk store.data_dir="+dir) {
+		t.Errorf("start log of a server on the embedded store = %s; want store.kind=disk and its data directory", l)
+	}
 }

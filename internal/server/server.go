@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -158,8 +159,23 @@ func (s *Server) Start(ctx context.Context) error {
 	// The bound addresses, not the configured ones: with port 0 the log
 	// is where an operator (or a script) learns the port picked.
 	s.log.Info("delayq serving", "http", s.httpLn.Addr().String(), "beanstalk", addrOf(s.BeanstalkAddr()), "advertise_url", s.advertise,
-		"debug", addrOf(s.DebugAddr()), "data_dir", s.cfg.DataDir, "max_wait", s.cfg.MaxWait, "max_body", s.cfg.MaxBody)
+		"debug", addrOf(s.DebugAddr()), s.storeAttr(), "max_wait", s.cfg.MaxWait, "max_body", s.cfg.MaxBody)
 	return nil
+}
+
+// storeAttr names the store the server uses, for its start log: the
+// Redis it serves from (its address, no password), or the data directory
+// (which a Redis-backed server ignores, so it must not be named then).
+func (s *Server) storeAttr() slog.Attr {
+	if s.cfg.Redis == "" {
+		return slog.Group("store", "kind", "disk", "data_dir", s.cfg.DataDir)
+	}
+	where := s.cfg.Redis
+	if i := strings.LastIndexByte(where, '@'); i >= 0 { // a password stays out of logs
+		scheme, _, _ := strings.Cut(where, "://")
+		where = scheme + "://" + where[i+1:]
+	}
+	return slog.Group("store", "kind", "redis", "redis", where, "prefix", s.cfg.RedisPrefix)
 }
 
 // openInterruptible runs open (a store's open, which may take long: a

@@ -223,9 +223,11 @@ type Store interface {
 	// must match.
 	Bury(ctx context.Context, p BuryParams) (*delayq.Job, error)
 
-	// Kick moves up to p.Max jobs of p.Topic to ready: buried ones (oldest
-	// buried first) if the topic has any, else delayed ones (earliest due
-	// first). It returns how many moved.
+	// Kick moves up to p.Max jobs of p.Topic to ready and returns how
+	// many moved. p.State chooses which: StateBuried only buried ones
+	// (oldest buried first), StateDelayed only delayed ones (earliest due
+	// first), "" beanstalkd's rule: buried ones if the topic has any, else
+	// delayed ones. Any other state kicks nothing.
 	Kick(ctx context.Context, p KickParams) (int, error)
 
 	// KickJob moves one buried or delayed job to ready. Any other state:
@@ -370,6 +372,9 @@ type BuryParams struct {
 type KickParams struct {
 	Topic string
 	Max   int
+	// State is the state kicked: delayq.StateBuried, delayq.StateDelayed,
+	// or "" for beanstalkd's rule (buried if any, else delayed).
+	State delayq.State
 	Now   time.Time
 }
 

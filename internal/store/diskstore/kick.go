@@ -4,18 +4,30 @@ import (
 	"context"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/store"
 )
 
-// Kick implements store.Store. It walks the topic's buried index, or its
-// delayed index when nothing is buried, on disk: kicks are operator
-// commands, rare enough that keeping buried jobs in memory would not pay.
+// Kick implements store.Store. It walks the topic's buried or delayed
+// index (p.State; for "" buried when the topic has any) on disk: kicks
+// are operator commands, rare enough that keeping buried jobs in memory
+// would not pay.
 func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
 	n := 0
 	err := s.write(ctx, "kick", func(t *txn) error {
-		st := stDelayed
-		if tp := s.topics[p.Topic]; tp != nil && tp.buried > 0 {
+		var st byte
+		switch p.State {
+		case delayq.StateBuried:
 			st = stBuried
+		case delayq.StateDelayed:
+			st = stDelayed
+		case "":
+			st = stDelayed
+			if tp := s.topics[p.Topic]; tp != nil && tp.buried > 0 {
+				st = stBuried
+			}
+		default:
+			return nil
 		}
 		ids, err := s.scanIDs(stateIndexPrefix(p.Topic, st), p.Max)
 		if err != nil {

@@ -296,9 +296,14 @@ func (s *Store) Kick(_ context.Context, p store.KickParams) (int, error) {
 	in := func(st delayq.State) []*delayq.Job {
 		return s.sorted(func(j *delayq.Job) bool { return j.Topic == p.Topic && j.State == st })
 	}
-	jobs := in(delayq.StateBuried)
-	if len(jobs) == 0 {
-		jobs = in(delayq.StateDelayed)
+	var jobs []*delayq.Job
+	switch p.State {
+	case delayq.StateBuried, delayq.StateDelayed:
+		jobs = in(p.State)
+	case "":
+		if jobs = in(delayq.StateBuried); len(jobs) == 0 {
+			jobs = in(delayq.StateDelayed)
+		}
 	}
 	n := 0
 	for _, j := range jobs {

@@ -258,17 +258,20 @@ func (s *Store) Bury(ctx context.Context, p store.BuryParams) (*delayq.Job, erro
 
 // Kick implements store.Store.
 func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
-	if p.Max <= 0 {
+	if p.Max <= 0 || (p.State != "" && p.State != delayq.StateBuried && p.State != delayq.StateDelayed) {
 		return 0, s.check()
 	}
 	now := s.at(p.Now)
 	n := 0
 	err := s.tx(ctx, "kick", func(tx pgx.Tx) error {
-		jobs, err := queryJobs(ctx, tx, s.q.kickBuried, p.Topic, p.Max)
-		if err != nil {
-			return err
+		var jobs []*delayq.Job
+		var err error
+		if p.State != delayq.StateDelayed { // buried, or "" (beanstalkd's rule: buried first)
+			if jobs, err = queryJobs(ctx, tx, s.q.kickBuried, p.Topic, p.Max); err != nil {
+				return err
+			}
 		}
-		if len(jobs) == 0 {
+		if p.State == delayq.StateDelayed || (p.State == "" && len(jobs) == 0) {
 			if jobs, err = queryJobs(ctx, tx, s.q.kickDelayed, p.Topic, p.Max); err != nil {
 				return err
 			}

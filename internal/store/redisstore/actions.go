@@ -163,17 +163,19 @@ func (s *Store) KickJob(ctx context.Context, p store.KickJobParams) (*delayq.Job
 	return r.job, nil
 }
 
-// kickScript kicks up to n jobs of a topic: buried ones if any, else
-// delayed ones.
+// kickScript kicks up to n jobs of a topic: buried ones, delayed ones, or
+// (beanstalkd's rule) buried ones if any, else delayed ones.
 //
 //	KEYS[1..13] -> the topic's keys
 //	ARGV[1]    -> now (unix ms)
 //	ARGV[2]    -> most jobs to kick
+//	ARGV[3]    -> "buried", "delayed", or "" for buried if any, else delayed
 //	Returns:   how many moved
 var kickScript = newScript(`
-local now, max = ARGV[1], tonumber(ARGV[2])
-local members = redis.call('ZRANGE', K_BURIED, 0, max - 1)
-if #members == 0 then members = redis.call('ZRANGE', K_DELAYED, 0, max - 1) end
+local now, max, which = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local members = {}
+if which ~= 'delayed' then members = redis.call('ZRANGE', K_BURIED, 0, max - 1) end
+if which == 'delayed' or (which == '' and #members == 0) then members = redis.call('ZRANGE', K_DELAYED, 0, max - 1) end
 if #members > 0 then now = fmt(clock(now)) end
 for _, m in ipairs(members) do
   local seq = unpad(m)
@@ -191,13 +193,13 @@ func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
 	if err := s.check(); err != nil {
 		return 0, err
 	}
-	if p.Max <= 0 {
+	if p.Max <= 0 || (p.State != "" && p.State != delayq.StateBuried && p.State != delayq.StateDelayed) {
 		return 0, nil
 	}
 	var n int64
 	var serr error
 	err := s.acked(ctx, "kick", func(c rueidis.Client) error {
-		n, serr = kickScript.Exec(ctx, c, s.k.topic(p.Topic).slice(), []string{msString(p.Now), strconv.Itoa(p.Max)}).AsInt64()
+		n, serr = kickScript.Exec(ctx, c, s.k.topic(p.Topic).slice(), []string{msString(p.Now), strconv.Itoa(p.Max), string(p.State)}).AsInt64()
 		return serr
 	})
 	if serr != nil {

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"hash/crc32"
 	"slices"
 	"strconv"
@@ -113,6 +114,7 @@ return redis.call('DEL', KEYS[1])
 // round heartbeats and brings the held buckets to this instance's share.
 func (l *leases) round(ctx context.Context) error {
 	start := time.Now()
+	before := l.held()
 	live, err := l.heartbeat(ctx, start)
 	if err != nil {
 		return err
@@ -128,6 +130,7 @@ func (l *leases) round(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	l.logChange(before, gained, live)
 	l.mu.Lock()
 	l.renewed = start
 	sweepAll := time.Since(l.lastSweep) > sweepEvery
@@ -145,6 +148,26 @@ func (l *leases) round(ctx context.Context) error {
 		l.s.fan.send(dueNow().toStore())
 	}
 	return nil
+}
+
+// logChange logs, once per round that changed them, the timer buckets
+// this instance gained (another's ran out or were handed back) and lost
+// (shed to a new instance, or run out while Redis was away), so an
+// operator can follow which instance fires which jobs.
+func (l *leases) logChange(before, gained []int, live int) {
+	now := l.held()
+	var lost []int
+	for _, b := range before {
+		if !slices.Contains(now, b) {
+			lost = append(lost, b)
+		}
+	}
+	if len(gained) == 0 && len(lost) == 0 {
+		return
+	}
+	gained = slices.Sorted(slices.Values(gained))
+	l.s.log.Info("redisstore: timer buckets changed hands", "instance", l.s.opt.InstanceID,
+		"gained", fmt.Sprint(gained), "lost", fmt.Sprint(lost), "held", len(now), "instances", live)
 }
 
 // heartbeat records this instance as live and returns how many are.

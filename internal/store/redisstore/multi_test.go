@@ -1,10 +1,14 @@
 package redisstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -294,4 +298,42 @@ func soakRound(t *testing.T, stores []*Store, round int) int {
 		t.Errorf("round %d: reserved %d distinct jobs, want %d", round, len(held), jobs)
 	}
 	return moved
+}
+
+// syncBuffer is a log destination read while instances write to it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestLeaseChangesAreLogged: an instance logs at INFO, naming them, the
+// timer buckets it takes and the ones it hands to a new instance.
+func TestLeaseChangesAreLogged(t *testing.T) {
+	addrs := redisAddrs(t, "DELAYQ_TEST_REDIS")
+	var logs syncBuffer
+	opt := Options{Buckets: 4, LeaseTTL: 600 * time.Millisecond, Prefix: "t" + nonce(), InstanceID: "first",
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+	a := openStore(t, addrs, opt)
+	t.Cleanup(func() { a.Close() })
+	waitFor(t, 5*time.Second, "first instance logs taking every bucket", func() bool {
+		return strings.Contains(logs.String(), `level=INFO msg="redisstore: timer buckets changed hands" instance=first gained="[0 1 2 3]" lost=[] held=4`)
+	})
+	opt.InstanceID, opt.Logger = "second", nil
+	b := openStore(t, addrs, opt)
+	t.Cleanup(func() { b.Close() })
+	waitFor(t, 5*time.Second, "first instance logs handing two buckets over", func() bool {
+		return regexp.MustCompile(`msg="redisstore: timer buckets changed hands" instance=first gained=\[\] lost="\[\d \d\]" held=2 instances=2`).MatchString(logs.String())
+	})
 }

@@ -35,9 +35,15 @@ func kicked(j *delayq.Job, now time.Time) *delayq.Job {
 
 func (h *harness) kick(topic string, limit int, now time.Time) int {
 	h.t.Helper()
-	n, err := h.s.Kick(h.ctx, store.KickParams{Topic: topic, Max: limit, Now: now})
+	return h.kickState(topic, limit, "", now)
+}
+
+// kickState kicks with p.State = state.
+func (h *harness) kickState(topic string, limit int, state delayq.State, now time.Time) int {
+	h.t.Helper()
+	n, err := h.s.Kick(h.ctx, store.KickParams{Topic: topic, Max: limit, State: state, Now: now})
 	if err != nil {
-		h.t.Fatalf("Kick(%s, %d) = %v", topic, limit, err)
+		h.t.Fatalf("Kick(%s, %d, %q) = %v", topic, limit, state, err)
 	}
 	return n
 }
@@ -75,6 +81,39 @@ func testKick(t *testing.T, f Factory) {
 		check(t, "Kick(t, 10)", h.kick("t", 10, now), 1)
 		check(t, "Kick(t, 10) with nothing to kick", h.kick("t", 10, now), 0)
 		check(t, "Kick(unknown, 10)", h.kick("unknown", 10, now), 0)
+	})
+	// An operator's "retry what failed" must never fire a job due later,
+	// and firing delayed jobs early must never revive buried ones.
+	t.Run("BuriedOnly", func(t *testing.T) {
+		h := open(t, f)
+		d := delayed("d", "t", 100)
+		h.put(d)
+		now := at(50)
+		check(t, "Kick(t, 10, buried) with only a delayed job", h.kickState("t", 10, delayq.StateBuried, now), 0)
+		check(t, "Get(d)", h.get(delayq.Ref{ID: "d"}), d)
+		b1 := h.buryAt("b1", "t", at(10))
+		b2 := h.buryAt("b2", "t", at(20))
+		check(t, "Kick(t, 1, buried)", h.kickState("t", 1, delayq.StateBuried, now), 1)
+		check(t, "Get(b1)", h.get(delayq.Ref{ID: "b1"}), kicked(b1, now))
+		check(t, "Kick(t, 10, buried)", h.kickState("t", 10, delayq.StateBuried, now), 1)
+		check(t, "Get(b2)", h.get(delayq.Ref{ID: "b2"}), kicked(b2, now))
+		check(t, "Get(d)", h.get(delayq.Ref{ID: "d"}), d)
+	})
+	t.Run("DelayedOnly", func(t *testing.T) {
+		h := open(t, f)
+		b := h.buryAt("b", "t", at(10))
+		d2, d1 := delayed("d2", "t", 2000), delayed("d1", "t", 1000)
+		h.put(d2, d1)
+		now := at(50)
+		check(t, "Kick(t, 1, delayed) with a buried job", h.kickState("t", 1, delayq.StateDelayed, now), 1)
+		check(t, "Get(d1)", h.get(delayq.Ref{ID: "d1"}), kicked(d1, now))
+		check(t, "Get(d2)", h.get(delayq.Ref{ID: "d2"}), d2)
+		check(t, "Get(b)", h.get(delayq.Ref{ID: "b"}), b)
+		check(t, "Kick(t, 10, delayed)", h.kickState("t", 10, delayq.StateDelayed, now), 1)
+		check(t, "Kick(t, 10, delayed) with none delayed", h.kickState("t", 10, delayq.StateDelayed, now), 0)
+		check(t, "Get(b)", h.get(delayq.Ref{ID: "b"}), b)
+		check(t, "Kick(t, 10, ready)", h.kickState("t", 10, delayq.StateReady, now), 0)
+		check(t, "Get(b)", h.get(delayq.Ref{ID: "b"}), b)
 	})
 }
 

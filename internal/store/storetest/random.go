@@ -421,6 +421,7 @@ func (rr *randomRun) deleteWith(p store.DeleteParams) (string, any, any, error, 
 
 func (rr *randomRun) kick() (string, any, any, error, error) {
 	p := store.KickParams{Topic: rr.topic(), Max: 1 + rr.r.IntN(3), Now: rr.now}
+	p.State = []delayq.State{"", delayq.StateBuried, delayq.StateDelayed}[rr.r.IntN(3)]
 	sut, sutErr := rr.h.s.Kick(rr.h.ctx, p)
 	model, modelErr := rr.model.Kick(rr.h.ctx, p)
 	return fmt.Sprintf("(%s, %d)", p.Topic, p.Max), sut, model, sutErr, modelErr

@@ -866,7 +866,7 @@ func (x *FinishRequest) GetReservation() string {
 	return ""
 }
 
-// FinishResponse is the job as it was.
+// FinishResponse is the job as it now is: finished.
 type FinishResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Job           *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
@@ -1550,7 +1550,11 @@ type KickTopicRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
 	// 0 to 4,294,967,295 (0 kicks nothing).
-	N             int64 `protobuf:"varint,2,opt,name=n,proto3" json:"n,omitempty"`
+	N int64 `protobuf:"varint,2,opt,name=n,proto3" json:"n,omitempty"`
+	// What to kick: "buried" (also when empty) retries failed jobs only;
+	// "delayed" fires jobs due later at once. Any other value is
+	// INVALID_ARGUMENT.
+	State         string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1599,8 +1603,15 @@ func (x *KickTopicRequest) GetN() int64 {
 	return 0
 }
 
-// KickTopicResponse says how many jobs moved and which kind: "buried"
-// when the topic had buried jobs, else "delayed".
+func (x *KickTopicRequest) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+// KickTopicResponse says how many jobs moved and which kind: "buried" or
+// "delayed", as the request chose.
 type KickTopicResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Kicked        int64                  `protobuf:"varint,1,opt,name=kicked,proto3" json:"kicked,omitempty"`
@@ -2277,10 +2288,11 @@ const file_delayq_v1_delayq_proto_rawDesc = "" +
 	"\vKickRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"0\n" +
 	"\fKickResponse\x12 \n" +
-	"\x03job\x18\x01 \x01(\v2\x0e.delayq.v1.JobR\x03job\"6\n" +
+	"\x03job\x18\x01 \x01(\v2\x0e.delayq.v1.JobR\x03job\"L\n" +
 	"\x10KickTopicRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\f\n" +
-	"\x01n\x18\x02 \x01(\x03R\x01n\"A\n" +
+	"\x01n\x18\x02 \x01(\x03R\x01n\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\"A\n" +
 	"\x11KickTopicResponse\x12\x16\n" +
 	"\x06kicked\x18\x01 \x01(\x03R\x06kicked\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\"\x1c\n" +

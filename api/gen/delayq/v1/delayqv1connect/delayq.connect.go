@@ -96,7 +96,8 @@ type DelayQServiceClient interface {
 	// given back at no cost of an attempt.
 	Reserve(context.Context, *connect.Request[v1.ReserveRequest]) (*connect.Response[v1.ReserveResponse], error)
 	// Finish ends a reserved job: the consumer is done with it (HTTP: POST
-	// /v1/jobs/{id}/finish).
+	// /v1/jobs/{id}/finish). It is idempotent while the job is retained
+	// (--retain): a finish sent again with the same reservation succeeds.
 	Finish(context.Context, *connect.Request[v1.FinishRequest]) (*connect.Response[v1.FinishResponse], error)
 	// FinishBatch finishes up to 1,000 reserved jobs in one durable write;
 	// each entry succeeds or fails alone (HTTP: POST /v1/jobs/finish).
@@ -113,8 +114,9 @@ type DelayQServiceClient interface {
 	// Kick moves one buried or delayed job to ready (HTTP: POST
 	// /v1/jobs/{id}/kick).
 	Kick(context.Context, *connect.Request[v1.KickRequest]) (*connect.Response[v1.KickResponse], error)
-	// KickTopic moves up to n buried jobs of a topic to ready, or delayed
-	// ones when it has none buried (HTTP: POST /v1/topics/{topic}/kick).
+	// KickTopic retries up to n buried jobs of a topic (moves them to
+	// ready), or with state "delayed" fires up to n delayed jobs early; it
+	// never fires delayed jobs unasked (HTTP: POST /v1/topics/{topic}/kick).
 	KickTopic(context.Context, *connect.Request[v1.KickTopicRequest]) (*connect.Response[v1.KickTopicResponse], error)
 	// Get reads a job (HTTP: GET /v1/jobs/{id}).
 	Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error)
@@ -330,7 +332,8 @@ type DelayQServiceHandler interface {
 	// given back at no cost of an attempt.
 	Reserve(context.Context, *connect.Request[v1.ReserveRequest]) (*connect.Response[v1.ReserveResponse], error)
 	// Finish ends a reserved job: the consumer is done with it (HTTP: POST
-	// /v1/jobs/{id}/finish).
+	// /v1/jobs/{id}/finish). It is idempotent while the job is retained
+	// (--retain): a finish sent again with the same reservation succeeds.
 	Finish(context.Context, *connect.Request[v1.FinishRequest]) (*connect.Response[v1.FinishResponse], error)
 	// FinishBatch finishes up to 1,000 reserved jobs in one durable write;
 	// each entry succeeds or fails alone (HTTP: POST /v1/jobs/finish).
@@ -347,8 +350,9 @@ type DelayQServiceHandler interface {
 	// Kick moves one buried or delayed job to ready (HTTP: POST
 	// /v1/jobs/{id}/kick).
 	Kick(context.Context, *connect.Request[v1.KickRequest]) (*connect.Response[v1.KickResponse], error)
-	// KickTopic moves up to n buried jobs of a topic to ready, or delayed
-	// ones when it has none buried (HTTP: POST /v1/topics/{topic}/kick).
+	// KickTopic retries up to n buried jobs of a topic (moves them to
+	// ready), or with state "delayed" fires up to n delayed jobs early; it
+	// never fires delayed jobs unasked (HTTP: POST /v1/topics/{topic}/kick).
 	KickTopic(context.Context, *connect.Request[v1.KickTopicRequest]) (*connect.Response[v1.KickTopicResponse], error)
 	// Get reads a job (HTTP: GET /v1/jobs/{id}).
 	Get(context.Context, *connect.Request[v1.GetRequest]) (*connect.Response[v1.GetResponse], error)
