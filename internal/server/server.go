@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -164,18 +163,16 @@ func (s *Server) Start(ctx context.Context) error {
 }
 
 // storeAttr names the store the server uses, for its start log: the
-// Redis it serves from (its address, no password), or the data directory
-// (which a Redis-backed server ignores, so it must not be named then).
+// Redis or Postgres it serves from (no password), or the data directory
+// (which the shared stores ignore, so it must not be named then).
 func (s *Server) storeAttr() slog.Attr {
-	if s.cfg.Redis == "" {
-		return slog.Group("store", "kind", "disk", "data_dir", s.cfg.DataDir)
+	switch {
+	case s.cfg.Redis != "":
+		return slog.Group("store", "kind", "redis", "redis", redact.String(s.cfg.Redis), "prefix", s.cfg.RedisPrefix)
+	case s.cfg.Postgres != "":
+		return slog.Group("store", "kind", "postgres", "postgres", redact.String(s.cfg.Postgres), "schema", s.cfg.PostgresSchema)
 	}
-	where := s.cfg.Redis
-	if i := strings.LastIndexByte(where, '@'); i >= 0 { // a password stays out of logs
-		scheme, _, _ := strings.Cut(where, "://")
-		where = scheme + "://" + where[i+1:]
-	}
-	return slog.Group("store", "kind", "redis", "redis", where, "prefix", s.cfg.RedisPrefix)
+	return slog.Group("store", "kind", "disk", "data_dir", s.cfg.DataDir)
 }
 
 // openInterruptible runs open (a store's open, which may take long: a
