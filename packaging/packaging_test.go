@@ -203,7 +203,7 @@ func need(t *testing.T, tool, pkg string) string {
 
 // TestContainerImage builds the Containerfile from the release's context
 // with podman, for both architectures, and checks the image without
-// running it: entrypoint, user, ports, volume, and the files (the
+// running it: entrypoint, user, ports, volume, version label, and the files (the
 // entrypoint is the release binary, byte for byte; CA certificates; the
 // user in /etc/passwd; no shell).
 func TestContainerImage(t *testing.T) {
@@ -212,7 +212,7 @@ func TestContainerImage(t *testing.T) {
 	for _, arch := range []string{"amd64", "arm64"} {
 		t.Run(arch, func(t *testing.T) {
 			tag := fmt.Sprintf("localhost/delayq-test:%s-%d", arch, os.Getpid())
-			build := exec.Command(podman, "build", "--platform", "linux/"+arch, "-f", "../Containerfile", "-t", tag, filepath.Join(dir, "container"))
+			build := exec.Command(podman, "build", "--platform", "linux/"+arch, "-f", "../Containerfile", "--build-arg", "VERSION="+testVersion, "-t", tag, filepath.Join(dir, "container"))
 			if out, err := build.CombinedOutput(); err != nil {
 				t.Fatalf("podman build: %v\n%s", err, out)
 			}
@@ -231,6 +231,7 @@ func TestContainerImage(t *testing.T) {
 					ExposedPorts map[string]struct{}
 					Volumes      map[string]struct{}
 					WorkingDir   string
+					Labels       map[string]string
 				}
 			}
 			if err := json.Unmarshal(out, &images); err != nil || len(images) != 1 {
@@ -242,6 +243,9 @@ func TestContainerImage(t *testing.T) {
 			}
 			if got := strings.Join(img.Config.Entrypoint, " "); got != "/usr/local/bin/delayq" {
 				t.Errorf("entrypoint %q, want /usr/local/bin/delayq", got)
+			}
+			if got := img.Config.Labels["org.opencontainers.image.version"]; got != testVersion {
+				t.Errorf("label org.opencontainers.image.version %q, want %s (--build-arg VERSION)", got, testVersion)
 			}
 			if img.Config.User != "65532:65532" {
 				t.Errorf("user %q, want 65532:65532 (delayq, not root)", img.Config.User)

@@ -9,9 +9,12 @@
 #                                           the binaries, CA certificates, a
 #                                           passwd/group with the delayq user,
 #                                           the image's config file
-# Then, for an image: podman build -f Containerfile -t delayq:VERSION dist/container
+# Then, for an image:
+#   podman build -f Containerfile --build-arg VERSION=$(cat dist/VERSION) -t delayq:$(cat dist/VERSION) dist/container
 #
-# VERSION defaults to `git describe --tags --always --dirty`; PLATFORMS to
+# VERSION defaults to the repository's VERSION file (the version every
+# build from source reports too, see CHANGELOG.md); set it to name a
+# build more exactly (e.g. VERSION=$(git describe --tags --dirty)). PLATFORMS to
 # "linux/amd64 linux/arm64". Needs Go and git; the CA bundle comes from
 # /etc/ssl/certs/ca-certificates.crt (Debian's ca-certificates) or CA_BUNDLE.
 set -euo pipefail
@@ -21,7 +24,11 @@ platforms="${PLATFORMS:-linux/amd64 linux/arm64}"
 ca_bundle="${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
 
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
-version="${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}"
+version="${VERSION:-$(tr -d '[:space:]' < VERSION)}"
+if [ -z "$version" ]; then
+  echo "release: no version: the VERSION file is empty and VERSION is not set" >&2
+  exit 1
+fi
 commit_time=$(TZ=UTC git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd 2>/dev/null || echo unknown)
 modified=false
 if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
@@ -51,3 +58,4 @@ cp "$ca_bundle" "$out/container/ca-certificates.crt"
 cp packaging/container/passwd packaging/container/group packaging/container/delayq.toml "$out/container/"
 mkdir -p "$out/container/data"
 echo "release: $out/ ($(cd "$out" && ls delayq-* | tr '\n' ' '))" >&2
+echo "release: image: podman build -f Containerfile --build-arg VERSION=$version -t delayq:$version $out/container" >&2

@@ -1,5 +1,6 @@
-// Package buildinfo says which delayq a binary is: the module version and
-// the commit it was built from, as the Go toolchain recorded them. An
+// Package buildinfo says which delayq a binary is: the release version of
+// its source tree (the repository's VERSION file, delayq.Version) and the
+// commit it was built from, as the Go toolchain recorded it. An
 // operator reporting a bug, or comparing the instances of a deployment,
 // needs this without access to the build, so it is printed by
 // `delayq --version` and exported as the delayq_build_info metric.
@@ -10,6 +11,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+
+	"github.com/delayq/delayq"
 )
 
 // unknown stands for a field the build did not record (go run, a test
@@ -18,7 +21,7 @@ const unknown = "unknown"
 
 // Info is what the toolchain recorded about this build.
 type Info struct {
-	Version   string // module version: a tag, a pseudo-version, or "(devel)"
+	Version   string // release version: VERSION file or a release stamp, e.g. v0.9.0
 	Revision  string // VCS commit, or "unknown"
 	Time      string // commit time (RFC 3339), or "unknown"
 	Modified  bool   // the work tree had uncommitted changes
@@ -29,9 +32,10 @@ type Info struct {
 //
 //	-ldflags "-X github.com/delayq/delayq/internal/buildinfo.version=v1.2.0 ..."
 //
-// They win over what the toolchain recorded: a release is built from a
-// tag that `go build` does not turn into the module version, and may be
-// built where VCS stamping is off (GOFLAGS=-buildvcs=false, a tarball).
+// They win over what the toolchain recorded, and the version over the
+// VERSION file: a release may be built where VCS stamping is off
+// (GOFLAGS=-buildvcs=false, a tarball), and a release script may name a
+// build more exactly than the file (git describe's v0.9.0-3-g0a1b2c3).
 var (
 	version    string // e.g. v1.2.0, or git describe's v1.2.0-3-g0a1b2c3
 	revision   string // full commit hash
@@ -45,7 +49,18 @@ func Read() Info {
 	if !ok {
 		bi = nil
 	}
-	return stamp(from(bi), version, revision, commitTime, modified)
+	return stamp(fromSource(from(bi), delayq.Version), version, revision, commitTime, modified)
+}
+
+// fromSource sets the version to the source tree's (the VERSION file)
+// when there is one. The toolchain's module version is no use here: a
+// build from a checkout records "(devel)" or a v0.0.0 pseudo-version,
+// which says nothing a user can pin; the commit stays in Revision.
+func fromSource(i Info, v string) Info {
+	if v != "" {
+		i.Version = v
+	}
+	return i
 }
 
 // stamp overrides i with the release build's -X values that are set.
@@ -93,10 +108,16 @@ func from(bi *debug.BuildInfo) Info {
 //
 //	delayq v1.2.0 (revision 0a1b2c3d4e5f, 2026-11-24T00:00:00Z) go1.26.8
 //
-// with ", modified" after the time when the tree had uncommitted changes.
+// with ", modified" after the time when the tree had uncommitted changes,
+// and "(devel, revision unknown, ...)" when no commit was recorded (go
+// run, a tarball build): the version alone would pass it for a release.
 func (i Info) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "delayq %s (revision %s, %s", i.Version, short(i.Revision), i.Time)
+	b.WriteString("delayq " + i.Version + " (")
+	if i.Revision == unknown {
+		b.WriteString("devel, ")
+	}
+	fmt.Fprintf(&b, "revision %s, %s", short(i.Revision), i.Time)
 	if i.Modified {
 		b.WriteString(", modified")
 	}

@@ -1,8 +1,11 @@
 package buildinfo
 
 import (
+	"os"
+	"regexp"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"testing"
 )
 
@@ -36,7 +39,7 @@ func TestFromMissingBuild(t *testing.T) {
 	if got := from(&debug.BuildInfo{}); got != want {
 		t.Errorf("from(empty) = %+v, want %+v", got, want)
 	}
-	if s, want := from(nil).String(), "delayq unknown (revision unknown, unknown) "+runtime.Version(); s != want {
+	if s, want := from(nil).String(), "delayq unknown (devel, revision unknown, unknown) "+runtime.Version(); s != want {
 		t.Errorf("String() = %q, want %q", s, want)
 	}
 }
@@ -59,5 +62,48 @@ func TestStamp(t *testing.T) {
 	}
 	if got := stamp(recorded, "", "", "", ""); got != recorded {
 		t.Errorf("stamp() with nothing stamped = %+v, want the record %+v", got, recorded)
+	}
+}
+
+// versionFile is the repository's VERSION file, read as a user would.
+func versionFile(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../VERSION")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// A build from source (this test binary is one: no -ldflags stamp, no VCS
+// record) says the VERSION file's version, and marks itself as a
+// development build or names its commit.
+func TestVersionFromFile(t *testing.T) {
+	v := versionFile(t)
+	i := Read()
+	if i.Version != v {
+		t.Errorf("Read().Version = %q, want the VERSION file's %q", i.Version, v)
+	}
+	s := i.String()
+	if !strings.HasPrefix(s, "delayq "+v+" (") {
+		t.Errorf("--version prints %q, want it to start with %q", s, "delayq "+v+" (")
+	}
+	if !strings.Contains(s, "(devel, revision unknown") && !regexp.MustCompile(`\(revision [0-9a-f]{12}, `).MatchString(s) {
+		t.Errorf("--version prints %q, want a commit or the devel marker", s)
+	}
+}
+
+// semver is what a user pins: v, then MAJOR.MINOR.PATCH without leading
+// zeros (semver.org), with an optional pre-release.
+var semver = regexp.MustCompile(`^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$`)
+
+func TestVersionFileIsSemver(t *testing.T) {
+	if v := versionFile(t); !semver.MatchString(v) {
+		t.Errorf("VERSION holds %q, want a semantic version such as v0.9.0", v)
+	}
+	for _, bad := range []string{"", "0.9.0", "v0.9", "v01.9.0", "v0.9.0 ", "v0.9.0\nv1"} {
+		if semver.MatchString(bad) {
+			t.Errorf("semver accepts %q", bad)
+		}
 	}
 }

@@ -138,7 +138,7 @@ func New(topics func(context.Context) ([]delayq.TopicStats, error)) *Metrics {
 func buildInfo(i buildinfo.Info) prometheus.Collector {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "delayq_build_info",
-		Help: "Always 1; the labels name the build: module version, VCS revision, Go version.",
+		Help: "Always 1; the labels name the build: release version (the VERSION file), VCS revision, Go version.",
 	}, []string{"version", "revision", "goversion"})
 	g.WithLabelValues(i.Version, i.Revision, i.GoVersion).Set(1)
 	return g

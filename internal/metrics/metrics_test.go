@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,12 @@ func TestBuildInfo(t *testing.T) {
 			labels[l.GetName()] = l.GetValue()
 		}
 		wantLabels := map[string]string{"version": want.Version, "revision": want.Revision, "goversion": want.GoVersion}
+		// The version a user pins: the repository's VERSION file.
+		if file, err := os.ReadFile("../../VERSION"); err != nil {
+			t.Fatal(err)
+		} else if v := strings.TrimSpace(string(file)); labels["version"] != v {
+			t.Errorf("delayq_build_info label version = %q, want the VERSION file's %q", labels["version"], v)
+		}
 		for k, v := range wantLabels {
 			if labels[k] != v {
 				t.Errorf("delayq_build_info label %s = %q, want %q", k, labels[k], v)
