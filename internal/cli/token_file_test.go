@@ -145,7 +145,10 @@ func TestTokenWriteFailureKeepsFile(t *testing.T) {
 	} else {
 		// root writes anywhere: run the command as nobody, for whom the
 		// directory is read-only.
-		for _, d := range []string{filepath.Dir(dir)} {
+		// The test binary sits in a directory only root may enter: run a
+		// copy from one nobody may.
+		bin := t.TempDir()
+		for _, d := range []string{filepath.Dir(dir), bin} {
 			if err := os.Chmod(d, 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -158,7 +161,15 @@ func TestTokenWriteFailureKeepsFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(self, "token", "add", "ops", "-s", "admin", "--file", path)
+		exe, err := os.ReadFile(self)
+		if err != nil {
+			t.Fatal(err)
+		}
+		copied := filepath.Join(bin, "delayq")
+		if err := os.WriteFile(copied, exe, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(copied, "token", "add", "ops", "-s", "admin", "--file", path)
 		cmd.Env = append(os.Environ(), asDelayq+"=1")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 		var eb bytes.Buffer
