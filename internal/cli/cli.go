@@ -55,7 +55,7 @@ type root struct {
 	Backup  backupCmd  `cmd:"" help:"Copy a running server's embedded store into a new data directory."`
 	Repair  repairCmd  `cmd:"" help:"Salvage a damaged embedded store of a stopped server: keep every readable job, keep the original."`
 	Bench   benchCmd   `cmd:"" help:"Measure a delayq or beanstalkd server: put, reserve+delete, firing lateness."`
-	Token   tokenCmd   `cmd:"" help:"Make a new random token and print the hashed entry for --auth-file."`
+	Token   tokenCmd   `cmd:"" help:"Make tokens and keep the --auth-file: add, remove, list (delayq token NAME only prints an entry)."`
 	Migrate migrateCmd `cmd:"" help:"Create or upgrade the PostgreSQL schema of --postgres, or --print its SQL for a DBA."`
 
 	// Periodic jobs and topic controls (schedules.go, pause.go, policy.go).
