@@ -36,7 +36,7 @@ func sstBytes(t *testing.T, dir string) int64 {
 // store flushes and compacts their records away on its own, so the
 // sstables shrink to well under the jobs' bodies without any further
 // call. (With reclaimAfter -1, the code before the reclaim, the
-// sstables still held 22 MB of the 38 MB 10 s later.)
+// sstables still held 22 MB of the 31 MB 10 s later.)
 func TestExpiryGivesDiskBack(t *testing.T) {
 	ctx := t.Context()
 	dir := t.TempDir()
