@@ -94,6 +94,11 @@ type Options struct {
 	// pebbleFS is the filesystem Pebble writes through: fs wrapped so
 	// that an ENOSPC releases the ballast (set by Open).
 	pebbleFS vfs.FS
+	// reclaimAfter and reclaimEvery, in tests, replace
+	// defaultReclaimAfter and defaultReclaimEvery (reclaim.go); a
+	// negative reclaimAfter turns reclaims off.
+	reclaimAfter int
+	reclaimEvery time.Duration
 	// pebbleEvents, in tests, hears Pebble's events (flushes, compactions).
 	pebbleEvents *pebble.EventListener
 	// pebbleOpened, in tests, is called when pebble.Open has returned,
@@ -189,6 +194,7 @@ type Store struct {
 	ballast   *ballast                  // headroom released when the disk is full (ballast.go)
 	recBuf    []byte                    // scratch for encoding records (txn.stage); guarded by mu
 	exp       expiry                    // what memory knows of the retained jobs' expiry index (retain.go); guarded by mu
+	reclaim   reclaimer                 // flushes and compactions after expiry (reclaim.go)
 	txnBatch  *pebble.Batch             // an empty batch for the next txn, or nil; guarded by mu
 	txnFree   *txn                      // the txn the last transition released, for the next; guarded by mu
 	topicBuf  []*topic                  // scratch for serving; guarded by mu

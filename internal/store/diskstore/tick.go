@@ -29,7 +29,7 @@ func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult
 	}
 	res := &store.TickResult{Ready: map[string]int{}}
 	var now time.Time
-	_, err := s.stage(ctx, func(t *txn) error {
+	g, err := s.stage(ctx, func(t *txn) error {
 		now = s.clock.At(p.Now)
 		if err := s.expire(t, now, limit, res); err != nil {
 			return err
@@ -51,6 +51,9 @@ func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult
 	})
 	if err != nil {
 		return nil, err
+	}
+	if res.Expired > 0 {
+		s.noteExpired(g, res.Expired)
 	}
 	// Memory shows what is left. Unlike a read, this waits for no group:
 	// the next due time is the timer's own business.
