@@ -21,9 +21,12 @@ import (
 // the job records' key range (the J keys: ids are random, so the
 // expired records are spread over all of it). Rate-limited: at most one
 // such reclaim in flight, at most one every reclaimEvery, and only
-// after reclaimAfter expired jobs since the last one. A compaction of
-// the J range rewrites the live records too, so its cost grows with the
-// store; the limits bound how often that is paid.
+// after reclaimAfter expired jobs since the last one, and at least a
+// quarter as many as the store holds live. A compaction of the J range
+// rewrites the live records too, so its cost grows with the store: the
+// relative bound makes each reclaim free at least a fifth of what it
+// rewrites, so a store of millions of far-future jobs is not rewritten
+// every minute for the thousand retained jobs that expired beside it.
 
 const (
 	// defaultReclaimAfter is how many retained jobs Tick must have
@@ -59,9 +62,33 @@ func (s *Store) noteExpired(g *group, n int) {
 		r.mu.Unlock()
 		return
 	}
+	pending := r.pending
+	r.mu.Unlock()
+	// Rare (at most once per reclaimAfter expiries and reclaimEvery), so
+	// the walk over the topics' counters costs nothing that matters.
+	if live := s.liveJobs(); pending < live/4 {
+		return
+	}
+	r.mu.Lock()
+	if r.running {
+		r.mu.Unlock()
+		return
+	}
 	r.running, r.pending, r.last = true, 0, now
 	r.mu.Unlock()
 	go s.runReclaim(g)
+}
+
+// liveJobs is how many live jobs the store holds, from the topics'
+// counters.
+func (s *Store) liveJobs() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, t := range s.topics {
+		n += t.delayed + t.ready + t.reserved + t.buried
+	}
+	return n
 }
 
 // runReclaim waits for the removals in g to reach Pebble, then flushes

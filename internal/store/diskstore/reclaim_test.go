@@ -99,3 +99,50 @@ func TestExpiryGivesDiskBack(t *testing.T) {
 		time.Sleep(20 * time.Millisecond) // polling the directory, bounded by deadline
 	}
 }
+
+// TestReclaimWaitsForAQuarterOfTheLive: a reclaim rewrites the live
+// records too, so a few expired jobs beside many live ones start none;
+// once the expired jobs since the last reclaim reach a quarter of the
+// live ones, one starts.
+func TestReclaimWaitsForAQuarterOfTheLive(t *testing.T) {
+	ctx := t.Context()
+	clock := &fakeClock{now: t0}
+	s := openAt(t, t.TempDir(), Options{MinFree: -1,
+		Retention:    store.Retention{For: time.Second, Now: clock.Now},
+		reclaimAfter: 1, reclaimEvery: time.Nanosecond})
+	defer func() { _ = s.Close() }()
+	job := func(id string) *delayq.Job {
+		return &delayq.Job{ID: id, Topic: "t", Body: []byte("x"), State: delayq.StateDelayed, TTR: time.Hour, Due: t0.Add(time.Hour), Created: t0}
+	}
+	for i := 0; i < 100; i++ {
+		mustPut(t, s, job(fmt.Sprintf("live-%d", i)))
+	}
+	started := func() bool {
+		s.reclaim.mu.Lock()
+		defer s.reclaim.mu.Unlock()
+		return !s.reclaim.last.IsZero()
+	}
+	expire := func(prefix string, n int, at time.Time) {
+		t.Helper()
+		for i := 0; i < n; i++ {
+			id := fmt.Sprintf("%s-%d", prefix, i)
+			mustPut(t, s, job(id))
+			if _, err := s.Delete(ctx, store.DeleteParams{Ref: delayq.Ref{ID: id}, Force: true, Now: clock.Now()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clock.set(at)
+		res, err := s.Tick(ctx, store.TickParams{Now: at, Max: 1000})
+		if err != nil || res.Expired != n {
+			t.Fatalf("Tick = %+v, %v; want %d expired", res, err, n)
+		}
+	}
+	expire("few", 10, t0.Add(2*time.Second))
+	if started() {
+		t.Fatal("10 expired jobs beside 100 live ones started a reclaim")
+	}
+	expire("more", 20, t0.Add(4*time.Second))
+	if !started() {
+		t.Fatal("30 expired jobs beside 100 live ones started no reclaim")
+	}
+}
