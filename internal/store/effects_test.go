@@ -82,7 +82,8 @@ func TestApplyRelease(t *testing.T) {
 			want := held(2, c.maxAttempts)
 			want.State, want.Due, want.Priority = c.state, c.due, c.priority
 			want.Reservation, want.Deadline = "", time.Time{}
-			want.Releases, want.Buries, want.Delay = 1, c.buries, c.p.Delay
+			// A release that buries counts as a bury only (docs/states.md).
+			want.Releases, want.Buries, want.Delay = 1-c.buries, c.buries, c.p.Delay
 			want.LastReason, want.LastFailed = c.p.Reason, now
 			expect(t, "ApplyRelease", j, want)
 		})
@@ -142,7 +143,8 @@ func TestApplyTimeout(t *testing.T) {
 		j := held(3, 3)
 		store.ApplyTimeout(j)
 		want := held(3, 3)
-		want.State, want.Due, want.Timeouts, want.Buries = delayq.StateBuried, ms(30_000), 1, 1
+		// A TTR expiry that buries counts as a bury only (docs/states.md).
+		want.State, want.Due, want.Timeouts, want.Buries = delayq.StateBuried, ms(30_000), 0, 1
 		want.LastReason, want.LastFailed = delayq.ReasonTTRExpired, ms(30_000)
 		want.Reservation, want.Deadline = "", time.Time{}
 		expect(t, "ApplyTimeout", j, want)

@@ -111,9 +111,10 @@ import (
 //   - Durations (TTR, Delay) are kept with millisecond precision too, and
 //     every comparison with Now uses the truncated values.
 //   - Reserve, ReserveJob: Attempts+1; Due unchanged.
-//   - Release: Releases+1, Delay = p.Delay, LastReason = p.Reason,
-//     LastFailed = p.Now; Due = p.Due when it goes ready or delayed; when
-//     buried instead, Buries+1 and Due = p.Now.
+//   - Release: Delay = p.Delay, LastReason = p.Reason, LastFailed =
+//     p.Now; when it goes ready or delayed, Releases+1 and Due = p.Due;
+//     when buried instead (attempts spent), Buries+1 (not Releases: each
+//     attempt counts once, by how it ended, docs/states.md) and Due = p.Now.
 //   - Bury: Buries+1, Due = p.Now, LastReason = p.Reason, LastFailed = p.Now.
 //   - GiveBack: ready, Attempts-1; nothing else (no Releases, Buries,
 //     LastReason or LastFailed change; Due and Priority unchanged).
@@ -121,9 +122,10 @@ import (
 //   - Update with a Due: Due = *p.Due, Delay = p.Delay. A non-nil empty Body
 //     replaces the body.
 //   - Tick, delayed → ready: Due unchanged (lateness = p.Now - Due).
-//   - Tick, TTR ran out: Timeouts+1, Due = LastFailed = the expired
-//     Deadline and LastReason = delayq.ReasonTTRExpired, whether the job
-//     goes ready or (attempts spent, also Buries+1) buried; with a backoff
+//   - Tick, TTR ran out: Due = LastFailed = the expired Deadline and
+//     LastReason = delayq.ReasonTTRExpired, whether the job goes ready
+//     (Timeouts+1) or, attempts spent, buried (Buries+1, not Timeouts);
+//     with a backoff
 //     for its topic in p.Backoff, a job that would go ready goes delayed
 //     instead, Due = the expired Deadline + BackoffDelay.
 //   - Reserve skips a topic while p.Now < PausedUntil. A pause stays (and
