@@ -20,7 +20,7 @@ type queries struct {
 	schema, jobs string
 
 	find, findRetained, getBySeq, getByID, save, remove, retain   string
-	reserve, putDelete, putSeqs, putInsert, putTaken              string
+	reserve, putDelete, putInsert, putTaken, publish              string
 	tickDelayed, tickReserved, tickExpire, tickNext               string
 	kickBuried, kickDelayed                                       string
 	pause, unpause, topics, topicStats, dueCounts                 string
@@ -51,11 +51,13 @@ func newQueries(schema string) queries {
 		WHERE NOT EXISTS (SELECT 1 FROM S.pauses p WHERE p.topic = tp.name AND p.until > $3)
 		ORDER BY x.priority, x.seq LIMIT $2`)
 	q.putDelete = t(`DELETE FROM S.jobs WHERE id = ANY($1) AND expires <= $2`)
-	q.putSeqs = t(`SELECT nextval('S.job_seq') FROM generate_series(1, $1)`)
+	// nextval runs per row in the order unnest gives them: the seqs
+	// follow the jobs' order in the put.
 	q.putInsert = t(`INSERT INTO S.jobs (seq, id, topic, state, priority, due, created, delay_ms, ttr_ms, max_attempts, body)
-		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::timestamptz[], $7::timestamptz[],
-			$8::bigint[], $9::bigint[], $10::integer[], $11::bytea[])
-		ON CONFLICT DO NOTHING RETURNING id`)
+		SELECT nextval('S.job_seq'), * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[], $6::timestamptz[],
+			$7::bigint[], $8::bigint[], $9::integer[], $10::bytea[])
+		RETURNING id, seq`)
+	q.publish = t(`SELECT CASE WHEN p = 'infinity' THEN NULL ELSE p END FROM S.timer_publish() p`)
 	q.putTaken = t(`SELECT id, state FROM S.jobs WHERE id = ANY($1) AND (ended IS NULL OR expires > $2)`)
 	q.tickDelayed = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE state = 'delayed' AND due <= $1 ORDER BY due, seq LIMIT $2 FOR UPDATE SKIP LOCKED`)
 	q.tickReserved = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE state = 'reserved' AND deadline <= $1 ORDER BY deadline, seq LIMIT $2 FOR UPDATE SKIP LOCKED`)
@@ -114,7 +116,7 @@ func newQueries(schema string) queries {
 	sch := "'" + schema + "'"
 	q.privileges = `SELECT 'USAGE on schema ` + schema + `' WHERE NOT has_schema_privilege(` + sch + `, 'USAGE')
 		UNION ALL
-		SELECT format('%s on table %s.%s', p, ` + sch + `, tb) FROM unnest(ARRAY['jobs','pauses','docs','series','instances','settings']) tb,
+		SELECT format('%s on table %s.%s', p, ` + sch + `, tb) FROM unnest(ARRAY['jobs','pauses','docs','series','instances','settings','timer']) tb,
 			unnest(ARRAY['SELECT','INSERT','UPDATE','DELETE']) p
 		WHERE has_schema_privilege(` + sch + `, 'USAGE') AND NOT has_table_privilege(quote_ident(` + sch + `) || '.' || tb, p)
 		UNION ALL
@@ -235,5 +237,8 @@ func (s *Store) change(ctx context.Context, op string, ref delayq.Ref, fn func(j
 		out = j
 		return s.save(ctx, tx, j)
 	})
+	if err == nil {
+		s.ring(out)
+	}
 	return out, err
 }

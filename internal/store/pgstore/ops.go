@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/store"
@@ -19,9 +20,10 @@ import (
 // defaultTickMax is how many jobs Tick moves when TickParams.Max <= 0.
 const defaultTickMax = 1000
 
-// Put implements store.Store: one transaction that frees the ids of
-// retained jobs whose retention ran out, takes the seqs and inserts
-// every job, or none when an id is taken.
+// Put implements store.Store: one round trip, a pipeline of statements
+// that Postgres runs as one implicit transaction: free the ids of
+// retained jobs whose retention ran out, then insert every job with its
+// seq. A taken id fails the insert, and with it the whole put.
 func (s *Store) Put(ctx context.Context, jobs []*delayq.Job) error {
 	seen := make(map[string]bool, len(jobs))
 	ids := make([]string, len(jobs))
@@ -32,91 +34,82 @@ func (s *Store) Put(ctx context.Context, jobs []*delayq.Job) error {
 		seen[j.ID] = true
 		ids[i] = j.ID
 	}
-	if len(jobs) == 0 {
-		return s.check()
-	}
-	retNow := s.opt.Retention.Clock()()
-	var seqs []uint64
-	err := s.tx(ctx, "put", func(tx pgx.Tx) error {
-		if s.opt.Retention.For > 0 {
-			if _, err := tx.Exec(ctx, s.q.putDelete, ids, retNow); err != nil {
-				return err
-			}
-		}
-		rows, err := tx.Query(ctx, s.q.putSeqs, len(jobs))
-		if err != nil {
-			return err
-		}
-		seqs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (uint64, error) {
-			var v int64
-			err := r.Scan(&v)
-			return uint64(v), err
-		})
-		if err != nil {
-			return err
-		}
-		slices.Sort(seqs)
-		n := len(jobs)
-		var (
-			aSeq, aPrio, aDelay, aTTR = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-			aTopic, aState            = make([]string, n), make([]string, n)
-			aDue, aCreated            = make([]time.Time, n), make([]time.Time, n)
-			aMax                      = make([]int32, n)
-			aBody                     = make([][]byte, n)
-		)
-		for i, j := range jobs {
-			aSeq[i], aPrio[i] = int64(seqs[i]), int64(j.Priority)
-			aDelay[i], aTTR[i] = msOf(j.Delay), msOf(j.TTR)
-			aTopic[i], aState[i] = j.Topic, string(j.State)
-			aDue[i], aCreated[i] = delayq.TruncMilli(j.Due).UTC(), delayq.TruncMilli(j.Created).UTC()
-			aMax[i] = int32(j.MaxAttempts)
-			aBody[i] = j.Body
-			if aBody[i] == nil {
-				aBody[i] = []byte{}
-			}
-		}
-		rows, err = tx.Query(ctx, s.q.putInsert, aSeq, ids, aTopic, aState, aPrio, aDue, aCreated, aDelay, aTTR, aMax, aBody)
-		if err != nil {
-			return err
-		}
-		inserted, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return err
-		}
-		if len(inserted) == n {
-			return nil
-		}
-		return s.taken(ctx, tx, ids, inserted)
-	})
-	if err != nil {
+	if err := s.check(); err != nil || len(jobs) == 0 {
 		return err
 	}
+	retNow := s.opt.Retention.Clock()()
+	n := len(jobs)
+	var (
+		aPrio, aDelay, aTTR = make([]int64, n), make([]int64, n), make([]int64, n)
+		aTopic, aState      = make([]string, n), make([]string, n)
+		aDue, aCreated      = make([]time.Time, n), make([]time.Time, n)
+		aMax                = make([]int32, n)
+		aBody               = make([][]byte, n)
+	)
 	for i, j := range jobs {
-		j.Seq = seqs[i]
+		aPrio[i] = int64(j.Priority)
+		aDelay[i], aTTR[i] = msOf(j.Delay), msOf(j.TTR)
+		aTopic[i], aState[i] = j.Topic, string(j.State)
+		aDue[i], aCreated[i] = delayq.TruncMilli(j.Due).UTC(), delayq.TruncMilli(j.Created).UTC()
+		aMax[i] = int32(j.MaxAttempts)
+		aBody[i] = j.Body
+		if aBody[i] == nil {
+			aBody[i] = []byte{}
+		}
 	}
+	start := time.Now()
+	b := &pgx.Batch{}
+	if s.opt.Retention.For > 0 {
+		b.Queue(s.q.putDelete, ids, retNow)
+	}
+	seqs := make(map[string]uint64, n)
+	b.Queue(s.q.putInsert, ids, aTopic, aState, aPrio, aDue, aCreated, aDelay, aTTR, aMax, aBody).Query(func(rows pgx.Rows) error {
+		var id string
+		var seq int64
+		_, err := pgx.ForEachRow(rows, []any{&id, &seq}, func() error {
+			seqs[id] = uint64(seq)
+			return nil
+		})
+		return err
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "23505" {
+			return s.taken(ctx, ids, retNow)
+		}
+		return s.fail("put", err)
+	}
+	s.CommitHook.Committed(start)
+	for _, j := range jobs {
+		j.Seq = seqs[j.ID]
+	}
+	s.ring(jobs...)
 	return nil
 }
 
-// taken builds the ExistsError of a put some of whose ids were taken:
-// the first such id with its job's state.
-func (s *Store) taken(ctx context.Context, tx pgx.Tx, ids, inserted []string) error {
-	in := make(map[string]bool, len(inserted))
-	for _, id := range inserted {
-		in[id] = true
+// taken builds the ExistsError of a put that failed on a taken id: the
+// first of ids taken now, with its job's state.
+func (s *Store) taken(ctx context.Context, ids []string, retNow time.Time) error {
+	rows, err := s.pool.Query(ctx, s.q.putTaken, ids, retNow)
+	if err != nil {
+		return s.fail("put", err)
 	}
-	var first string
+	states := map[string]string{}
+	var id, state string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &state}, func() error {
+		states[id] = state
+		return nil
+	}); err != nil {
+		return s.fail("put", err)
+	}
 	for _, id := range ids {
-		if !in[id] {
-			first = id
-			break
+		if st, ok := states[id]; ok {
+			return fmt.Errorf("pgstore: put: %w", &delayq.ExistsError{ID: id, State: delayq.State(st)})
 		}
 	}
-	var state string
-	err := tx.QueryRow(ctx, `SELECT state FROM `+s.q.jobs+` WHERE id = $1`, first).Scan(&state)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return err
-	}
-	return fmt.Errorf("pgstore: put: %w", &delayq.ExistsError{ID: first, State: delayq.State(state)})
+	// The job that held the id ended and expired in between: report the
+	// first id, as a put that lost a race would have.
+	return fmt.Errorf("pgstore: put: %w", &delayq.ExistsError{ID: ids[0]})
 }
 
 // Get implements store.Store.
@@ -170,6 +163,7 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.J
 	if err != nil {
 		return nil, err
 	}
+	s.ring(out...)
 	return out, nil
 }
 
@@ -263,6 +257,7 @@ func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
 	}
 	now := s.at(p.Now)
 	n := 0
+	var kicked []*delayq.Job
 	err := s.tx(ctx, "kick", func(tx pgx.Tx) error {
 		var jobs []*delayq.Job
 		var err error
@@ -282,8 +277,12 @@ func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
 			b.Queue(s.q.save, saveArgs(j)...)
 		}
 		n = len(jobs)
+		kicked = jobs
 		return tx.SendBatch(ctx, b).Close()
 	})
+	if err == nil {
+		s.ring(kicked...)
+	}
 	return n, err
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -85,6 +86,11 @@ func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult
 	if err != nil {
 		return nil, err
 	}
+	s.ringTopics(res.Ready)
+	if s.promise.stale(now, res.Next) {
+		s.publishOnce(ctx)
+		res.Next = s.promise.keep(now, res.Next)
+	}
 	return res, nil
 }
 
@@ -161,6 +167,9 @@ func (l *lease) try(ctx context.Context) bool {
 	if got {
 		l.held = true
 		l.s.log.Info("holding the postgres timer lease", "instance", l.s.opt.InstanceID, "schema", l.s.opt.Schema)
+		// The promise of the instance that held the lease before binds
+		// this one until it publishes its own.
+		l.s.publishOnce(ctx)
 		// Step at once: the jobs due while nobody held the lease.
 		l.s.fan.send(store.Event{Due: time.Now()})
 	}
@@ -227,4 +236,56 @@ func (l *lease) release() {
 	}
 	_ = l.conn.Close(ctx)
 	l.conn, l.held = nil, false
+}
+
+// The timer's promise lets the SQL put functions skip their NOTIFY: the
+// instance holding the lease publishes the time it will look at the
+// jobs table again at the latest (timer_publish in the schema), and a
+// put due at or after that time needs no wake-up. Tick keeps the promise
+// by publishing a new one before it would sleep past the old, and by
+// never sleeping past one it could not raise.
+type promise struct {
+	at atomic.Int64 // unix ms of the promise in force; 0: none
+}
+
+// stale says whether the timer, about to sleep until next (zero: until
+// woken), must publish first: it would break the promise in force (one
+// ahead, before next), or the promise is past or none while jobs are
+// pending (every SQL put then notifies).
+func (p *promise) stale(now, next time.Time) bool {
+	ms := p.at.Load()
+	if ms == 0 || ms <= now.UnixMilli() {
+		return !next.IsZero()
+	}
+	return next.IsZero() || ms < next.UnixMilli()
+}
+
+// keep returns next, brought forward to the promise in force when that
+// comes first and is still ahead of now.
+func (p *promise) keep(now, next time.Time) time.Time {
+	ms := p.at.Load()
+	if ms == 0 {
+		return next
+	}
+	at := time.UnixMilli(ms)
+	if at.After(now) && (next.IsZero() || at.Before(next)) {
+		return at
+	}
+	return next
+}
+
+// publishOnce raises the promise once and keeps the one in force.
+func (s *Store) publishOnce(ctx context.Context) {
+	var at *time.Time
+	if err := s.pool.QueryRow(ctx, s.q.publish).Scan(&at); err != nil {
+		if ctx.Err() == nil {
+			s.log.Debug("postgres timer publish failed", "err", err)
+		}
+		return
+	}
+	if at == nil {
+		s.promise.at.Store(0)
+	} else {
+		s.promise.at.Store(at.UnixMilli())
+	}
 }

@@ -1,0 +1,129 @@
+package pgstore
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// putDelayed puts one delayed job through the store, due at due.
+func putDelayed(t *testing.T, s *Store, id string, now, due time.Time) {
+	t.Helper()
+	j := &delayq.Job{ID: id, Topic: "orders", State: delayq.StateDelayed, Priority: 1024, Due: due, Created: now,
+		Delay: due.Sub(now), TTR: time.Minute, Body: []byte("x")}
+	if err := s.Put(t.Context(), []*delayq.Job{j}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// promised reads the timer's promise from the schema's timer table.
+func promised(t *testing.T, s *Store) time.Time {
+	t.Helper()
+	var at time.Time
+	if err := s.pool.QueryRow(t.Context(), "SELECT next FROM "+s.Schema()+".timer").Scan(&at); err != nil {
+		t.Fatal(err)
+	}
+	return at
+}
+
+// TestSQLPutNotifiesOnlyWhenTheTimerMustAct: once the instance holding
+// the timer lease has promised to look again at the earliest due time,
+// a job put through SQL due after it sends no NOTIFY (the commit then
+// takes no database-wide notify lock), and one due before it does.
+func TestSQLPutNotifiesOnlyWhenTheTimerMustAct(t *testing.T) {
+	s := openStore(t, Options{})
+	defer s.Close()
+	ctx := t.Context()
+	now := time.Now()
+	first := delayq.TruncMilli(now.Add(time.Hour))
+	putDelayed(t, s, "first", now, first)
+	res, err := s.Tick(ctx, store.TickParams{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Next.Equal(first) || !promised(t, s).Equal(first) {
+		t.Fatalf("after a tick: Next %v, promise %v; want both %v", res.Next, promised(t, s), first)
+	}
+
+	listener := appConn(t)
+	if _, err := listener.Exec(ctx, "LISTEN "+pgx.Identifier{channel(s.Schema())}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	app := appConn(t)
+	put := "SELECT job_id FROM " + s.Schema() + ".put('orders', 'x', delay => $1, id => $2)"
+	if _, err := app.Exec(ctx, put, 2*time.Hour, "later"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := app.Exec(ctx, put, 10*time.Minute, "sooner"); err != nil {
+		t.Fatal(err)
+	}
+	sooner, err := s.Get(ctx, delayq.Ref{ID: "sooner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	n, err := listener.WaitForNotification(wctx)
+	if err != nil {
+		t.Fatalf("no NOTIFY for the job due before the promise: %v", err)
+	}
+	if want := "d " + strconv.FormatInt(sooner.Due.UnixMilli(), 10); n.Payload != want {
+		t.Fatalf("first NOTIFY = %q, want %q: the job due after the promise notified too", n.Payload, want)
+	}
+}
+
+// TestTimerKeepsThePromiseAnOpenPutRead: a put whose transaction read
+// the promise, and skipped its NOTIFY, before the timer moved on, is
+// still open when the timer would raise the promise past it; the timer
+// cannot, and wakes at the old promise instead of sleeping past the
+// job. Once the put commits, the next tick raises the promise to it.
+func TestTimerKeepsThePromiseAnOpenPutRead(t *testing.T) {
+	s := openStore(t, Options{})
+	defer s.Close()
+	ctx := t.Context()
+	now := time.Now()
+	first := delayq.TruncMilli(now.Add(time.Hour))
+	putDelayed(t, s, "first", now, first)
+	if _, err := s.Tick(ctx, store.TickParams{Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	app := appConn(t)
+	tx, err := app.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, "SELECT job_id FROM "+s.Schema()+".put('orders', 'x', delay => interval '90 minutes', id => 'open')"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Delete(ctx, store.DeleteParams{Ref: delayq.Ref{ID: "first"}, Force: true, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Tick(ctx, store.TickParams{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Next.Equal(first) {
+		t.Fatalf("tick with the put still open: Next %v, want the old promise %v (else the open put's job is missed)", res.Next, first)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	open, err := s.Get(ctx, delayq.Ref{ID: "open"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = s.Tick(ctx, store.TickParams{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Next.Equal(open.Due) || !promised(t, s).Equal(open.Due) {
+		t.Fatalf("tick after the commit: Next %v, promise %v; want both the committed job's due %v", res.Next, promised(t, s), open.Due)
+	}
+}
