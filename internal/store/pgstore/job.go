@@ -27,6 +27,7 @@ type queries struct {
 	getDoc, listDocs, insertDoc, updateDoc, deleteDoc             string
 	seriesInit, seriesLock, seriesSave, seriesRead, seriesExpire  string
 	setMaxBody, privileges, heartbeat, instances, leaveInstance   string
+	readyTopics                                                   string
 	listReady, listDelayed, listReserved, listBuried, listRetired string
 }
 
@@ -103,8 +104,12 @@ func newQueries(schema string) queries {
 		FROM S.series WHERE topic = $1 AND step_s = $2 AND start_s BETWEEN $3 AND $4 ORDER BY start_s`)
 	q.seriesExpire = t(`DELETE FROM S.series WHERE ctid = ANY(ARRAY(SELECT ctid FROM S.series WHERE expires_s <= $1 LIMIT 1000))`)
 	q.setMaxBody = t(`INSERT INTO S.settings (name, value) VALUES ('max_body', $1) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value`)
-	q.heartbeat = t(`INSERT INTO S.instances (id, url, protocols, since, seen, timer) VALUES ($1, $2, $3, $4, now(), $5)
-		ON CONFLICT (id) DO UPDATE SET url = EXCLUDED.url, protocols = EXCLUDED.protocols, seen = now(), timer = EXCLUDED.timer`)
+	// The row's upsert, and the other instances alive (the bell rings
+	// only for them).
+	q.heartbeat = t(`WITH hb AS (INSERT INTO S.instances (id, url, protocols, since, seen, timer) VALUES ($1, $2, $3, $4, now(), $5)
+		ON CONFLICT (id) DO UPDATE SET url = EXCLUDED.url, protocols = EXCLUDED.protocols, seen = now(), timer = EXCLUDED.timer)
+		SELECT id FROM S.instances WHERE id <> $1 AND seen > now() - $6::interval`)
+	q.readyTopics = t(`SELECT DISTINCT topic FROM S.jobs WHERE state = 'ready'`)
 	q.instances = t(`SELECT id, url, protocols, since, timer FROM S.instances WHERE seen > now() - $1::interval ORDER BY url, id`)
 	q.leaveInstance = t(`DELETE FROM S.instances WHERE id = $1`)
 	q.listReady = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE topic = $1 AND state = 'ready' AND (priority, seq) > ($2, $3) ORDER BY priority, seq LIMIT $4`)

@@ -67,8 +67,14 @@ func (s *Store) listenOnce(ctx context.Context) bool {
 		}
 		return false
 	}
-	// Anything may have changed while no connection listened.
+	// Anything may have changed while no connection listened: step the
+	// timer, and wake the waiters of every topic with ready jobs.
 	s.fan.send(store.Event{Due: time.Now()})
+	if topics, err := s.readyTopics(ctx); err == nil {
+		for _, t := range topics {
+			s.fan.send(store.Event{Topic: t})
+		}
+	}
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
@@ -183,6 +189,9 @@ func newBell() *bell { return &bell{topics: map[string]int{}, sig: make(chan str
 // other instances. The timer's due times are left out while this
 // instance holds the timer lease: its own engine already knows.
 func (s *Store) ring(jobs ...*delayq.Job) {
+	if s.alone.Load() {
+		return
+	}
 	timer := s.lease.isHeld()
 	b := s.bell
 	b.mu.Lock()
@@ -216,7 +225,7 @@ func (s *Store) ring(jobs ...*delayq.Job) {
 
 // ringTopics records ready jobs per topic, as a Tick reports them.
 func (s *Store) ringTopics(ready map[string]int) {
-	if len(ready) == 0 {
+	if len(ready) == 0 || s.alone.Load() {
 		return
 	}
 	b := s.bell

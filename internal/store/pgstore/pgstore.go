@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -125,7 +126,11 @@ type Store struct {
 	fan     *fanout
 	bell    *bell   // this instance's changes, for the others
 	promise promise // the timer's promise to the SQL puts
-	reach   reach   // how the last heartbeat went (Health)
+
+	peersMu sync.Mutex
+	peers   map[string]bool // the other instances alive at the last heartbeat; guarded by peersMu
+	alone   atomic.Bool     // no other instance alive: the bell stays quiet
+	reach   reach           // how the last heartbeat went (Health)
 
 	store.CommitHook // times each write transaction (delayq_store_commit_seconds)
 

@@ -127,3 +127,78 @@ func TestTimerKeepsThePromiseAnOpenPutRead(t *testing.T) {
 		t.Fatalf("tick after the commit: Next %v, promise %v; want both the committed job's due %v", res.Next, promised(t, s), open.Due)
 	}
 }
+
+// readyJob is a job ready at once in topic.
+func readyJob(id, topic string) *delayq.Job {
+	now := time.Now()
+	return &delayq.Job{ID: id, Topic: topic, State: delayq.StateReady, Priority: 1024, Due: now, Created: now,
+		TTR: time.Minute, Body: []byte("x")}
+}
+
+// TestLoneInstanceSendsNoNotify: with no other instance alive, the
+// instance's own writes send no NOTIFY (nobody would hear it): the first
+// notification a listener sees is the one of a later SQL put.
+func TestLoneInstanceSendsNoNotify(t *testing.T) {
+	s := openStore(t, Options{})
+	defer s.Close()
+	ctx := t.Context()
+	listener := appConn(t)
+	if _, err := listener.Exec(ctx, "LISTEN "+pgx.Identifier{channel(s.Schema())}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, []*delayq.Job{readyJob("mine", "lone")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := appConn(t).Exec(ctx, "SELECT job_id FROM "+s.Schema()+".put('sql', 'x')"); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	n, err := listener.WaitForNotification(wctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Payload != "r 1 sql" {
+		t.Fatalf("first NOTIFY = %q, want the SQL put's %q: the lone instance notified", n.Payload, "r 1 sql")
+	}
+}
+
+// TestJoiningInstanceHearsReadyTopics: jobs an instance put while it
+// still believed itself alone wake the consumers of an instance that
+// joined: once its heartbeat sees the newcomer, it rings every topic with
+// ready jobs.
+func TestJoiningInstanceHearsReadyTopics(t *testing.T) {
+	a := openStore(t, Options{LeaseCheck: 50 * time.Millisecond})
+	defer a.Close()
+	ctx := t.Context()
+	b := openStore(t, Options{URL: a.opt.URL, Schema: a.Schema(), LeaseCheck: 50 * time.Millisecond})
+	defer b.Close()
+	events, err := b.Notify(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(10 * time.Second)
+	for up := false; !up; { // b's listener is up when it steps its timer
+		select {
+		case e := <-events:
+			up = !e.Due.IsZero()
+		case <-timeout:
+			t.Fatal("b never listened")
+		}
+	}
+	// a has not met b yet (as between b's start and a's next heartbeat).
+	a.meet(nil)
+	if err := a.Put(ctx, []*delayq.Job{readyJob("early", "joined")}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case e := <-events:
+			if e.Topic == "joined" {
+				return
+			}
+		case <-timeout:
+			t.Fatal("the joining instance never heard of topic joined, whose job was put before the other met it")
+		}
+	}
+}
