@@ -209,41 +209,26 @@ func saveArgs(j *delayq.Job) []any {
 		historyJSON(j.History), j.Body}
 }
 
-// find locks and reads the live job ref names.
-func (s *Store) find(ctx context.Context, tx pgx.Tx, ref delayq.Ref) (*delayq.Job, error) {
-	if ref.ID == "" && ref.Seq == 0 {
-		return nil, fmt.Errorf("pgstore: job %s: %w", ref, delayq.ErrNotFound)
-	}
-	j, err := scanJob(tx.QueryRow(ctx, s.q.find, ref.ID, int64(ref.Seq)))
-	if err == pgx.ErrNoRows {
-		return nil, fmt.Errorf("pgstore: job %s: %w", ref, delayq.ErrNotFound)
-	}
-	return j, err
-}
-
-// save writes j's changed fields back.
-func (s *Store) save(ctx context.Context, tx pgx.Tx, j *delayq.Job) error {
-	_, err := tx.Exec(ctx, s.q.save, saveArgs(j)...)
-	return err
-}
-
 // change runs a transition of the one job ref names: fn checks the job
 // and changes it in place, and change writes it back and returns it.
 func (s *Store) change(ctx context.Context, op string, ref delayq.Ref, fn func(j *delayq.Job) error) (*delayq.Job, error) {
 	var out *delayq.Job
-	err := s.tx(ctx, op, func(tx pgx.Tx) error {
-		j, err := s.find(ctx, tx, ref)
-		if err != nil {
+	var found error
+	err := s.pipeTx(ctx, op, func(b *pgx.Batch) {
+		s.queueFind(b, ref, func(j *delayq.Job, err error) { out, found = j, err })
+	}, func(b *pgx.Batch) error {
+		if found != nil {
+			return found
+		}
+		if err := fn(out); err != nil {
 			return err
 		}
-		if err := fn(j); err != nil {
-			return err
-		}
-		out = j
-		return s.save(ctx, tx, j)
+		b.Queue(s.q.save, saveArgs(out)...)
+		return nil
 	})
-	if err == nil {
-		s.ring(out)
+	if err != nil {
+		return nil, err
 	}
-	return out, err
+	s.ring(out)
+	return out, nil
 }

@@ -146,22 +146,25 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.J
 	if p.Max <= 0 || len(topics) == 0 {
 		return out, s.check()
 	}
-	err := s.tx(ctx, "reserve", func(tx pgx.Tx) error {
-		jobs, err := queryJobs(ctx, tx, s.q.reserve, topics, p.Max, now)
-		if err != nil {
+	var jobs []*delayq.Job
+	err := s.pipeTx(ctx, "reserve", func(b *pgx.Batch) {
+		b.Queue(s.q.reserve, topics, p.Max, now).Query(func(rows pgx.Rows) (err error) {
+			jobs, err = scanJobs(rows)
 			return err
-		}
-		b := &pgx.Batch{}
+		})
+	}, func(b *pgx.Batch) error {
 		for _, j := range jobs {
 			store.ApplyReserve(j, store.ReserveStart(j, begin))
 			j.StartAttempt(now, p.By)
 			b.Queue(s.q.save, saveArgs(j)...)
 		}
-		out = jobs
-		return tx.SendBatch(ctx, b).Close()
+		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	if jobs != nil {
+		out = jobs
 	}
 	s.ring(out...)
 	return out, nil
@@ -300,26 +303,43 @@ func (s *Store) KickJob(ctx context.Context, p store.KickJobParams) (*delayq.Job
 
 // Delete implements store.Store.
 func (s *Store) Delete(ctx context.Context, p store.DeleteParams) (*delayq.Job, error) {
-	now := s.at(p.Now)
-	var out *delayq.Job
-	err := s.tx(ctx, "delete", func(tx pgx.Tx) error {
-		var err error
-		out, err = s.remove(ctx, tx, p, now)
-		return err
-	})
-	return out, err
+	jobs, errs, err := s.deleteJobs(ctx, "delete", []store.DeleteParams{p})
+	if err != nil {
+		return nil, err
+	}
+	return jobs[0], errs[0]
 }
 
 // DeleteBatch implements store.Store: one transaction, each entry
 // checked on its own.
 func (s *Store) DeleteBatch(ctx context.Context, ps []store.DeleteParams) ([]*delayq.Job, []error, error) {
+	return s.deleteJobs(ctx, "delete batch", ps)
+}
+
+// deleteJobs deletes the jobs ps name, or keeps them as retained jobs
+// when the store retains, in one transaction of two round trips: it
+// returns each job as the delete found it, its attempt ended, or the
+// entry's own error.
+func (s *Store) deleteJobs(ctx context.Context, op string, ps []store.DeleteParams) ([]*delayq.Job, []error, error) {
 	jobs, errs := make([]*delayq.Job, len(ps)), make([]error, len(ps))
-	err := s.tx(ctx, "delete batch", func(tx pgx.Tx) error {
+	err := s.pipeTx(ctx, op, func(b *pgx.Batch) {
 		for i, p := range ps {
-			jobs[i], errs[i] = s.remove(ctx, tx, p, s.at(p.Now))
-			if errs[i] != nil && !isSentinel(errs[i]) {
-				return errs[i]
+			s.queueFind(b, p.Ref, func(j *delayq.Job, err error) { jobs[i], errs[i] = j, err })
+		}
+	}, func(b *pgx.Batch) error {
+		gone := map[uint64]bool{} // a job named twice is gone the second time
+		for i, p := range ps {
+			if errs[i] == nil && gone[jobs[i].Seq] {
+				errs[i] = fmt.Errorf("pgstore: job %s: %w", p.Ref, delayq.ErrNotFound)
 			}
+			if errs[i] == nil {
+				errs[i] = s.queueRemove(b, jobs[i], p, s.at(p.Now))
+			}
+			if errs[i] != nil {
+				jobs[i] = nil
+				continue
+			}
+			gone[jobs[i].Seq] = true
 		}
 		return nil
 	})
@@ -329,16 +349,12 @@ func (s *Store) DeleteBatch(ctx context.Context, ps []store.DeleteParams) ([]*de
 	return jobs, errs, nil
 }
 
-// remove deletes the job p names, or keeps it as a retained job when
-// the store retains, and returns it as the delete found it, its attempt
-// ended.
-func (s *Store) remove(ctx context.Context, tx pgx.Tx, p store.DeleteParams, now time.Time) (*delayq.Job, error) {
-	j, err := s.find(ctx, tx, p.Ref)
-	if err != nil {
-		return nil, err
-	}
+// queueRemove checks that p may delete j, ends j's attempt, and queues
+// the row's removal, or its keeping as a retained job when the store
+// retains.
+func (s *Store) queueRemove(b *pgx.Batch, j *delayq.Job, p store.DeleteParams, now time.Time) error {
 	if err := store.CheckDeletable(j, p); err != nil {
-		return nil, err
+		return err
 	}
 	finished := j.State == delayq.StateReserved && p.Ref.Reservation != "" && p.Ref.Reservation == j.Reservation
 	switch {
@@ -348,15 +364,12 @@ func (s *Store) remove(ctx context.Context, tx pgx.Tx, p store.DeleteParams, now
 		j.EndAttempt(now, delayq.OutcomeDeleted, "")
 	}
 	if s.opt.Retention.For <= 0 {
-		_, err = tx.Exec(ctx, s.q.remove, int64(j.Seq))
+		b.Queue(s.q.remove, int64(j.Seq))
 	} else {
-		_, err = tx.Exec(ctx, s.q.retain, int64(j.Seq), string(delayq.EndedState(j.State, finished)), now,
+		b.Queue(s.q.retain, int64(j.Seq), string(delayq.EndedState(j.State, finished)), now,
 			now.Add(s.opt.Retention.For), historyJSON(j.History), s.opt.Retention.Bodies)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return j, nil
+	return nil
 }
 
 // Update implements store.Store.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/store"
@@ -33,20 +34,26 @@ func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult
 	if limit <= 0 {
 		limit = defaultTickMax
 	}
-	err := s.tx(ctx, "tick", func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, s.q.tickExpire, now, limit)
-		if err != nil {
+	var delayed, reserved []*delayq.Job
+	// A tick commits without waiting for the WAL flush: what a crash
+	// loses of it is done again by the next tick (the jobs are still
+	// delayed and due, reserved and past their deadline, or expired),
+	// and any durable commit after it flushes it too.
+	err := s.pipeTx(ctx, "tick", func(b *pgx.Batch) {
+		b.Queue("SELECT set_config('synchronous_commit', 'off', true)")
+		b.Queue(s.q.tickExpire, now, limit).Exec(func(tag pgconn.CommandTag) error {
+			res.Expired = int(tag.RowsAffected())
+			return nil
+		})
+		b.Queue(s.q.tickDelayed, now, limit+1).Query(func(rows pgx.Rows) (err error) {
+			delayed, err = scanJobs(rows)
 			return err
-		}
-		res.Expired = int(tag.RowsAffected())
-		delayed, err := queryJobs(ctx, tx, s.q.tickDelayed, now, limit+1)
-		if err != nil {
+		})
+		b.Queue(s.q.tickReserved, now, limit+1).Query(func(rows pgx.Rows) (err error) {
+			reserved, err = scanJobs(rows)
 			return err
-		}
-		reserved, err := queryJobs(ctx, tx, s.q.tickReserved, now, limit+1)
-		if err != nil {
-			return err
-		}
+		})
+	}, func(b *pgx.Batch) error {
 		due := append(delayed, reserved...)
 		sort.Slice(due, func(a, b int) bool {
 			ta, tb := pendingAt(due[a]), pendingAt(due[b])
@@ -59,28 +66,27 @@ func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult
 		if more {
 			due = due[:limit]
 		}
-		b := &pgx.Batch{}
 		for _, j := range due {
 			promote(j, now, p.Backoff, res)
 			b.Queue(s.q.save, saveArgs(j)...)
-		}
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return err
 		}
 		if more {
 			res.Next = now
 			return nil
 		}
-		var next *time.Time
-		if err := tx.QueryRow(ctx, s.q.tickNext).Scan(&next); err != nil {
-			return err
-		}
-		if next != nil {
-			res.Next = next.UTC()
-			if res.Next.Before(now) {
-				res.Next = now
+		b.Queue(s.q.tickNext).QueryRow(func(row pgx.Row) error {
+			var next *time.Time
+			if err := row.Scan(&next); err != nil {
+				return err
 			}
-		}
+			if next != nil {
+				res.Next = next.UTC()
+				if res.Next.Before(now) {
+					res.Next = now
+				}
+			}
+			return nil
+		})
 		return nil
 	})
 	if err != nil {
