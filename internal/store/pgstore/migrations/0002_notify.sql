@@ -104,12 +104,20 @@ BEGIN
         v_due := v_now;
         v_state := 'ready';
     END IF;
-    -- A retained job whose retention ran out no longer holds its id.
-    DELETE FROM delayq.jobs j WHERE j.id = v_id AND j.expires <= v_now;
     v_seq := nextval('delayq.job_seq');
     INSERT INTO delayq.jobs AS j (seq, id, topic, state, priority, due, created, delay_ms, ttr_ms, max_attempts, body)
     VALUES (v_seq, v_id, put.topic, v_state, put.priority, v_due, v_now, v_delay, v_ttr, put.max_attempts, put.body)
     ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+        -- A retained job whose retention ran out no longer holds its id
+        -- (looked for only on a conflict: most puts have none).
+        DELETE FROM delayq.jobs j WHERE j.id = v_id AND j.expires <= v_now;
+        IF FOUND THEN
+            INSERT INTO delayq.jobs AS j (seq, id, topic, state, priority, due, created, delay_ms, ttr_ms, max_attempts, body)
+            VALUES (v_seq, v_id, put.topic, v_state, put.priority, v_due, v_now, v_delay, v_ttr, put.max_attempts, put.body)
+            ON CONFLICT DO NOTHING;
+        END IF;
+    END IF;
     IF NOT FOUND THEN
         SELECT j.state INTO taken FROM delayq.jobs j WHERE j.id = v_id;
         PERFORM delayq.raise_exists(v_id, coalesce(taken.state, 'unknown'));
