@@ -13,10 +13,14 @@
 // field effects of package store in Go, so every backend returns the same
 // jobs.
 //
-// Timing: a statement trigger on the jobs table sends NOTIFY at commit
-// for every change that readies jobs or makes an earlier due time, so the
-// instance holding the timer lease (a session advisory lock on a
-// connection of its own) sleeps until its next due time and consumers
-// long-poll without polling the table. Any number of instances share one
-// database; the lease moves when its holder's session ends.
+// Timing: the instance holding the timer lease (a session advisory lock
+// on a connection of its own) sleeps until its next due time, and
+// consumers long-poll without polling the table. NOTIFY wakes them: the
+// SQL put functions notify at commit when a server must act (a ready
+// job, or one due before the timer's published promise, tick.go), and
+// each instance sends its own writes' wake-ups after commit, many per
+// transaction (notify.go): Postgres serializes the commits of
+// transactions that notify, so no write of the servers' does. Any number
+// of instances share one database; the lease moves when its holder's
+// session ends.
 package pgstore

@@ -20,13 +20,14 @@ type queries struct {
 	schema, jobs string
 
 	find, findRetained, getBySeq, getByID, save, remove, retain   string
-	reserve, putDelete, putSeqs, putInsert, putTaken              string
+	reserve, putDelete, putInsert, putTaken, publish              string
 	tickDelayed, tickReserved, tickExpire, tickNext               string
 	kickBuried, kickDelayed                                       string
 	pause, unpause, topics, topicStats, dueCounts                 string
 	getDoc, listDocs, insertDoc, updateDoc, deleteDoc             string
 	seriesInit, seriesLock, seriesSave, seriesRead, seriesExpire  string
 	setMaxBody, privileges, heartbeat, instances, leaveInstance   string
+	readyTopics                                                   string
 	listReady, listDelayed, listReserved, listBuried, listRetired string
 }
 
@@ -51,11 +52,13 @@ func newQueries(schema string) queries {
 		WHERE NOT EXISTS (SELECT 1 FROM S.pauses p WHERE p.topic = tp.name AND p.until > $3)
 		ORDER BY x.priority, x.seq LIMIT $2`)
 	q.putDelete = t(`DELETE FROM S.jobs WHERE id = ANY($1) AND expires <= $2`)
-	q.putSeqs = t(`SELECT nextval('S.job_seq') FROM generate_series(1, $1)`)
+	// nextval runs per row in the order unnest gives them: the seqs
+	// follow the jobs' order in the put.
 	q.putInsert = t(`INSERT INTO S.jobs (seq, id, topic, state, priority, due, created, delay_ms, ttr_ms, max_attempts, body)
-		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::timestamptz[], $7::timestamptz[],
-			$8::bigint[], $9::bigint[], $10::integer[], $11::bytea[])
-		ON CONFLICT DO NOTHING RETURNING id`)
+		SELECT nextval('S.job_seq'), * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[], $6::timestamptz[],
+			$7::bigint[], $8::bigint[], $9::integer[], $10::bytea[])
+		RETURNING id, seq`)
+	q.publish = t(`SELECT CASE WHEN p = 'infinity' THEN NULL ELSE p END FROM S.timer_publish() p`)
 	q.putTaken = t(`SELECT id, state FROM S.jobs WHERE id = ANY($1) AND (ended IS NULL OR expires > $2)`)
 	q.tickDelayed = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE state = 'delayed' AND due <= $1 ORDER BY due, seq LIMIT $2 FOR UPDATE SKIP LOCKED`)
 	q.tickReserved = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE state = 'reserved' AND deadline <= $1 ORDER BY deadline, seq LIMIT $2 FOR UPDATE SKIP LOCKED`)
@@ -101,8 +104,12 @@ func newQueries(schema string) queries {
 		FROM S.series WHERE topic = $1 AND step_s = $2 AND start_s BETWEEN $3 AND $4 ORDER BY start_s`)
 	q.seriesExpire = t(`DELETE FROM S.series WHERE ctid = ANY(ARRAY(SELECT ctid FROM S.series WHERE expires_s <= $1 LIMIT 1000))`)
 	q.setMaxBody = t(`INSERT INTO S.settings (name, value) VALUES ('max_body', $1) ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value`)
-	q.heartbeat = t(`INSERT INTO S.instances (id, url, protocols, since, seen, timer) VALUES ($1, $2, $3, $4, now(), $5)
-		ON CONFLICT (id) DO UPDATE SET url = EXCLUDED.url, protocols = EXCLUDED.protocols, seen = now(), timer = EXCLUDED.timer`)
+	// The row's upsert, and the other instances alive (the bell rings
+	// only for them).
+	q.heartbeat = t(`WITH hb AS (INSERT INTO S.instances (id, url, protocols, since, seen, timer) VALUES ($1, $2, $3, $4, now(), $5)
+		ON CONFLICT (id) DO UPDATE SET url = EXCLUDED.url, protocols = EXCLUDED.protocols, seen = now(), timer = EXCLUDED.timer)
+		SELECT id FROM S.instances WHERE id <> $1 AND seen > now() - $6::interval`)
+	q.readyTopics = t(`SELECT DISTINCT topic FROM S.jobs WHERE state = 'ready'`)
 	q.instances = t(`SELECT id, url, protocols, since, timer FROM S.instances WHERE seen > now() - $1::interval ORDER BY url, id`)
 	q.leaveInstance = t(`DELETE FROM S.instances WHERE id = $1`)
 	q.listReady = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE topic = $1 AND state = 'ready' AND (priority, seq) > ($2, $3) ORDER BY priority, seq LIMIT $4`)
@@ -114,7 +121,7 @@ func newQueries(schema string) queries {
 	sch := "'" + schema + "'"
 	q.privileges = `SELECT 'USAGE on schema ` + schema + `' WHERE NOT has_schema_privilege(` + sch + `, 'USAGE')
 		UNION ALL
-		SELECT format('%s on table %s.%s', p, ` + sch + `, tb) FROM unnest(ARRAY['jobs','pauses','docs','series','instances','settings']) tb,
+		SELECT format('%s on table %s.%s', p, ` + sch + `, tb) FROM unnest(ARRAY['jobs','pauses','docs','series','instances','settings','timer']) tb,
 			unnest(ARRAY['SELECT','INSERT','UPDATE','DELETE']) p
 		WHERE has_schema_privilege(` + sch + `, 'USAGE') AND NOT has_table_privilege(quote_ident(` + sch + `) || '.' || tb, p)
 		UNION ALL
@@ -202,38 +209,26 @@ func saveArgs(j *delayq.Job) []any {
 		historyJSON(j.History), j.Body}
 }
 
-// find locks and reads the live job ref names.
-func (s *Store) find(ctx context.Context, tx pgx.Tx, ref delayq.Ref) (*delayq.Job, error) {
-	if ref.ID == "" && ref.Seq == 0 {
-		return nil, fmt.Errorf("pgstore: job %s: %w", ref, delayq.ErrNotFound)
-	}
-	j, err := scanJob(tx.QueryRow(ctx, s.q.find, ref.ID, int64(ref.Seq)))
-	if err == pgx.ErrNoRows {
-		return nil, fmt.Errorf("pgstore: job %s: %w", ref, delayq.ErrNotFound)
-	}
-	return j, err
-}
-
-// save writes j's changed fields back.
-func (s *Store) save(ctx context.Context, tx pgx.Tx, j *delayq.Job) error {
-	_, err := tx.Exec(ctx, s.q.save, saveArgs(j)...)
-	return err
-}
-
 // change runs a transition of the one job ref names: fn checks the job
 // and changes it in place, and change writes it back and returns it.
 func (s *Store) change(ctx context.Context, op string, ref delayq.Ref, fn func(j *delayq.Job) error) (*delayq.Job, error) {
 	var out *delayq.Job
-	err := s.tx(ctx, op, func(tx pgx.Tx) error {
-		j, err := s.find(ctx, tx, ref)
-		if err != nil {
+	var found error
+	err := s.pipeTx(ctx, op, func(b *pgx.Batch) {
+		s.queueFind(b, ref, func(j *delayq.Job, err error) { out, found = j, err })
+	}, func(b *pgx.Batch) error {
+		if found != nil {
+			return found
+		}
+		if err := fn(out); err != nil {
 			return err
 		}
-		if err := fn(j); err != nil {
-			return err
-		}
-		out = j
-		return s.save(ctx, tx, j)
+		b.Queue(s.q.save, saveArgs(out)...)
+		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	s.ring(out)
+	return out, nil
 }

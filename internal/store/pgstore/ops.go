@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/store"
@@ -19,9 +20,10 @@ import (
 // defaultTickMax is how many jobs Tick moves when TickParams.Max <= 0.
 const defaultTickMax = 1000
 
-// Put implements store.Store: one transaction that frees the ids of
-// retained jobs whose retention ran out, takes the seqs and inserts
-// every job, or none when an id is taken.
+// Put implements store.Store: one round trip, a pipeline of statements
+// that Postgres runs as one implicit transaction: free the ids of
+// retained jobs whose retention ran out, then insert every job with its
+// seq. A taken id fails the insert, and with it the whole put.
 func (s *Store) Put(ctx context.Context, jobs []*delayq.Job) error {
 	seen := make(map[string]bool, len(jobs))
 	ids := make([]string, len(jobs))
@@ -32,91 +34,82 @@ func (s *Store) Put(ctx context.Context, jobs []*delayq.Job) error {
 		seen[j.ID] = true
 		ids[i] = j.ID
 	}
-	if len(jobs) == 0 {
-		return s.check()
-	}
-	retNow := s.opt.Retention.Clock()()
-	var seqs []uint64
-	err := s.tx(ctx, "put", func(tx pgx.Tx) error {
-		if s.opt.Retention.For > 0 {
-			if _, err := tx.Exec(ctx, s.q.putDelete, ids, retNow); err != nil {
-				return err
-			}
-		}
-		rows, err := tx.Query(ctx, s.q.putSeqs, len(jobs))
-		if err != nil {
-			return err
-		}
-		seqs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (uint64, error) {
-			var v int64
-			err := r.Scan(&v)
-			return uint64(v), err
-		})
-		if err != nil {
-			return err
-		}
-		slices.Sort(seqs)
-		n := len(jobs)
-		var (
-			aSeq, aPrio, aDelay, aTTR = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-			aTopic, aState            = make([]string, n), make([]string, n)
-			aDue, aCreated            = make([]time.Time, n), make([]time.Time, n)
-			aMax                      = make([]int32, n)
-			aBody                     = make([][]byte, n)
-		)
-		for i, j := range jobs {
-			aSeq[i], aPrio[i] = int64(seqs[i]), int64(j.Priority)
-			aDelay[i], aTTR[i] = msOf(j.Delay), msOf(j.TTR)
-			aTopic[i], aState[i] = j.Topic, string(j.State)
-			aDue[i], aCreated[i] = delayq.TruncMilli(j.Due).UTC(), delayq.TruncMilli(j.Created).UTC()
-			aMax[i] = int32(j.MaxAttempts)
-			aBody[i] = j.Body
-			if aBody[i] == nil {
-				aBody[i] = []byte{}
-			}
-		}
-		rows, err = tx.Query(ctx, s.q.putInsert, aSeq, ids, aTopic, aState, aPrio, aDue, aCreated, aDelay, aTTR, aMax, aBody)
-		if err != nil {
-			return err
-		}
-		inserted, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return err
-		}
-		if len(inserted) == n {
-			return nil
-		}
-		return s.taken(ctx, tx, ids, inserted)
-	})
-	if err != nil {
+	if err := s.check(); err != nil || len(jobs) == 0 {
 		return err
 	}
+	retNow := s.opt.Retention.Clock()()
+	n := len(jobs)
+	var (
+		aPrio, aDelay, aTTR = make([]int64, n), make([]int64, n), make([]int64, n)
+		aTopic, aState      = make([]string, n), make([]string, n)
+		aDue, aCreated      = make([]time.Time, n), make([]time.Time, n)
+		aMax                = make([]int32, n)
+		aBody               = make([][]byte, n)
+	)
 	for i, j := range jobs {
-		j.Seq = seqs[i]
+		aPrio[i] = int64(j.Priority)
+		aDelay[i], aTTR[i] = msOf(j.Delay), msOf(j.TTR)
+		aTopic[i], aState[i] = j.Topic, string(j.State)
+		aDue[i], aCreated[i] = delayq.TruncMilli(j.Due).UTC(), delayq.TruncMilli(j.Created).UTC()
+		aMax[i] = int32(j.MaxAttempts)
+		aBody[i] = j.Body
+		if aBody[i] == nil {
+			aBody[i] = []byte{}
+		}
 	}
+	start := time.Now()
+	b := &pgx.Batch{}
+	if s.opt.Retention.For > 0 {
+		b.Queue(s.q.putDelete, ids, retNow)
+	}
+	seqs := make(map[string]uint64, n)
+	b.Queue(s.q.putInsert, ids, aTopic, aState, aPrio, aDue, aCreated, aDelay, aTTR, aMax, aBody).Query(func(rows pgx.Rows) error {
+		var id string
+		var seq int64
+		_, err := pgx.ForEachRow(rows, []any{&id, &seq}, func() error {
+			seqs[id] = uint64(seq)
+			return nil
+		})
+		return err
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "23505" {
+			return s.taken(ctx, ids, retNow)
+		}
+		return s.fail("put", err)
+	}
+	s.CommitHook.Committed(start)
+	for _, j := range jobs {
+		j.Seq = seqs[j.ID]
+	}
+	s.ring(jobs...)
 	return nil
 }
 
-// taken builds the ExistsError of a put some of whose ids were taken:
-// the first such id with its job's state.
-func (s *Store) taken(ctx context.Context, tx pgx.Tx, ids, inserted []string) error {
-	in := make(map[string]bool, len(inserted))
-	for _, id := range inserted {
-		in[id] = true
+// taken builds the ExistsError of a put that failed on a taken id: the
+// first of ids taken now, with its job's state.
+func (s *Store) taken(ctx context.Context, ids []string, retNow time.Time) error {
+	rows, err := s.pool.Query(ctx, s.q.putTaken, ids, retNow)
+	if err != nil {
+		return s.fail("put", err)
 	}
-	var first string
+	states := map[string]string{}
+	var id, state string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &state}, func() error {
+		states[id] = state
+		return nil
+	}); err != nil {
+		return s.fail("put", err)
+	}
 	for _, id := range ids {
-		if !in[id] {
-			first = id
-			break
+		if st, ok := states[id]; ok {
+			return fmt.Errorf("pgstore: put: %w", &delayq.ExistsError{ID: id, State: delayq.State(st)})
 		}
 	}
-	var state string
-	err := tx.QueryRow(ctx, `SELECT state FROM `+s.q.jobs+` WHERE id = $1`, first).Scan(&state)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return err
-	}
-	return fmt.Errorf("pgstore: put: %w", &delayq.ExistsError{ID: first, State: delayq.State(state)})
+	// The job that held the id ended and expired in between: report the
+	// first id, as a put that lost a race would have.
+	return fmt.Errorf("pgstore: put: %w", &delayq.ExistsError{ID: ids[0]})
 }
 
 // Get implements store.Store.
@@ -153,23 +146,27 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.J
 	if p.Max <= 0 || len(topics) == 0 {
 		return out, s.check()
 	}
-	err := s.tx(ctx, "reserve", func(tx pgx.Tx) error {
-		jobs, err := queryJobs(ctx, tx, s.q.reserve, topics, p.Max, now)
-		if err != nil {
+	var jobs []*delayq.Job
+	err := s.pipeTx(ctx, "reserve", func(b *pgx.Batch) {
+		b.Queue(s.q.reserve, topics, p.Max, now).Query(func(rows pgx.Rows) (err error) {
+			jobs, err = scanJobs(rows)
 			return err
-		}
-		b := &pgx.Batch{}
+		})
+	}, func(b *pgx.Batch) error {
 		for _, j := range jobs {
 			store.ApplyReserve(j, store.ReserveStart(j, begin))
 			j.StartAttempt(now, p.By)
 			b.Queue(s.q.save, saveArgs(j)...)
 		}
-		out = jobs
-		return tx.SendBatch(ctx, b).Close()
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	if jobs != nil {
+		out = jobs
+	}
+	s.ring(out...)
 	return out, nil
 }
 
@@ -263,6 +260,7 @@ func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
 	}
 	now := s.at(p.Now)
 	n := 0
+	var kicked []*delayq.Job
 	err := s.tx(ctx, "kick", func(tx pgx.Tx) error {
 		var jobs []*delayq.Job
 		var err error
@@ -282,8 +280,12 @@ func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
 			b.Queue(s.q.save, saveArgs(j)...)
 		}
 		n = len(jobs)
+		kicked = jobs
 		return tx.SendBatch(ctx, b).Close()
 	})
+	if err == nil {
+		s.ring(kicked...)
+	}
 	return n, err
 }
 
@@ -301,26 +303,43 @@ func (s *Store) KickJob(ctx context.Context, p store.KickJobParams) (*delayq.Job
 
 // Delete implements store.Store.
 func (s *Store) Delete(ctx context.Context, p store.DeleteParams) (*delayq.Job, error) {
-	now := s.at(p.Now)
-	var out *delayq.Job
-	err := s.tx(ctx, "delete", func(tx pgx.Tx) error {
-		var err error
-		out, err = s.remove(ctx, tx, p, now)
-		return err
-	})
-	return out, err
+	jobs, errs, err := s.deleteJobs(ctx, "delete", []store.DeleteParams{p})
+	if err != nil {
+		return nil, err
+	}
+	return jobs[0], errs[0]
 }
 
 // DeleteBatch implements store.Store: one transaction, each entry
 // checked on its own.
 func (s *Store) DeleteBatch(ctx context.Context, ps []store.DeleteParams) ([]*delayq.Job, []error, error) {
+	return s.deleteJobs(ctx, "delete batch", ps)
+}
+
+// deleteJobs deletes the jobs ps name, or keeps them as retained jobs
+// when the store retains, in one transaction of two round trips: it
+// returns each job as the delete found it, its attempt ended, or the
+// entry's own error.
+func (s *Store) deleteJobs(ctx context.Context, op string, ps []store.DeleteParams) ([]*delayq.Job, []error, error) {
 	jobs, errs := make([]*delayq.Job, len(ps)), make([]error, len(ps))
-	err := s.tx(ctx, "delete batch", func(tx pgx.Tx) error {
+	err := s.pipeTx(ctx, op, func(b *pgx.Batch) {
 		for i, p := range ps {
-			jobs[i], errs[i] = s.remove(ctx, tx, p, s.at(p.Now))
-			if errs[i] != nil && !isSentinel(errs[i]) {
-				return errs[i]
+			s.queueFind(b, p.Ref, func(j *delayq.Job, err error) { jobs[i], errs[i] = j, err })
+		}
+	}, func(b *pgx.Batch) error {
+		gone := map[uint64]bool{} // a job named twice is gone the second time
+		for i, p := range ps {
+			if errs[i] == nil && gone[jobs[i].Seq] {
+				errs[i] = fmt.Errorf("pgstore: job %s: %w", p.Ref, delayq.ErrNotFound)
 			}
+			if errs[i] == nil {
+				errs[i] = s.queueRemove(b, jobs[i], p, s.at(p.Now))
+			}
+			if errs[i] != nil {
+				jobs[i] = nil
+				continue
+			}
+			gone[jobs[i].Seq] = true
 		}
 		return nil
 	})
@@ -330,16 +349,12 @@ func (s *Store) DeleteBatch(ctx context.Context, ps []store.DeleteParams) ([]*de
 	return jobs, errs, nil
 }
 
-// remove deletes the job p names, or keeps it as a retained job when
-// the store retains, and returns it as the delete found it, its attempt
-// ended.
-func (s *Store) remove(ctx context.Context, tx pgx.Tx, p store.DeleteParams, now time.Time) (*delayq.Job, error) {
-	j, err := s.find(ctx, tx, p.Ref)
-	if err != nil {
-		return nil, err
-	}
+// queueRemove checks that p may delete j, ends j's attempt, and queues
+// the row's removal, or its keeping as a retained job when the store
+// retains.
+func (s *Store) queueRemove(b *pgx.Batch, j *delayq.Job, p store.DeleteParams, now time.Time) error {
 	if err := store.CheckDeletable(j, p); err != nil {
-		return nil, err
+		return err
 	}
 	finished := j.State == delayq.StateReserved && p.Ref.Reservation != "" && p.Ref.Reservation == j.Reservation
 	switch {
@@ -349,15 +364,12 @@ func (s *Store) remove(ctx context.Context, tx pgx.Tx, p store.DeleteParams, now
 		j.EndAttempt(now, delayq.OutcomeDeleted, "")
 	}
 	if s.opt.Retention.For <= 0 {
-		_, err = tx.Exec(ctx, s.q.remove, int64(j.Seq))
+		b.Queue(s.q.remove, int64(j.Seq))
 	} else {
-		_, err = tx.Exec(ctx, s.q.retain, int64(j.Seq), string(delayq.EndedState(j.State, finished)), now,
+		b.Queue(s.q.retain, int64(j.Seq), string(delayq.EndedState(j.State, finished)), now,
 			now.Add(s.opt.Retention.For), historyJSON(j.History), s.opt.Retention.Bodies)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return j, nil
+	return nil
 }
 
 // Update implements store.Store.

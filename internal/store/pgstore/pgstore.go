@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -121,9 +122,15 @@ type Store struct {
 	pidMu sync.Mutex
 	pids  map[uint32]bool // backend pids of this store's pool; guarded by pidMu
 
-	lease *lease
-	fan   *fanout
-	reach reach // how the last heartbeat went (Health)
+	lease   *lease
+	fan     *fanout
+	bell    *bell   // this instance's changes, for the others
+	promise promise // the timer's promise to the SQL puts
+
+	peersMu sync.Mutex
+	peers   map[string]bool // the other instances alive at the last heartbeat; guarded by peersMu
+	alone   atomic.Bool     // no other instance alive: the bell stays quiet
+	reach   reach           // how the last heartbeat went (Health)
 
 	store.CommitHook // times each write transaction (delayq_store_commit_seconds)
 
@@ -165,6 +172,7 @@ func Open(ctx context.Context, opt Options) (*Store, error) {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.fan = newFanout()
+	s.bell = newBell()
 	s.lease = &lease{s: s}
 	s.lease.try(ctx)
 	if err := s.heartbeat(ctx); err != nil {
@@ -173,7 +181,8 @@ func Open(ctx context.Context, opt Options) (*Store, error) {
 		s.pool.Close()
 		return nil, err
 	}
-	s.wg.Add(3)
+	s.wg.Add(4)
+	go func() { defer s.wg.Done(); s.chime(s.ctx) }()
 	go func() { defer s.wg.Done(); s.lease.run(s.ctx) }()
 	go func() { defer s.wg.Done(); s.listen(s.ctx) }()
 	go func() { defer s.wg.Done(); s.heartbeats(s.ctx) }()

@@ -225,3 +225,41 @@ func TestSQLPutValidates(t *testing.T) {
 		t.Fatalf("Topics after refused puts = %v, %v; want none", ts, err)
 	}
 }
+
+// TestSQLPutFreesAnExpiredID: the id of a retained job whose retention
+// ran out (not yet removed by the timer) is free for a SQL put, which
+// replaces the old row; within the retention it is taken.
+func TestSQLPutFreesAnExpiredID(t *testing.T) {
+	s := openStore(t, Options{Retention: store.Retention{For: time.Minute}})
+	defer s.Close()
+	ctx := t.Context()
+	app := appConn(t)
+	put := "SELECT job_seq FROM " + s.Schema() + ".put('orders', 'x', id => $1)"
+	for _, c := range []struct {
+		id    string
+		ended time.Duration // before now
+		taken bool
+	}{{"old", time.Hour, false}, {"recent", time.Second, true}} {
+		if _, err := app.Exec(ctx, put, c.id); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Delete(ctx, store.DeleteParams{Ref: delayq.Ref{ID: c.id}, Force: true, Now: time.Now().Add(-c.ended)}); err != nil {
+			t.Fatal(err)
+		}
+		var seq int64
+		err := app.QueryRow(ctx, put, c.id).Scan(&seq)
+		if c.taken {
+			if pe := pgErr(t, err); pe.Code != "DQ001" || pe.Detail != "state=deleted" {
+				t.Fatalf("put of %s, retained %v ago = %s %q, want DQ001 state=deleted", c.id, c.ended, pe.Code, pe.Detail)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("put of %s, whose retention ran out = %v, want a new job", c.id, err)
+		}
+		j, err := s.Get(ctx, delayq.Ref{ID: c.id})
+		if err != nil || j.State != delayq.StateReady || int64(j.Seq) != seq {
+			t.Fatalf("Get(%s) = %+v, %v; want the new ready job of seq %d", c.id, j, err, seq)
+		}
+	}
+}

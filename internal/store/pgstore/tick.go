@@ -5,9 +5,11 @@ import (
 	"errors"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/store"
@@ -32,20 +34,26 @@ func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult
 	if limit <= 0 {
 		limit = defaultTickMax
 	}
-	err := s.tx(ctx, "tick", func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, s.q.tickExpire, now, limit)
-		if err != nil {
+	var delayed, reserved []*delayq.Job
+	// A tick commits without waiting for the WAL flush: what a crash
+	// loses of it is done again by the next tick (the jobs are still
+	// delayed and due, reserved and past their deadline, or expired),
+	// and any durable commit after it flushes it too.
+	err := s.pipeTx(ctx, "tick", func(b *pgx.Batch) {
+		b.Queue("SELECT set_config('synchronous_commit', 'off', true)")
+		b.Queue(s.q.tickExpire, now, limit).Exec(func(tag pgconn.CommandTag) error {
+			res.Expired = int(tag.RowsAffected())
+			return nil
+		})
+		b.Queue(s.q.tickDelayed, now, limit+1).Query(func(rows pgx.Rows) (err error) {
+			delayed, err = scanJobs(rows)
 			return err
-		}
-		res.Expired = int(tag.RowsAffected())
-		delayed, err := queryJobs(ctx, tx, s.q.tickDelayed, now, limit+1)
-		if err != nil {
+		})
+		b.Queue(s.q.tickReserved, now, limit+1).Query(func(rows pgx.Rows) (err error) {
+			reserved, err = scanJobs(rows)
 			return err
-		}
-		reserved, err := queryJobs(ctx, tx, s.q.tickReserved, now, limit+1)
-		if err != nil {
-			return err
-		}
+		})
+	}, func(b *pgx.Batch) error {
 		due := append(delayed, reserved...)
 		sort.Slice(due, func(a, b int) bool {
 			ta, tb := pendingAt(due[a]), pendingAt(due[b])
@@ -58,32 +66,36 @@ func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult
 		if more {
 			due = due[:limit]
 		}
-		b := &pgx.Batch{}
 		for _, j := range due {
 			promote(j, now, p.Backoff, res)
 			b.Queue(s.q.save, saveArgs(j)...)
-		}
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return err
 		}
 		if more {
 			res.Next = now
 			return nil
 		}
-		var next *time.Time
-		if err := tx.QueryRow(ctx, s.q.tickNext).Scan(&next); err != nil {
-			return err
-		}
-		if next != nil {
-			res.Next = next.UTC()
-			if res.Next.Before(now) {
-				res.Next = now
+		b.Queue(s.q.tickNext).QueryRow(func(row pgx.Row) error {
+			var next *time.Time
+			if err := row.Scan(&next); err != nil {
+				return err
 			}
-		}
+			if next != nil {
+				res.Next = next.UTC()
+				if res.Next.Before(now) {
+					res.Next = now
+				}
+			}
+			return nil
+		})
 		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	s.ringTopics(res.Ready)
+	if s.promise.stale(now, res.Next) {
+		s.publishOnce(ctx)
+		res.Next = s.promise.keep(now, res.Next)
 	}
 	return res, nil
 }
@@ -161,6 +173,9 @@ func (l *lease) try(ctx context.Context) bool {
 	if got {
 		l.held = true
 		l.s.log.Info("holding the postgres timer lease", "instance", l.s.opt.InstanceID, "schema", l.s.opt.Schema)
+		// The promise of the instance that held the lease before binds
+		// this one until it publishes its own.
+		l.s.publishOnce(ctx)
 		// Step at once: the jobs due while nobody held the lease.
 		l.s.fan.send(store.Event{Due: time.Now()})
 	}
@@ -227,4 +242,56 @@ func (l *lease) release() {
 	}
 	_ = l.conn.Close(ctx)
 	l.conn, l.held = nil, false
+}
+
+// The timer's promise lets the SQL put functions skip their NOTIFY: the
+// instance holding the lease publishes the time it will look at the
+// jobs table again at the latest (timer_publish in the schema), and a
+// put due at or after that time needs no wake-up. Tick keeps the promise
+// by publishing a new one before it would sleep past the old, and by
+// never sleeping past one it could not raise.
+type promise struct {
+	at atomic.Int64 // unix ms of the promise in force; 0: none
+}
+
+// stale says whether the timer, about to sleep until next (zero: until
+// woken), must publish first: it would break the promise in force (one
+// ahead, before next), or the promise is past or none while jobs are
+// pending (every SQL put then notifies).
+func (p *promise) stale(now, next time.Time) bool {
+	ms := p.at.Load()
+	if ms == 0 || ms <= now.UnixMilli() {
+		return !next.IsZero()
+	}
+	return next.IsZero() || ms < next.UnixMilli()
+}
+
+// keep returns next, brought forward to the promise in force when that
+// comes first and is still ahead of now.
+func (p *promise) keep(now, next time.Time) time.Time {
+	ms := p.at.Load()
+	if ms == 0 {
+		return next
+	}
+	at := time.UnixMilli(ms)
+	if at.After(now) && (next.IsZero() || at.Before(next)) {
+		return at
+	}
+	return next
+}
+
+// publishOnce raises the promise once and keeps the one in force.
+func (s *Store) publishOnce(ctx context.Context) {
+	var at *time.Time
+	if err := s.pool.QueryRow(ctx, s.q.publish).Scan(&at); err != nil {
+		if ctx.Err() == nil {
+			s.log.Debug("postgres timer publish failed", "err", err)
+		}
+		return
+	}
+	if at == nil {
+		s.promise.at.Store(0)
+	} else {
+		s.promise.at.Store(at.UnixMilli())
+	}
 }
