@@ -14,6 +14,8 @@
 #   bash scripts/bench.sh            # every run below (a few minutes)
 #   bash scripts/bench.sh put        # only runs whose name contains "put"
 #   bash scripts/bench.sh history    # (4): the figures again after 10M far-future jobs and 1M passed through
+#   bash scripts/bench.sh postgres [ROW]  # the PostgreSQL store against River (scripts/bench-postgres.sh)
+#   bash scripts/bench.sh redis [ROW]     # the Redis store against asynq (scripts/bench-redis.sh)
 #
 # DELAYQ_BIN=path measures that binary instead of building this tree (A/B
 # against an older build). Set FSYNC_DELAY_US=1000 to add 1 ms to every fsync of delayq and the
@@ -21,6 +23,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 filter="${1:-}"
+case "$filter" in
+  postgres) shift; exec bash scripts/bench-postgres.sh "$@" ;;
+  redis) shift; exec bash scripts/bench-redis.sh "$@" ;;
+esac
 bash scripts/deps.sh
 work=$(mktemp -d)
 go build -o "$work/delayq" ./cmd/delayq
