@@ -32,21 +32,30 @@ func promised(t *testing.T, s *Store) time.Time {
 	return at
 }
 
+// promisedStore opens a store holding the timer lease with one job
+// "first" due in an hour, and ticks once at now, which publishes the
+// promise; it returns the tick's result too.
+func promisedStore(t *testing.T) (s *Store, now, first time.Time, res *store.TickResult) {
+	t.Helper()
+	s = openStore(t, Options{})
+	now = time.Now()
+	first = delayq.TruncMilli(now.Add(time.Hour))
+	putDelayed(t, s, "first", now, first)
+	res, err := s.Tick(t.Context(), store.TickParams{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, now, first, res
+}
+
 // TestSQLPutNotifiesOnlyWhenTheTimerMustAct: once the instance holding
 // the timer lease has promised to look again at the earliest due time,
 // a job put through SQL due after it sends no NOTIFY (the commit then
 // takes no database-wide notify lock), and one due before it does.
 func TestSQLPutNotifiesOnlyWhenTheTimerMustAct(t *testing.T) {
-	s := openStore(t, Options{})
+	s, _, first, res := promisedStore(t)
 	defer s.Close()
 	ctx := t.Context()
-	now := time.Now()
-	first := delayq.TruncMilli(now.Add(time.Hour))
-	putDelayed(t, s, "first", now, first)
-	res, err := s.Tick(ctx, store.TickParams{Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if !res.Next.Equal(first) || !promised(t, s).Equal(first) {
 		t.Fatalf("after a tick: Next %v, promise %v; want both %v", res.Next, promised(t, s), first)
 	}
@@ -84,15 +93,9 @@ func TestSQLPutNotifiesOnlyWhenTheTimerMustAct(t *testing.T) {
 // cannot, and wakes at the old promise instead of sleeping past the
 // job. Once the put commits, the next tick raises the promise to it.
 func TestTimerKeepsThePromiseAnOpenPutRead(t *testing.T) {
-	s := openStore(t, Options{})
+	s, now, first, _ := promisedStore(t)
 	defer s.Close()
 	ctx := t.Context()
-	now := time.Now()
-	first := delayq.TruncMilli(now.Add(time.Hour))
-	putDelayed(t, s, "first", now, first)
-	if _, err := s.Tick(ctx, store.TickParams{Now: now}); err != nil {
-		t.Fatal(err)
-	}
 	app := appConn(t)
 	tx, err := app.Begin(ctx)
 	if err != nil {
