@@ -58,7 +58,7 @@ func newQueries(schema string) queries {
 		SELECT nextval('S.job_seq'), * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[], $6::timestamptz[],
 			$7::bigint[], $8::bigint[], $9::integer[], $10::bytea[])
 		RETURNING id, seq`)
-	q.publish = t(`SELECT CASE WHEN p = 'infinity' THEN NULL ELSE p END FROM S.timer_publish() p`)
+	q.publish = t(`SELECT CASE WHEN p = 'infinity' THEN NULL ELSE p END FROM S.timer_publish($1) p`)
 	q.putTaken = t(`SELECT id, state FROM S.jobs WHERE id = ANY($1) AND (ended IS NULL OR expires > $2)`)
 	q.tickDelayed = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE state = 'delayed' AND due <= $1 ORDER BY due, seq LIMIT $2 FOR UPDATE SKIP LOCKED`)
 	q.tickReserved = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE state = 'reserved' AND deadline <= $1 ORDER BY deadline, seq LIMIT $2 FOR UPDATE SKIP LOCKED`)

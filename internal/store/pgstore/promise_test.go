@@ -205,3 +205,23 @@ func TestJoiningInstanceHearsReadyTopics(t *testing.T) {
 		}
 	}
 }
+
+// TestTimerPromisesAheadWhileJobsFallDue: with a job due sooner than
+// promiseAhead, the timer promises now+promiseAhead (it will have ticked
+// by then anyway) rather than the job's due time, so jobs falling due
+// every millisecond cost a publish every promiseAhead, not every tick;
+// it still wakes for the job.
+func TestTimerPromisesAheadWhileJobsFallDue(t *testing.T) {
+	s := openStore(t, Options{})
+	defer s.Close()
+	now := time.Now()
+	soon := delayq.TruncMilli(now.Add(10 * time.Millisecond))
+	putDelayed(t, s, "soon", now, soon)
+	res, err := s.Tick(t.Context(), store.TickParams{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := delayq.TruncMilli(now).Add(promiseAhead); !res.Next.Equal(soon) || !promised(t, s).Equal(want) {
+		t.Fatalf("Next %v, promise %v; want Next %v (the job) and promise %v", res.Next, promised(t, s), soon, want)
+	}
+}

@@ -94,7 +94,7 @@ func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult
 	}
 	s.ringTopics(res.Ready)
 	if s.promise.stale(now, res.Next) {
-		s.publishOnce(ctx)
+		s.publishOnce(ctx, now)
 		res.Next = s.promise.keep(now, res.Next)
 	}
 	return res, nil
@@ -175,7 +175,7 @@ func (l *lease) try(ctx context.Context) bool {
 		l.s.log.Info("holding the postgres timer lease", "instance", l.s.opt.InstanceID, "schema", l.s.opt.Schema)
 		// The promise of the instance that held the lease before binds
 		// this one until it publishes its own.
-		l.s.publishOnce(ctx)
+		l.s.publishOnce(ctx, time.Now())
 		// Step at once: the jobs due while nobody held the lease.
 		l.s.fan.send(store.Event{Due: time.Now()})
 	}
@@ -280,10 +280,17 @@ func (p *promise) keep(now, next time.Time) time.Time {
 	return next
 }
 
-// publishOnce raises the promise once and keeps the one in force.
-func (s *Store) publishOnce(ctx context.Context) {
+// promiseAhead is how far ahead of now the timer promises to look again
+// at the latest, when jobs are due sooner: while they fall due every
+// millisecond it publishes every promiseAhead instead of every tick, and
+// a SQL put due within it notifies.
+const promiseAhead = 50 * time.Millisecond
+
+// publishOnce raises the promise once, to no earlier than now plus
+// promiseAhead, and keeps the one in force.
+func (s *Store) publishOnce(ctx context.Context, now time.Time) {
 	var at *time.Time
-	if err := s.pool.QueryRow(ctx, s.q.publish).Scan(&at); err != nil {
+	if err := s.pool.QueryRow(ctx, s.q.publish, now.Add(promiseAhead)).Scan(&at); err != nil {
 		if ctx.Err() == nil {
 			s.log.Debug("postgres timer publish failed", "err", err)
 		}

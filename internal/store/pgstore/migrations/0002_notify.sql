@@ -19,15 +19,19 @@ CREATE UNLOGGED TABLE delayq.timer (
     next timestamptz NOT NULL
 );
 
--- timer_publish is called by the instance holding the timer lease after
--- a tick: it raises the promised time to the earliest due time or
--- deadline in the table, and returns the promise now in force. A put
--- that read the old promise holds a shared advisory lock until it
--- commits; the publish takes the lock exclusively without waiting and,
--- when it cannot, leaves the promise as it is. Each statement of this
--- VOLATILE function reads a fresh snapshot, so the earliest time is read
--- after every put that read the old promise has committed.
-CREATE FUNCTION delayq.timer_publish() RETURNS timestamptz LANGUAGE plpgsql VOLATILE AS $$
+-- timer_publish is called by the instance holding the timer lease
+-- after a tick: it raises the promised time to the earliest due time or
+-- deadline in the table, or to p_floor when that comes later (the timer
+-- then wakes at p_floor at the latest: it keeps a promise it cannot
+-- raise by not sleeping past it, and publishing a little ahead spares it
+-- a publish per tick while jobs fall due every millisecond), and returns
+-- the promise now in force. A put that read the old promise holds a
+-- shared advisory lock until it commits; the publish takes the lock
+-- exclusively without waiting and, when it cannot, leaves the promise as
+-- it is. Each statement of this VOLATILE function reads a fresh
+-- snapshot, so the earliest time is read after every put that read the
+-- old promise has committed.
+CREATE FUNCTION delayq.timer_publish(p_floor timestamptz) RETURNS timestamptz LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     m timestamptz;
 BEGIN
@@ -38,7 +42,7 @@ BEGIN
     SELECT least(
         (SELECT j.due FROM delayq.jobs j WHERE j.state = 'delayed' ORDER BY j.due, j.seq LIMIT 1),
         (SELECT j.deadline FROM delayq.jobs j WHERE j.state = 'reserved' ORDER BY j.deadline, j.seq LIMIT 1)) INTO m;
-    m := coalesce(m, 'infinity');
+    m := greatest(coalesce(m, 'infinity'), p_floor);
     INSERT INTO delayq.timer AS t (one, next) VALUES (true, m)
         ON CONFLICT (one) DO UPDATE SET next = EXCLUDED.next;
     RETURN m;
