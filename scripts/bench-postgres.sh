@@ -90,8 +90,14 @@ dq    "put c=$conc delayq-beanstalk"     "beanstalk://127.0.0.1:$bs" --mode put 
 river "put c=$conc river-insert"         -mode put -jobs "$jobs" -conc "$conc"
 dq    "reserve+finish c=$conc delayq"    "beanstalk://127.0.0.1:$bs" --mode reserve -n "$jobs" -c "$conc" "${B[@]}"
 river "work c=$conc river"               -mode work -jobs "$jobs" -conc "$conc"
-dq    "late 1k/s x5s delayq-http"        "http://127.0.0.1:$http" --mode spread --rate 1000 --duration 5s --delay 2s -c 16 "${B[@]}"
+# Lateness: jobs put ahead (delayq: during a 3 s lead, batches of 100;
+# River: InsertMany, 2 s ahead), due uniformly at 1,000/s over 5 s, taken
+# by 16 consumers (delayq: up to 16 jobs a reserve; River: its workers
+# fetch in batches too); then delayq with the jobs put during the run,
+# each due 2 s after it is sent, by 32 producers.
+dq    "late 1k/s x5s delayq-http"        "http://127.0.0.1:$http" --mode spread --rate 1000 --duration 5s --lead 3s --batch 100 -c 16 --take 16 "${B[@]}"
 river "late 1k/s x5s river"              -mode late -rate 1000 -spread 5s -conc 16
+dq    "late-put-during 1k/s x5s delayq"  "http://127.0.0.1:$http" --mode spread --rate 1000 --duration 5s --delay 2s -c 16 --take 16 --producers 32 "${B[@]}"
 
 # The transactional put: pgbench runs an application's transaction of
 # one INSERT, alone and with delayq.put in it, from 8 clients.
