@@ -19,7 +19,7 @@ const jobCols = "seq, id, topic, state, priority, due, created, delay_ms, ttr_ms
 type queries struct {
 	schema, jobs string
 
-	find, findRetained, getBySeq, getByID, save, remove, retain   string
+	findByID, findBySeq, getBySeq, getByID, save, remove, retain  string
 	reserve, putDelete, putInsert, putTaken, publish              string
 	tickDelayed, tickReserved, tickExpire, tickNext               string
 	kickBuried, kickDelayed                                       string
@@ -35,7 +35,11 @@ func newQueries(schema string) queries {
 	id := pgx.Identifier{schema}.Sanitize()
 	t := func(s string) string { return strings.ReplaceAll(s, "S.", id+".") }
 	q := queries{schema: schema, jobs: id + ".jobs"}
-	q.find = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE (CASE WHEN $1 <> '' THEN id = $1 ELSE seq = $2 END) AND ended IS NULL FOR UPDATE`)
+	// Two statements, not one with a CASE on which key was given: a
+	// prepared statement's generic plan cannot use an index through the
+	// CASE, so each call was planned afresh.
+	q.findByID = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE id = $1 AND ended IS NULL FOR UPDATE`)
+	q.findBySeq = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE seq = $1 AND ended IS NULL FOR UPDATE`)
 	q.getByID = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE id = $1 AND (ended IS NULL OR expires > $2)`)
 	q.getBySeq = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE seq = $1 AND (ended IS NULL OR expires > $2)`)
 	q.save = t(`UPDATE S.jobs SET state = $2, priority = $3, due = $4, delay_ms = $5, attempts = $6, reservation = $7,

@@ -80,7 +80,11 @@ func (s *Store) queueFind(b *pgx.Batch, ref delayq.Ref, done func(*delayq.Job, e
 		done(nil, fmt.Errorf("pgstore: job %s: %w", ref, delayq.ErrNotFound))
 		return
 	}
-	b.Queue(s.q.find, ref.ID, int64(ref.Seq)).QueryRow(func(row pgx.Row) error {
+	sql, key := s.q.findByID, any(ref.ID)
+	if ref.ID == "" {
+		sql, key = s.q.findBySeq, int64(ref.Seq)
+	}
+	b.Queue(sql, key).QueryRow(func(row pgx.Row) error {
 		j, err := scanJob(row)
 		if errors.Is(err, pgx.ErrNoRows) {
 			done(nil, fmt.Errorf("pgstore: job %s: %w", ref, delayq.ErrNotFound))
