@@ -53,8 +53,7 @@ if spent(j) then bury(j, fmt(now))
 elseif tonumber(ARGV[5]) > now then j.state = 'delayed'; j.due = ARGV[5]
 else j.state = 'ready'; j.due = ARGV[5] end
 place(seq, j)
-save(seq, j)
-return {'OK', reply(seq)}
+return {'OK', save(seq, j)}
 `)
 
 // Release implements store.Store.
@@ -98,8 +97,7 @@ if not held(j, ARGV[3]) then return {'NOTRESERVED'} end
 unplace(seq, j)
 j.deadline = fmt(math.max(clock(ARGV[4]), tonumber(ARGV[5])) + tonumber(j.ttr))
 place(seq, j)
-save(seq, j)
-return {'OK', reply(seq)}
+return {'OK', save(seq, j)}
 `)
 
 // Touch implements store.Store. A later deadline needs no bucket mark: the
@@ -128,8 +126,7 @@ failed(j, ARGV[6], now)
 hend(j, now, 'buried', ARGV[6])
 bury(j, now)
 place(seq, j)
-save(seq, j)
-return {'OK', reply(seq)}
+return {'OK', save(seq, j)}
 `)
 
 // Bury implements store.Store.
@@ -149,8 +146,7 @@ if j.state ~= 'buried' and j.state ~= 'delayed' then return {'STATE'} end
 unplace(seq, j)
 j.state = 'ready'; j.due = fmt(clock(ARGV[3])); incr(j, 'kck')
 place(seq, j)
-save(seq, j)
-return {'OK', reply(seq)}
+return {'OK', save(seq, j)}
 `)
 
 // KickJob implements store.Store.
@@ -241,9 +237,9 @@ if ARGV[4] ~= '1' then
     if not finished then return {'NOTRESERVED'} end
   elseif j.state == 'reserved' then return {'NOTRESERVED'} end
 end
-local rec = flat(j)
+local rec = pack(j)
 unplace(seq, j)
-redis.call('HDEL', K_IDS, j.id)
+if j.ix then redis.call('HDEL', K_IDS, j.id) end
 local keep = tonumber(ARGV[6])
 local prefix = ARGV[8]
 local claimKey, shard, rseq
@@ -266,31 +262,28 @@ elseif j.state == 'buried' then j.state = 'failed'
 else j.state = 'deleted' end
 clear(j)
 j.ended = fmt(now)
--- The record is written anew, without what a retained job no longer
--- needs (its claim, the empty reservation fields, the body unless kept):
--- a hash whose values are all short fits Redis's compact listpack
--- encoding again, several times smaller than the hashtable a 100-byte
--- body had made it (docs/redis.md has the figures).
-local a = {}
+-- The record is written anew, one string with the retention as its TTL,
+-- without what a retained job no longer needs (its claim, the empty
+-- reservation fields, the body unless kept).
+local r = {}
 for f, v in pairs(j) do
-  if f ~= 'hdirty' and f ~= 'claim' and (v ~= '' or f == 'body') and (f ~= 'body' or ARGV[7] == '1') then
-    a[#a + 1] = f; a[#a + 1] = v
-  end
+  if f ~= 'claim' and f ~= 'ix' and (v ~= '' or f == 'body') and (f ~= 'body' or ARGV[7] == '1') then r[f] = v end
 end
-redis.call('DEL', K_JOB .. seq)
-redis.call('HSET', K_JOB .. seq, unpack(a))
-redis.call('PEXPIRE', K_JOB .. seq, keep)
-redis.call('SET', K_RET .. j.id, seq, 'PX', keep)
+redis.call('SET', K_JOB .. seq, pack(r), 'PX', keep)
 local idx = K_ENDED[j.state]
 redis.call('ZADD', idx, now, pad(seq))
 redis.call('ZREMRANGEBYSCORE', idx, '-inf', fmt(now - keep))
 redis.call('PEXPIRE', idx, keep)
-if prefix ~= '' then
-  -- retainIndex's two steps, here in one (onenode.go)
+if prefix == '' then
+  -- on a Cluster the id's claim (another slot) cannot name the seq
+  redis.call('SET', K_RET .. j.id, seq, 'PX', keep)
+else
+  -- retainIndex's two steps, here in one (onenode.go); the retained
+  -- claim names the seq, so a read by id finds the job through it
   redis.call('SET', rseq, j.topic, 'PX', keep)
   redis.call('HDEL', shard, seq)
   if redis.call('GET', claimKey) == j.claim then
-    redis.call('SET', claimKey, j.topic .. '|0|' .. ARGV[9], 'PX', keep)
+    redis.call('SET', claimKey, j.topic .. '|0|' .. ARGV[9] .. '|' .. seq, 'PX', keep)
   end
 end
 return {'OK', rec}
@@ -420,15 +413,14 @@ local seq, j = find(ARGV[1], ARGV[2])
 if not seq then return {'NOTFOUND'} end
 if j.state == 'reserved' then return {'NOTRESERVED'} end
 unplace(seq, j)
-if ARGV[6] == '1' then redis.call('HSET', K_JOB .. seq, 'body', ARGV[7]) end
+if ARGV[6] == '1' then j.body = ARGV[7] end
 if ARGV[8] ~= '' then j.pri = ARGV[8] end
 if ARGV[4] ~= '' then
   j.due = ARGV[4]; j.delay = ARGV[5]
   if tonumber(j.due) > clock(ARGV[3]) then j.state = 'delayed' else j.state = 'ready' end
 end
 place(seq, j)
-save(seq, j)
-return {'OK', reply(seq)}
+return {'OK', save(seq, j)}
 `)
 
 // Update implements store.Store.

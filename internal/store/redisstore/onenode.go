@@ -30,33 +30,41 @@ import (
 // Redis allows outside Cluster mode only; the Cluster path never does it.
 
 // putOneScript puts jobs of one topic in one step on a one-node Redis.
+// Each record comes packed from Go but for its last two entries, the
+// claim and the seq, which the script appends once it has handed the
+// seq out. The claim names the seq ("topic|at|nonce|seq"), so the job is
+// found by id through its claim: no entry in the topic's K_IDS.
 //
 //	KEYS[1..13] -> the topic's keys
 //	KEYS[14]   -> P:seq
 //	KEYS[15]   -> P:topics
 //	KEYS[16]   -> the topic's timer bucket (P:{b<n>}:due)
 //	ARGV[1]    -> number of jobs n
-//	ARGV[2]    -> number of field/value pairs per job f (jobFields, without seq)
-//	ARGV[3]    -> the key prefix
-//	ARGV[4]    -> the topic
-//	ARGV[5]    -> earliest due of the delayed jobs (unix ms), or ""
-//	ARGV[6]    -> the events channel
-//	ARGV[7]    -> this instance's id (the events' sender)
-//	ARGV[8]    -> "1" when the ids are fresh (PutFresh): no check
-//	ARGV[9..]  -> per job: id, claim, then f pairs
+//	ARGV[2]    -> the key prefix
+//	ARGV[3]    -> the topic
+//	ARGV[4]    -> earliest due of the delayed jobs (unix ms), or ""
+//	ARGV[5]    -> the events channel, or "" to publish nothing (no other
+//	              instance listens: Store.alone)
+//	ARGV[6]    -> this instance's id (the events' sender)
+//	ARGV[7]    -> "1" when the ids are fresh (PutFresh): no check
+//	ARGV[8]    -> "1" to add the topic to P:topics (this instance has not
+//	              lately: Store.registered)
+//	ARGV[9..]  -> per job: id, claim without its seq, state, pri, due,
+//	              deadline (placeArgs), the packed record but its claim
+//	              and seq (its map header counts them)
 //	Returns:   {"OK", last seq} or {"CLAIMED"} when an id is claimed
 //	           already (nothing written: the caller takes the full path,
 //	           which tells a live job from a stale claim) or
 //	           {"EXISTS", id, state}
 var putOneScript = newScript(`
-local n, f, prefix, topic = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4]
-local stride = 2 + 2 * f
+local n, prefix, topic = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+if ARGV[8] == '1' then redis.call('SADD', KEYS[15], topic) end
 for i = 0, n - 1 do
-  if ARGV[8] == '1' then break end
-  local id = ARGV[9 + i * stride]
+  if ARGV[7] == '1' then break end
+  local id = ARGV[9 + i * 7]
   if redis.call('EXISTS', prefix .. ':id:{' .. id .. '}') == 1 then return {'CLAIMED'} end
   local seq = redis.call('HGET', K_IDS, id)
-  if seq then return {'EXISTS', id, redis.call('HGET', K_JOB .. seq, 'state') or ''} end
+  if seq then return {'EXISTS', id, (load(seq) or {}).state or ''} end
 end
 local t = redis.call('TIME')
 local cur = tonumber(redis.call('GET', KEYS[14]) or '0')
@@ -64,29 +72,22 @@ local clk = tonumber(t[1]) * 1000000 + tonumber(t[2])
 if cur < clk then cur = clk end
 redis.call('SET', KEYS[14], string.format('%d', cur + n))
 local ready = 0
+local pclaim, pseq = cmsgpack.pack('claim'), cmsgpack.pack('seq')
 for i = 0, n - 1 do
-  local base = 9 + i * stride
-  local id, seq = ARGV[base], string.format('%d', cur + 1 + i)
-  redis.call('SET', prefix .. ':id:{' .. id .. '}', ARGV[base + 1])
+  local b = 9 + i * 7
+  local id, seq = ARGV[b], string.format('%d', cur + 1 + i)
+  local claim = ARGV[b + 1] .. '|' .. seq
+  redis.call('SET', prefix .. ':id:{' .. id .. '}', claim)
   redis.call('HSET', prefix .. ':seqs:{' .. string.format('%d', math.floor((cur + 1 + i) / 4096)) .. '}', seq, topic)
-  local j = {}
-  local args = {'seq', seq}
-  for p = base + 2, base + 1 + 2 * f, 2 do
-    j[ARGV[p]] = ARGV[p + 1]
-    args[#args + 1] = ARGV[p]
-    args[#args + 1] = ARGV[p + 1]
-  end
-  redis.call('HSET', K_JOB .. seq, unpack(args))
-  redis.call('HSET', K_IDS, id, seq)
-  place(seq, j)
-  if j.state == 'ready' then ready = ready + 1 end
+  redis.call('SET', K_JOB .. seq, ARGV[b + 6] .. pclaim .. cmsgpack.pack(claim) .. pseq .. cmsgpack.pack(seq))
+  place(seq, {state = ARGV[b + 2], pri = ARGV[b + 3], due = ARGV[b + 4], deadline = ARGV[b + 5]})
+  if ARGV[b + 2] == 'ready' then ready = ready + 1 end
 end
-redis.call('SADD', KEYS[15], topic)
-if ARGV[5] ~= '' then
-  redis.call('ZADD', KEYS[16], 'LT', ARGV[5], topic)
-  redis.call('PUBLISH', ARGV[6], ARGV[7] .. ' - 0 ' .. ARGV[5])
+if ARGV[4] ~= '' then
+  redis.call('ZADD', KEYS[16], 'LT', ARGV[4], topic)
+  if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[6] .. ' - 0 ' .. ARGV[4]) end
 end
-if ready > 0 then redis.call('PUBLISH', ARGV[6], ARGV[7] .. ' ' .. topic .. ' ' .. ready .. ' 0') end
+if ready > 0 and ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[6] .. ' ' .. topic .. ' ' .. ready .. ' 0') end
 return {'OK', string.format('%d', cur + n)}
 `)
 
@@ -98,8 +99,7 @@ func (s *Store) putOne(ctx context.Context, jobs []*delayq.Job, fresh bool) (ok 
 	topic := jobs[0].Topic
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
 	var earliest int64
-	var args []string
-	f := 0
+	args := make([]string, 8, 8+7*len(jobs))
 	for _, j := range jobs {
 		if j.Topic != topic {
 			return false, nil
@@ -107,15 +107,9 @@ func (s *Store) putOne(ctx context.Context, jobs []*delayq.Job, fresh bool) (ok 
 		if j.State == delayq.StateDelayed && (earliest == 0 || ms(j.Due) < earliest) {
 			earliest = ms(j.Due)
 		}
-		claim := topic + "|" + now + "|" + nonce()
-		kv := jobFields(j, claim)
-		kv = append(kv[:2:2], kv[4:]...) // without the seq pair: the script hands seqs out
-		if f != 0 && f != len(kv)/2 {
-			return false, nil // one stride for all jobs
-		}
-		f = len(kv) / 2
-		args = append(args, j.ID, claim)
-		args = append(args, kv...)
+		args = append(args, j.ID, topic+"|"+now+"|"+nonce())
+		args = append(args, placeArgs(j)...)
+		args = append(args, string(appendPacked(nil, jobFields(j), 2)))
 	}
 	due := ""
 	if earliest != 0 {
@@ -123,11 +117,18 @@ func (s *Store) putOne(ctx context.Context, jobs []*delayq.Job, fresh bool) (ok 
 	}
 	tk := s.k.topic(topic)
 	keys := append(tk.slice(), s.k.seqCounter(), s.k.topics(), s.k.bucketDue(bucketOf(topic, s.opt.Buckets)))
-	flag := "0"
+	flag, events, register := "0", s.k.events(), "0"
 	if fresh {
 		flag = "1"
 	}
-	args = append([]string{strconv.Itoa(len(jobs)), strconv.Itoa(f), s.k.prefix, topic, due, s.k.events(), s.opt.InstanceID, flag}, args...)
+	if s.alone() {
+		events = ""
+	}
+	asked := time.Now()
+	if s.registered.due(topic) {
+		register = "1"
+	}
+	copy(args, []string{strconv.Itoa(len(jobs)), s.k.prefix, topic, due, events, s.opt.InstanceID, flag, register})
 	var start time.Time
 	if s.Observing() {
 		start = time.Now()
@@ -140,6 +141,9 @@ func (s *Store) putOne(ctx context.Context, jobs []*delayq.Job, fresh bool) (ok 
 	})
 	if serr != nil {
 		return true, unavailable("put", serr)
+	}
+	if register == "1" {
+		s.registered.done(topic, asked) // the script's first step ran
 	}
 	if !start.IsZero() {
 		s.Committed(start)
@@ -164,6 +168,37 @@ func (s *Store) putOne(ctx context.Context, jobs []*delayq.Job, fresh bool) (ok 
 		s.topicOf.add(j.Seq, topic)
 	}
 	return true, werr
+}
+
+// registeredTopics remembers when this instance last added each topic to
+// P:topics, so a put adds it once a minute, not once per put (the
+// registry never forgets a topic; the minute only bounds how long a
+// registry lost with its Redis data stays incomplete).
+type registeredTopics struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+// registerEvery is how often a put adds its topic to P:topics again.
+const registerEvery = time.Minute
+
+// due reports whether a put of topic must add it to the registry: no
+// put of this instance that did has answered within registerEvery.
+func (r *registeredTopics) due(topic string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.m[topic]
+	return !ok || time.Since(at) >= registerEvery
+}
+
+// done records that a script which added topic to the registry ran.
+func (r *registeredTopics) done(topic string, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil || len(r.m) >= seqTopicsMax {
+		r.m = make(map[string]time.Time)
+	}
+	r.m[topic] = at
 }
 
 // seqTopics remembers the topic of the seqs this instance put or
@@ -215,3 +250,6 @@ func (s *Store) PutFresh(ctx context.Context, jobs []*delayq.Job) error {
 	}
 	return s.Put(ctx, jobs)
 }
+
+// alone reports whether no other instance can be listening for events.
+func (s *Store) alone() bool { return false }

@@ -60,11 +60,10 @@ for _, m in ipairs(members) do
   local deadline = math.max(begin, tonumber(j.due)) + tonumber(j.ttr)
   j.deadline = fmt(deadline)
   redis.call('ZADD', K_RESERVED, deadline, pad(seq))
-  -- only the fields a reserve changes
-  redis.call('HSET', K_JOB .. seq, 'state', 'reserved', 'att', j.att, 'res', j.res, 'deadline', j.deadline,
-    'hist', j.hist, 'hn', j.hn, 'cur', j.cur)
+  local p = pack(j)
+  redis.call('SET', K_JOB .. seq, p)
   if not earliest or deadline < earliest then earliest = deadline end
-  out[#out + 1] = flat(j)
+  out[#out + 1] = p
 end
 if earliest then
   out[1] = fmt(earliest)
@@ -249,8 +248,7 @@ local now = clock(ARGV[3])
 hstart(j, fmt(now), ARGV[5])
 j.deadline = fmt(math.max(now, tonumber(ARGV[4])) + tonumber(j.ttr))
 place(seq, j)
-save(seq, j)
-return {'OK', reply(seq)}
+return {'OK', save(seq, j)}
 `)
 
 // ReserveJob implements store.Store.
