@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -30,15 +29,14 @@ import (
 // Redis allows outside Cluster mode only; the Cluster path never does it.
 
 // putOneScript puts jobs of one topic in one step on a one-node Redis.
-// Each record comes packed from Go but for its last two entries, the
-// claim and the seq, which the script appends once it has handed the
-// seq out. The claim names the seq ("topic|at|nonce|seq"), so the job is
-// found by id through its claim: no entry in the topic's K_IDS.
+// The seqs come from this instance's block (seqs.go) and each record
+// comes packed whole from Go, so the script only writes and indexes. The
+// claim names the seq ("topic|at|nonce|seq"), so the job is found by id
+// through its claim: no entry in the topic's K_IDS.
 //
 //	KEYS[1..13] -> the topic's keys
-//	KEYS[14]   -> P:seq
-//	KEYS[15]   -> P:topics
-//	KEYS[16]   -> the topic's timer bucket (P:{b<n>}:due)
+//	KEYS[14]   -> P:topics
+//	KEYS[15]   -> the topic's timer bucket (P:{b<n>}:due)
 //	ARGV[1]    -> number of jobs n
 //	ARGV[2]    -> the key prefix
 //	ARGV[3]    -> the topic
@@ -49,46 +47,37 @@ import (
 //	ARGV[7]    -> "1" when the ids are fresh (PutFresh): no check
 //	ARGV[8]    -> "1" to add the topic to P:topics (this instance has not
 //	              lately: Store.registered)
-//	ARGV[9..]  -> per job: id, claim without its seq, state, pri, due,
-//	              deadline (placeArgs), the packed record but its claim
-//	              and seq (its map header counts them)
-//	Returns:   {"OK", last seq} or {"CLAIMED"} when an id is claimed
-//	           already (nothing written: the caller takes the full path,
-//	           which tells a live job from a stale claim) or
-//	           {"EXISTS", id, state}
+//	ARGV[9..]  -> per job: id, seq, claim, state, pri, due, deadline
+//	              (placeArgs), the packed record
+//	Returns:   {"OK"} or {"CLAIMED"} when an id is claimed already
+//	           (nothing written: the caller takes the full path, which
+//	           tells a live job from a stale claim) or {"EXISTS", id, state}
 var putOneScript = newScript(`
 local n, prefix, topic = tonumber(ARGV[1]), ARGV[2], ARGV[3]
-if ARGV[8] == '1' then redis.call('SADD', KEYS[15], topic) end
+if ARGV[8] == '1' then redis.call('SADD', KEYS[14], topic) end
 for i = 0, n - 1 do
   if ARGV[7] == '1' then break end
-  local id = ARGV[9 + i * 7]
+  local id = ARGV[9 + i * 8]
   if redis.call('EXISTS', prefix .. ':id:{' .. id .. '}') == 1 then return {'CLAIMED'} end
   local seq = redis.call('HGET', K_IDS, id)
   if seq then return {'EXISTS', id, (load(seq) or {}).state or ''} end
 end
-local t = redis.call('TIME')
-local cur = tonumber(redis.call('GET', KEYS[14]) or '0')
-local clk = tonumber(t[1]) * 1000000 + tonumber(t[2])
-if cur < clk then cur = clk end
-redis.call('SET', KEYS[14], string.format('%d', cur + n))
 local ready = 0
-local pclaim, pseq = cmsgpack.pack('claim'), cmsgpack.pack('seq')
 for i = 0, n - 1 do
-  local b = 9 + i * 7
-  local id, seq = ARGV[b], string.format('%d', cur + 1 + i)
-  local claim = ARGV[b + 1] .. '|' .. seq
-  redis.call('SET', prefix .. ':id:{' .. id .. '}', claim)
-  redis.call('HSET', prefix .. ':seqs:{' .. string.format('%d', math.floor((cur + 1 + i) / 4096)) .. '}', seq, topic)
-  redis.call('SET', K_JOB .. seq, ARGV[b + 6] .. pclaim .. cmsgpack.pack(claim) .. pseq .. cmsgpack.pack(seq))
-  place(seq, {state = ARGV[b + 2], pri = ARGV[b + 3], due = ARGV[b + 4], deadline = ARGV[b + 5]})
-  if ARGV[b + 2] == 'ready' then ready = ready + 1 end
+  local b = 9 + i * 8
+  local seq = ARGV[b + 1]
+  redis.call('SET', prefix .. ':id:{' .. ARGV[b] .. '}', ARGV[b + 2])
+  redis.call('HSET', prefix .. ':seqs:{' .. string.format('%d', math.floor(tonumber(seq) / 4096)) .. '}', seq, topic)
+  redis.call('SET', K_JOB .. seq, ARGV[b + 7])
+  place(seq, {state = ARGV[b + 3], pri = ARGV[b + 4], due = ARGV[b + 5], deadline = ARGV[b + 6]})
+  if ARGV[b + 3] == 'ready' then ready = ready + 1 end
 end
 if ARGV[4] ~= '' then
-  redis.call('ZADD', KEYS[16], 'LT', ARGV[4], topic)
+  redis.call('ZADD', KEYS[15], 'LT', ARGV[4], topic)
   if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[6] .. ' - 0 ' .. ARGV[4]) end
 end
 if ready > 0 and ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[6] .. ' ' .. topic .. ' ' .. ready .. ' 0') end
-return {'OK', string.format('%d', cur + n)}
+return {'OK'}
 `)
 
 // putOne is Put on a one-node Redis for jobs of one topic. ok is false
@@ -97,9 +86,7 @@ return {'OK', string.format('%d', cur + n)}
 // the check of the ids (PutFresh).
 func (s *Store) putOne(ctx context.Context, jobs []*delayq.Job, fresh bool) (ok bool, err error) {
 	topic := jobs[0].Topic
-	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
 	var earliest int64
-	args := make([]string, 8, 8+7*len(jobs))
 	for _, j := range jobs {
 		if j.Topic != topic {
 			return false, nil
@@ -107,16 +94,28 @@ func (s *Store) putOne(ctx context.Context, jobs []*delayq.Job, fresh bool) (ok 
 		if j.State == delayq.StateDelayed && (earliest == 0 || ms(j.Due) < earliest) {
 			earliest = ms(j.Due)
 		}
-		args = append(args, j.ID, topic+"|"+now+"|"+nonce())
+	}
+	first, err := s.takeSeqs(ctx, len(jobs))
+	if err != nil {
+		return true, err
+	}
+	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	args := make([]string, 8, 8+8*len(jobs))
+	var buf []byte
+	for i, j := range jobs {
+		seq := strconv.FormatUint(first+uint64(i), 10)
+		claim := topic + "|" + now + "|" + nonce() + "|" + seq
+		args = append(args, j.ID, seq, claim)
 		args = append(args, placeArgs(j)...)
-		args = append(args, string(appendPacked(nil, jobFields(j), 2)))
+		buf = appendPacked(buf[:0], append(jobFields(j), "seq", seq, "claim", claim), 0)
+		args = append(args, string(buf))
 	}
 	due := ""
 	if earliest != 0 {
 		due = strconv.FormatInt(earliest, 10)
 	}
 	tk := s.k.topic(topic)
-	keys := append(tk.slice(), s.k.seqCounter(), s.k.topics(), s.k.bucketDue(bucketOf(topic, s.opt.Buckets)))
+	keys := append(tk.slice(), s.k.topics(), s.k.bucketDue(bucketOf(topic, s.opt.Buckets)))
 	flag, events, register := "0", s.k.events(), "0"
 	if fresh {
 		flag = "1"
@@ -156,15 +155,8 @@ func (s *Store) putOne(ctx context.Context, jobs []*delayq.Job, fresh bool) (ok 
 	if err := statusErr("put", delayq.Ref{}, arr); err != nil {
 		return true, err
 	}
-	if len(arr) < 2 {
-		return true, fmt.Errorf("redisstore: put: short reply")
-	}
-	last, err := arr[1].AsInt64()
-	if err != nil {
-		return true, fmt.Errorf("redisstore: put: bad seq: %w", err)
-	}
 	for i, j := range jobs {
-		j.Seq = uint64(last) - uint64(len(jobs)) + uint64(i) + 1
+		j.Seq = first + uint64(i)
 		s.topicOf.add(j.Seq, topic)
 	}
 	return true, werr

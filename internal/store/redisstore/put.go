@@ -82,12 +82,12 @@ func dupInBatch(jobs []*delayq.Job) error {
 // inserted names the topics whose jobs are, or may be, live: inserted
 // before the failure, or sent to Redis when the reply did not come back.
 func (s *Store) insert(ctx context.Context, jobs []*delayq.Job, claims []string, start time.Time) (inserted map[string]bool, err error) {
-	last, err := seqScript.Exec(ctx, s.c, []string{s.k.seqCounter()}, []string{strconv.Itoa(len(jobs))}).AsInt64()
+	first, err := s.takeSeqs(ctx, len(jobs))
 	if err != nil {
-		return nil, unavailable("put: seq", err)
+		return nil, err
 	}
 	for i, j := range jobs {
-		j.Seq = uint64(last) - uint64(len(jobs)) + uint64(i) + 1
+		j.Seq = first + uint64(i)
 	}
 	if err := s.indexPut(ctx, jobs); err != nil {
 		return nil, err

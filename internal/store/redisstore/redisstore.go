@@ -121,6 +121,7 @@ type Store struct {
 	oneNode    bool
 	topicOf    seqTopics
 	registered registeredTopics
+	seqs       seqBlocks
 
 	store.CommitHook // times each write round trip (delayq_store_commit_seconds)
 
