@@ -229,7 +229,7 @@ func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
 //	ARGV[9] -> the nonce of a retained claim (retainIndex)
 //	Returns: {"OK", record as it was} or {"NOTRESERVED"}
 var deleteScript = newScript(`
-local seq, j = find(ARGV[1], ARGV[2])
+local seq, j, raw = find(ARGV[1], ARGV[2])
 if not seq then return {'NOTFOUND'} end
 local finished = ARGV[3] ~= '' and held(j, ARGV[3])
 if ARGV[4] ~= '1' then
@@ -237,7 +237,7 @@ if ARGV[4] ~= '1' then
     if not finished then return {'NOTRESERVED'} end
   elseif j.state == 'reserved' then return {'NOTRESERVED'} end
 end
-local rec = pack(j)
+local rec = raw or pack(j)
 unplace(seq, j)
 if j.ix then redis.call('HDEL', K_IDS, j.id) end
 local keep = tonumber(ARGV[6])

@@ -53,6 +53,7 @@ local function fmt(n) return string.format('%d', n) end
 -- save writes it as a string (SET replaces a key of any type). A layout 1
 -- job's id is in K_IDS, which ix remembers (a layout 2 job put on one
 -- node is found through its claim, which names its seq: onenode.go).
+-- The second result is the string as stored (none for a layout 1 hash).
 local function load(seq)
   local raw = redis.pcall('GET', K_JOB .. seq)
   if not raw then return nil end
@@ -64,7 +65,7 @@ local function load(seq)
     if not j.ended then j.ix = '1' end
     return j
   end
-  return cmsgpack.unpack(raw)
+  return cmsgpack.unpack(raw), raw
 end
 local function pack(j) return cmsgpack.pack(j) end
 local function place(seq, j)
@@ -145,10 +146,10 @@ end
 local function find(mode, ref)
   local seq, id = locate(mode, ref)
   if not seq then return nil end
-  local j = load(seq)
+  local j, raw = load(seq)
   -- a retained job (it has ended) is no live job: no transition sees it
   if not j or j.ended or (id and j.id ~= id) then return nil end
-  return seq, j
+  return seq, j, raw
 end
 -- findRetained finds a retained job that is visible at now (unix ms)
 -- under a retention of keep ms: it ended less than keep ago. By id on a

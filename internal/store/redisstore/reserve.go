@@ -34,9 +34,12 @@ return redis.call('ZRANGE', K_READY, 0, tonumber(ARGV[2]) - 1)
 //	              there, not up to a millisecond before it (store.BeginTTR)
 //	ARGV[5]    -> who reserves (the attempt's By)
 //	ARGV[6]    -> the topic (one-node only)
+//	ARGV[7]    -> the events channel the earliest new deadline is
+//	              published on, or "" (one-node only; see reserveTopics)
+//	ARGV[8]    -> this instance's id (one-node only)
 //	KEYS[14]   -> on a one-node Redis, the topic's timer bucket, lowered
 //	              to the earliest new deadline here (onenode.go); on a
-//	              Cluster the caller marks it after
+//	              Cluster the caller marks it and publishes after
 //	Returns:   {earliest new deadline or "", record, record, ...}
 var reserveScript = newScript(`
 local now, max, last = clock(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
@@ -68,6 +71,7 @@ end
 if earliest then
   out[1] = fmt(earliest)
   if KEYS[14] then redis.call('ZADD', KEYS[14], 'LT', earliest, ARGV[6]) end
+  if ARGV[7] and ARGV[7] ~= '' then redis.call('PUBLISH', ARGV[7], ARGV[8] .. ' - 0 ' .. out[1]) end
 end
 return out
 `)
@@ -162,8 +166,12 @@ func (s *Store) reserveTopics(ctx context.Context, shares map[string]share, now,
 		var arr []rueidis.RedisMessage
 		var err error
 		if s.oneNode {
+			events := s.k.events()
+			if s.alone() {
+				events = ""
+			}
 			arr, err = s.execKeys(ctx, "reserve", reserveScript, append(s.k.topic(topic).slice(), s.k.bucketDue(bucketOf(topic, s.opt.Buckets))),
-				[]string{now, strconv.Itoa(sh.n), sh.last, begin, by, topic})
+				[]string{now, strconv.Itoa(sh.n), sh.last, begin, by, topic, events, s.opt.InstanceID})
 		} else {
 			arr, err = s.exec(ctx, "reserve", reserveScript, topic, []string{now, strconv.Itoa(sh.n), sh.last, begin, by})
 		}
@@ -181,8 +189,8 @@ func (s *Store) reserveTopics(ctx context.Context, shares map[string]share, now,
 		if d, err := arr[0].AsInt64(); err == nil {
 			if !s.oneNode {
 				marks = append(marks, s.markDue(topic, d))
+				publish = true // one node: the script published
 			}
-			publish = true
 			if earliest == 0 || d < earliest {
 				earliest = d
 			}
