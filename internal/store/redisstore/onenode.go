@@ -41,30 +41,31 @@ import (
 //	ARGV[2]    -> the key prefix
 //	ARGV[3]    -> the topic
 //	ARGV[4]    -> earliest due of the delayed jobs (unix ms), or ""
-//	ARGV[5]    -> the events channel, or "" to publish nothing (no other
-//	              instance listens: Store.alone)
+//	ARGV[5]    -> the events channel
 //	ARGV[6]    -> this instance's id (the events' sender)
 //	ARGV[7]    -> "1" when the ids are fresh (PutFresh): no check
 //	ARGV[8]    -> "1" to add the topic to P:topics (this instance has not
 //	              lately: Store.registered)
-//	ARGV[9..]  -> per job: id, seq, claim, state, pri, due, deadline
+//	ARGV[9]    -> how many of the channel's subscribers are this
+//	              instance's own ("1" or "0"; see listenedLua)
+//	ARGV[10..] -> per job: id, seq, claim, state, pri, due, deadline
 //	              (placeArgs), the packed record
 //	Returns:   {"OK"} or {"CLAIMED"} when an id is claimed already
 //	           (nothing written: the caller takes the full path, which
 //	           tells a live job from a stale claim) or {"EXISTS", id, state}
-var putOneScript = newScript(`
+var putOneScript = newScript(listenedLua + `
 local n, prefix, topic = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 if ARGV[8] == '1' then redis.call('SADD', KEYS[14], topic) end
 for i = 0, n - 1 do
   if ARGV[7] == '1' then break end
-  local id = ARGV[9 + i * 8]
+  local id = ARGV[10 + i * 8]
   if redis.call('EXISTS', prefix .. ':id:{' .. id .. '}') == 1 then return {'CLAIMED'} end
   local seq = redis.call('HGET', K_IDS, id)
   if seq then return {'EXISTS', id, (load(seq) or {}).state or ''} end
 end
 local ready = 0
 for i = 0, n - 1 do
-  local b = 9 + i * 8
+  local b = 10 + i * 8
   local seq = ARGV[b + 1]
   redis.call('SET', prefix .. ':id:{' .. ARGV[b] .. '}', ARGV[b + 2])
   redis.call('HSET', prefix .. ':seqs:{' .. string.format('%d', math.floor(tonumber(seq) / 4096)) .. '}', seq, topic)
@@ -72,11 +73,11 @@ for i = 0, n - 1 do
   place(seq, {state = ARGV[b + 3], pri = ARGV[b + 4], due = ARGV[b + 5], deadline = ARGV[b + 6]})
   if ARGV[b + 3] == 'ready' then ready = ready + 1 end
 end
-if ARGV[4] ~= '' then
-  redis.call('ZADD', KEYS[15], 'LT', ARGV[4], topic)
-  if ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[6] .. ' - 0 ' .. ARGV[4]) end
+if ARGV[4] ~= '' then redis.call('ZADD', KEYS[15], 'LT', ARGV[4], topic) end
+if (ARGV[4] ~= '' or ready > 0) and listened(ARGV[5], ARGV[9]) then
+  if ARGV[4] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[6] .. ' - 0 ' .. ARGV[4]) end
+  if ready > 0 then redis.call('PUBLISH', ARGV[5], ARGV[6] .. ' ' .. topic .. ' ' .. ready .. ' 0') end
 end
-if ready > 0 and ARGV[5] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[6] .. ' ' .. topic .. ' ' .. ready .. ' 0') end
 return {'OK'}
 `)
 
@@ -100,7 +101,7 @@ func (s *Store) putOne(ctx context.Context, jobs []*delayq.Job, fresh bool) (ok 
 		return true, err
 	}
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
-	args := make([]string, 8, 8+8*len(jobs))
+	args := make([]string, 9, 9+8*len(jobs))
 	var buf []byte
 	for i, j := range jobs {
 		seq := strconv.FormatUint(first+uint64(i), 10)
@@ -116,18 +117,15 @@ func (s *Store) putOne(ctx context.Context, jobs []*delayq.Job, fresh bool) (ok 
 	}
 	tk := s.k.topic(topic)
 	keys := append(tk.slice(), s.k.topics(), s.k.bucketDue(bucketOf(topic, s.opt.Buckets)))
-	flag, events, register := "0", s.k.events(), "0"
+	flag, register := "0", "0"
 	if fresh {
 		flag = "1"
-	}
-	if s.alone() {
-		events = ""
 	}
 	asked := time.Now()
 	if s.registered.due(topic) {
 		register = "1"
 	}
-	copy(args, []string{strconv.Itoa(len(jobs)), s.k.prefix, topic, due, events, s.opt.InstanceID, flag, register})
+	copy(args, []string{strconv.Itoa(len(jobs)), s.k.prefix, topic, due, s.k.events(), s.opt.InstanceID, flag, register, s.fan.own()})
 	var start time.Time
 	if s.Observing() {
 		start = time.Now()
@@ -243,5 +241,21 @@ func (s *Store) PutFresh(ctx context.Context, jobs []*delayq.Job) error {
 	return s.Put(ctx, jobs)
 }
 
-// alone reports whether no other instance can be listening for events.
-func (s *Store) alone() bool { return false }
+// listenedLua is the one-node scripts' test of whether a wake-up has
+// anyone to wake: PUBLISH costs Redis the command and a write to every
+// subscriber, one of which is the publishing instance itself, which
+// ignores its own events. With one instance, or while the others'
+// subscriptions are down (they step their timers when it is back), a
+// one-node put or reserve publishes nothing. PUBSUB NUMSUB counts one
+// node's subscribers only, so a Cluster always publishes.
+//
+// own is how many of the subscribers are this instance (fanout.own):
+// "1" while Redis has confirmed its subscription. A subscription that
+// ends before the instance hears of it makes this count one too many
+// for that moment; as when an event is lost while an instance
+// reconnects, that costs latency, never a job.
+const listenedLua = `
+local function listened(ch, own)
+  return redis.call('PUBSUB', 'NUMSUB', ch)[2] > tonumber(own)
+end
+`

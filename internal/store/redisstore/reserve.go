@@ -35,13 +35,15 @@ return redis.call('ZRANGE', K_READY, 0, tonumber(ARGV[2]) - 1)
 //	ARGV[5]    -> who reserves (the attempt's By)
 //	ARGV[6]    -> the topic (one-node only)
 //	ARGV[7]    -> the events channel the earliest new deadline is
-//	              published on, or "" (one-node only; see reserveTopics)
+//	              published on when another instance listens (one-node
+//	              only; listenedLua)
 //	ARGV[8]    -> this instance's id (one-node only)
+//	ARGV[9]    -> how many subscribers are this instance's (one-node only)
 //	KEYS[14]   -> on a one-node Redis, the topic's timer bucket, lowered
 //	              to the earliest new deadline here (onenode.go); on a
 //	              Cluster the caller marks it and publishes after
 //	Returns:   {earliest new deadline or "", record, record, ...}
-var reserveScript = newScript(`
+var reserveScript = newScript(listenedLua + `
 local now, max, last = clock(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local begin = math.max(now, tonumber(ARGV[4]))
 local until_ = redis.call('GET', K_PAUSE)
@@ -71,7 +73,7 @@ end
 if earliest then
   out[1] = fmt(earliest)
   if KEYS[14] then redis.call('ZADD', KEYS[14], 'LT', earliest, ARGV[6]) end
-  if ARGV[7] and ARGV[7] ~= '' then redis.call('PUBLISH', ARGV[7], ARGV[8] .. ' - 0 ' .. out[1]) end
+  if ARGV[7] and listened(ARGV[7], ARGV[9]) then redis.call('PUBLISH', ARGV[7], ARGV[8] .. ' - 0 ' .. out[1]) end
 end
 return out
 `)
@@ -166,12 +168,8 @@ func (s *Store) reserveTopics(ctx context.Context, shares map[string]share, now,
 		var arr []rueidis.RedisMessage
 		var err error
 		if s.oneNode {
-			events := s.k.events()
-			if s.alone() {
-				events = ""
-			}
 			arr, err = s.execKeys(ctx, "reserve", reserveScript, append(s.k.topic(topic).slice(), s.k.bucketDue(bucketOf(topic, s.opt.Buckets))),
-				[]string{now, strconv.Itoa(sh.n), sh.last, begin, by, topic, events, s.opt.InstanceID})
+				[]string{now, strconv.Itoa(sh.n), sh.last, begin, by, topic, s.k.events(), s.opt.InstanceID, s.fan.own()})
 		} else {
 			arr, err = s.exec(ctx, "reserve", reserveScript, topic, []string{now, strconv.Itoa(sh.n), sh.last, begin, by})
 		}
