@@ -212,9 +212,10 @@ func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
 
 // deleteScript removes a job, or, with a retention, keeps it as a
 // retained job (store.Retention): its record gets the retained state,
-// ended, no reservation, no body unless bodies are kept, and a PEXPIRE of
-// the retention, so Redis drops it by itself; P:{t}:r:<id> names its seq
-// for as long; and the topic's ZSET of that state lists it by ended,
+// ended, no reservation, no body unless bodies are kept, and the
+// retention as its TTL, so Redis drops it by itself; on a Cluster
+// P:{t}:r:<id> names its seq for as long (on one node the retained
+// claim does); and the topic's ZSET of that state lists it by ended,
 // trimmed of members older than the window on this write.
 //
 //	ARGV[3] -> reservation ("" for none)
@@ -263,13 +264,13 @@ else j.state = 'deleted' end
 clear(j)
 j.ended = fmt(now)
 -- The record is written anew, one string with the retention as its TTL,
--- without what a retained job no longer needs (its claim, the empty
--- reservation fields, the body unless kept).
-local r = {}
-for f, v in pairs(j) do
-  if f ~= 'claim' and f ~= 'ix' and (v ~= '' or f == 'body') and (f ~= 'body' or ARGV[7] == '1') then r[f] = v end
-end
-redis.call('SET', K_JOB .. seq, pack(r), 'PX', keep)
+-- without what a retained job no longer needs (its claim, the body
+-- unless kept).
+local claim = j.claim
+j.claim = nil
+j.ix = nil
+if ARGV[7] ~= '1' then j.body = nil end
+redis.call('SET', K_JOB .. seq, pack(j), 'PX', keep)
 local idx = K_ENDED[j.state]
 redis.call('ZADD', idx, now, pad(seq))
 redis.call('ZREMRANGEBYSCORE', idx, '-inf', fmt(now - keep))
@@ -282,7 +283,7 @@ else
   -- claim names the seq, so a read by id finds the job through it
   redis.call('SET', rseq, j.topic, 'PX', keep)
   redis.call('HDEL', shard, seq)
-  if redis.call('GET', claimKey) == j.claim then
+  if redis.call('GET', claimKey) == claim then
     redis.call('SET', claimKey, j.topic .. '|0|' .. ARGV[9] .. '|' .. seq, 'PX', keep)
   end
 end
