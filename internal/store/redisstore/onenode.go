@@ -15,18 +15,21 @@ import (
 // On one Redis server (standalone, or the master Sentinel names) every
 // key lives on the same node, so a transition's script can also write the
 // global keys that a Cluster keeps in other slots: a put is one script
-// (id claims, seqs, seq -> topic, topic registry, timer bucket, the
-// insert and the wake-up), a reserve marks its bucket in its own script,
-// and a delete drops or retains its global entries in its own. Each is
-// then one atomic step instead of three to five round trips (issue 31:
-// Redis spent 126 µs of CPU per put and 291 µs per reserve+delete on the
-// steps; docs/benchmarks.md). The keys and values are those of keys.go
-// either way, so a store written through one path is read through the
-// other, and a Cluster keeps the multi-step path (docs/redis.md).
+// (id claims that name the seq, seq -> topic, topic registry, timer
+// bucket, the insert and the wake-up; the seqs come from the instance's
+// block, seqs.go), a reserve marks its bucket and publishes its deadline
+// in its own script, and a delete drops or retains its global entries in
+// its own. Each is then one atomic step instead of three to five round
+// trips (issue 31: Redis spent 126 µs of CPU per put and 291 µs per
+// reserve+delete on the steps; docs/benchmarks.md). The keys are those of
+// keys.go either way, and both paths read what the other writes (a claim
+// that names the seq, or an entry in the topic's ids hash), so a store
+// written through one path is read through the other, and a Cluster keeps
+// the multi-step path (docs/redis.md).
 //
 // The global keys such a script writes are named inside it from the key
-// prefix (a seq's shard key depends on the seq the script hands out), which
-// Redis allows outside Cluster mode only; the Cluster path never does it.
+// prefix (a seq's shard key depends on the job's seq), which Redis allows
+// outside Cluster mode only; the Cluster path never does it.
 
 // putOneScript puts jobs of one topic in one step on a one-node Redis.
 // The seqs come from this instance's block (seqs.go) and each record
