@@ -218,8 +218,8 @@ func TestRedisWaitReplicasTimeoutAnswered(t *testing.T) {
 	// Read from Redis itself: any call through delayq is a write that
 	// waits too (the first one that needs reservations saves the
 	// reservation key).
-	if got, err := r.do("HEXISTS delayq:{wait}:ids w1"); err != nil || got != ":1" {
-		t.Errorf("the job in the primary's topic index: HEXISTS = %q, %v; want :1, it is on the primary", got, err)
+	if got, err := r.do("ZCARD delayq:{wait}:ready"); err != nil || got != ":1" {
+		t.Errorf("the job in the primary's topic index: ZCARD = %q, %v; want :1, it is on the primary", got, err)
 	}
 }
 

@@ -53,8 +53,7 @@ if spent(j) then bury(j, fmt(now))
 elseif tonumber(ARGV[5]) > now then j.state = 'delayed'; j.due = ARGV[5]
 else j.state = 'ready'; j.due = ARGV[5] end
 place(seq, j)
-save(seq, j)
-return {'OK', reply(seq)}
+return {'OK', save(seq, j)}
 `)
 
 // Release implements store.Store.
@@ -98,8 +97,7 @@ if not held(j, ARGV[3]) then return {'NOTRESERVED'} end
 unplace(seq, j)
 j.deadline = fmt(math.max(clock(ARGV[4]), tonumber(ARGV[5])) + tonumber(j.ttr))
 place(seq, j)
-save(seq, j)
-return {'OK', reply(seq)}
+return {'OK', save(seq, j)}
 `)
 
 // Touch implements store.Store. A later deadline needs no bucket mark: the
@@ -128,8 +126,7 @@ failed(j, ARGV[6], now)
 hend(j, now, 'buried', ARGV[6])
 bury(j, now)
 place(seq, j)
-save(seq, j)
-return {'OK', reply(seq)}
+return {'OK', save(seq, j)}
 `)
 
 // Bury implements store.Store.
@@ -149,8 +146,7 @@ if j.state ~= 'buried' and j.state ~= 'delayed' then return {'STATE'} end
 unplace(seq, j)
 j.state = 'ready'; j.due = fmt(clock(ARGV[3])); incr(j, 'kck')
 place(seq, j)
-save(seq, j)
-return {'OK', reply(seq)}
+return {'OK', save(seq, j)}
 `)
 
 // KickJob implements store.Store.
@@ -216,9 +212,10 @@ func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
 
 // deleteScript removes a job, or, with a retention, keeps it as a
 // retained job (store.Retention): its record gets the retained state,
-// ended, no reservation, no body unless bodies are kept, and a PEXPIRE of
-// the retention, so Redis drops it by itself; P:{t}:r:<id> names its seq
-// for as long; and the topic's ZSET of that state lists it by ended,
+// ended, no reservation, no body unless bodies are kept, and the
+// retention as its TTL, so Redis drops it by itself; on a Cluster
+// P:{t}:r:<id> names its seq for as long (on one node the retained
+// claim does); and the topic's ZSET of that state lists it by ended,
 // trimmed of members older than the window on this write.
 //
 //	ARGV[3] -> reservation ("" for none)
@@ -233,7 +230,7 @@ func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
 //	ARGV[9] -> the nonce of a retained claim (retainIndex)
 //	Returns: {"OK", record as it was} or {"NOTRESERVED"}
 var deleteScript = newScript(`
-local seq, j = find(ARGV[1], ARGV[2])
+local seq, j, raw = find(ARGV[1], ARGV[2])
 if not seq then return {'NOTFOUND'} end
 local finished = ARGV[3] ~= '' and held(j, ARGV[3])
 if ARGV[4] ~= '1' then
@@ -241,9 +238,9 @@ if ARGV[4] ~= '1' then
     if not finished then return {'NOTRESERVED'} end
   elseif j.state == 'reserved' then return {'NOTRESERVED'} end
 end
-local rec = flat(j)
+local rec = raw or pack(j)
 unplace(seq, j)
-redis.call('HDEL', K_IDS, j.id)
+if j.ix then redis.call('HDEL', K_IDS, j.id) end
 local keep = tonumber(ARGV[6])
 local prefix = ARGV[8]
 local claimKey, shard, rseq
@@ -266,31 +263,28 @@ elseif j.state == 'buried' then j.state = 'failed'
 else j.state = 'deleted' end
 clear(j)
 j.ended = fmt(now)
--- The record is written anew, without what a retained job no longer
--- needs (its claim, the empty reservation fields, the body unless kept):
--- a hash whose values are all short fits Redis's compact listpack
--- encoding again, several times smaller than the hashtable a 100-byte
--- body had made it (docs/redis.md has the figures).
-local a = {}
-for f, v in pairs(j) do
-  if f ~= 'hdirty' and f ~= 'claim' and (v ~= '' or f == 'body') and (f ~= 'body' or ARGV[7] == '1') then
-    a[#a + 1] = f; a[#a + 1] = v
-  end
-end
-redis.call('DEL', K_JOB .. seq)
-redis.call('HSET', K_JOB .. seq, unpack(a))
-redis.call('PEXPIRE', K_JOB .. seq, keep)
-redis.call('SET', K_RET .. j.id, seq, 'PX', keep)
+-- The record is written anew, one string with the retention as its TTL,
+-- without what a retained job no longer needs (its claim, the body
+-- unless kept).
+local claim = j.claim
+j.claim = nil
+j.ix = nil
+if ARGV[7] ~= '1' then j.body = nil end
+redis.call('SET', K_JOB .. seq, pack(j), 'PX', keep)
 local idx = K_ENDED[j.state]
 redis.call('ZADD', idx, now, pad(seq))
 redis.call('ZREMRANGEBYSCORE', idx, '-inf', fmt(now - keep))
 redis.call('PEXPIRE', idx, keep)
-if prefix ~= '' then
-  -- retainIndex's two steps, here in one (onenode.go)
+if prefix == '' then
+  -- on a Cluster the id's claim (another slot) cannot name the seq
+  redis.call('SET', K_RET .. j.id, seq, 'PX', keep)
+else
+  -- retainIndex's two steps, here in one (onenode.go); the retained
+  -- claim names the seq, so a read by id finds the job through it
   redis.call('SET', rseq, j.topic, 'PX', keep)
   redis.call('HDEL', shard, seq)
-  if redis.call('GET', claimKey) == j.claim then
-    redis.call('SET', claimKey, j.topic .. '|0|' .. ARGV[9], 'PX', keep)
+  if redis.call('GET', claimKey) == claim then
+    redis.call('SET', claimKey, j.topic .. '|0|' .. ARGV[9] .. '|' .. seq, 'PX', keep)
   end
 end
 return {'OK', rec}
@@ -420,15 +414,14 @@ local seq, j = find(ARGV[1], ARGV[2])
 if not seq then return {'NOTFOUND'} end
 if j.state == 'reserved' then return {'NOTRESERVED'} end
 unplace(seq, j)
-if ARGV[6] == '1' then redis.call('HSET', K_JOB .. seq, 'body', ARGV[7]) end
+if ARGV[6] == '1' then j.body = ARGV[7] end
 if ARGV[8] ~= '' then j.pri = ARGV[8] end
 if ARGV[4] ~= '' then
   j.due = ARGV[4]; j.delay = ARGV[5]
   if tonumber(j.due) > clock(ARGV[3]) then j.state = 'delayed' else j.state = 'ready' end
 end
 place(seq, j)
-save(seq, j)
-return {'OK', reply(seq)}
+return {'OK', save(seq, j)}
 `)
 
 // Update implements store.Store.

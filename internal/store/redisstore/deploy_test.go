@@ -85,6 +85,28 @@ func TestSeqsNeverGoBack(t *testing.T) {
 			t.Errorf("seq after the counter was %s = %d, want above %d (the last seq before)", rollback, next, last)
 		}
 		last = next
+		// An instance that starts now has no block in hand: its seqs
+		// come from the counter, which the clock keeps above.
+		other := openStore(t, redisAddrs(t, "DELAYQ_TEST_REDIS"), Options{Prefix: s.opt.Prefix})
+		now := delayq.TruncMilli(time.Now())
+		j := &delayq.Job{ID: "new-instance-" + rollback, Topic: "seqs", Body: []byte("x"), TTR: time.Minute, State: delayq.StateReady, Due: now, Created: now}
+		if err := other.Put(ctx, []*delayq.Job{j}); err != nil {
+			t.Fatal(err)
+		}
+		other.Close()
+		if j.Seq <= last {
+			t.Errorf("a new instance's seq after the counter was %s = %d, want above %d", rollback, j.Seq, last)
+		}
+		last = j.Seq
+		if rollback == "lost" {
+			err = s.c.Do(ctx, s.c.B().Del().Key(s.k.seqCounter()).Build()).Error()
+		} else {
+			err = s.c.Do(ctx, s.c.B().Set().Key(s.k.seqCounter()).Value("2").Build()).Error()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.seqs.at = time.Time{} // the first instance's block has aged out
 	}
 	// A batch takes consecutive seqs.
 	now := delayq.TruncMilli(time.Now())
@@ -302,4 +324,38 @@ func FuzzCheckPrefix(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestPutsTakeSeqsInBlocks: an instance takes seqs from P:seq a block at
+// a time, so puts while the block lasts leave the counter alone (on a
+// Cluster one master would otherwise run a script for every put), and
+// their seqs are consecutive below the counter.
+func TestPutsTakeSeqsInBlocks(t *testing.T) {
+	s := openStore(t, redisAddrs(t, "DELAYQ_TEST_REDIS"), Options{})
+	defer s.Close()
+	ctx := t.Context()
+	put := func(id string) uint64 {
+		t.Helper()
+		now := delayq.TruncMilli(time.Now())
+		j := &delayq.Job{ID: id, Topic: "seqs", Body: []byte("x"), TTR: time.Minute, State: delayq.StateReady, Due: now, Created: now}
+		if err := s.PutFresh(ctx, []*delayq.Job{j}); err != nil {
+			t.Fatalf("Put(%s) = %v", id, err)
+		}
+		return j.Seq
+	}
+	counter := func() uint64 {
+		t.Helper()
+		v := ok(s.c.Do(ctx, s.c.B().Get().Key(s.k.seqCounter()).Build()).AsUint64())(t)
+		return v
+	}
+	first := put("a")
+	c := counter()
+	s.seqs.at = time.Now().Add(time.Hour) // the block does not age out here
+	second, third := put("b"), put("c")
+	if got := counter(); got != c {
+		t.Fatalf("P:seq went from %d to %d over two puts within a block, want it untouched", c, got)
+	}
+	if second != first+1 || third != first+2 || third > c {
+		t.Fatalf("seqs %d, %d, %d with the counter at %d: want consecutive, within the block", first, second, third, c)
+	}
 }

@@ -28,8 +28,7 @@ hend(j, hreserved(j), 'gave_back', '')
 if tonumber(j.att) > 0 then j.att = fmt(tonumber(j.att) - 1) end
 j.state = 'ready'
 place(seq, j)
-save(seq, j)
-return {'OK', reply(seq)}
+return {'OK', save(seq, j)}
 `)
 
 // GiveBack implements store.Store. The job is ready again: the other

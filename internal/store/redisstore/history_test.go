@@ -328,11 +328,21 @@ func TestRetainedKeysExpireByThemselves(t *testing.T) {
 	}
 	ok(s.Delete(ctx, store.DeleteParams{Ref: delayq.Ref{ID: "k"}, Now: hat(0)}))(t)
 	tk := s.k.topic("t")
-	for _, key := range []string{tk[0] + strconv.FormatUint(j.Seq, 10), tk[9] + "k", tk[11], s.k.retainedSeq(j.Seq), s.k.claim("k")} {
+	seq := strconv.FormatUint(j.Seq, 10)
+	for _, key := range []string{tk[0] + seq, tk[11], s.k.retainedSeq(j.Seq), s.k.claim("k")} {
 		ttl := ok(s.c.Do(ctx, s.c.B().Pttl().Key(key).Build()).AsInt64())(t)
 		if ttl <= 0 || ttl > keep.Milliseconds() {
 			t.Fatalf("PTTL %s = %d, want within (0, %d]", key, ttl, keep.Milliseconds())
 		}
+	}
+	// On one node the retained claim names the seq, so the retained job
+	// needs no id -> seq key of its own (a Cluster's topic script cannot
+	// read the claim, another slot, and keeps P:{t}:r:<id>).
+	if claim := ok(s.c.Do(ctx, s.c.B().Get().Key(s.k.claim("k")).Build()).ToString())(t); !strings.HasSuffix(claim, "|"+seq) {
+		t.Fatalf("retained claim = %q, want it to name seq %s", claim, seq)
+	}
+	if n := ok(s.c.Do(ctx, s.c.B().Exists().Key(tk[9]+"k").Build()).AsInt64())(t); n != 0 {
+		t.Fatalf("one node: %s exists, want no id -> seq key for a retained job", tk[9]+"k")
 	}
 	if n := ok(s.c.Do(ctx, s.c.B().Hexists().Key(s.k.seqShard(j.Seq)).Field(strconv.FormatUint(j.Seq, 10)).Build()).AsBool())(t); n {
 		t.Fatal("the seq shard still holds the retained job's seq (it has a key with a TTL instead)")

@@ -12,8 +12,8 @@ import (
 // Keys of a topic share the hash tag {topic}, so every per-topic script runs
 // on one Cluster slot:
 //
-//	P:{t}:j:<seq>    HASH   one job record (fields below)
-//	P:{t}:ids        HASH   job id -> seq (live jobs of the topic)
+//	P:{t}:j:<seq>    STRING one job record, a MessagePack map (job.go, packed.go; layout 1: a HASH)
+//	P:{t}:ids        HASH   job id -> seq (live jobs put on a Cluster or by the multi-step put)
 //	P:{t}:ready      ZSET   score 0, member %010d(priority) . %020d(seq): lexical order = serving order
 //	P:{t}:age        ZSET   ready jobs by due (oldest ready, for Topics)
 //	P:{t}:delayed    ZSET   by due, member %020d(seq)
@@ -22,21 +22,22 @@ import (
 //	P:{t}:pause      STRING pause end, unix ms
 //	P:{t}:now        STRING the latest Now the topic was acted at (Now never goes back)
 //	P:{t}:s:<step>:<start> HASH six chart series buckets from start, fields <i><f> (series.go); PEXPIREAT the last one's start+Keep
-//	P:{t}:r:<id>     STRING seq of the retained job with that id; PEXPIRE = the retention
+//	P:{t}:r:<id>     STRING seq of the retained job with that id (Cluster only); PEXPIRE = the retention
 //	P:{t}:finished   ZSET   retained finished jobs by Ended, member %020d(seq); trimmed to the
 //	P:{t}:deleted    ZSET   retention window on every write, and PEXPIREd with it, so none
 //	P:{t}:failed     ZSET   outlives its window
 //
 // A retained job (Options.Retention) keeps its record P:{t}:j:<seq>, with
-// PEXPIRE = the retention, so Redis removes it by itself: no scan.
+// the retention as its TTL, so Redis removes it by itself: no scan.
 //
 // Global keys, each in its own slot, written outside the topic scripts
 // (docs/redis.md explains why a dangling entry is harmless):
 //
-//	P:id:{<id>}      STRING claim of a job id: "topic|claimed-at-ms|nonce"
+//	P:id:{<id>}      STRING claim of a job id: "topic|claimed-at-ms|nonce", "|seq" appended when
+//	                        a one-node script wrote it (the job is then found through it)
 //	P:seqs:{<n>}     HASH   seq -> topic, for seqs n*4096 .. n*4096+4095
 //	P:seqs:{<n>}:r:<seq> STRING topic of a retained job (its HASH field is gone); PEXPIRE = the retention
-//	P:seq            STRING the last seq handed out (seqScript: never below Redis TIME in µs)
+//	P:seq            STRING end of the last block of seqs handed out (seqScript: never below Redis TIME in µs; seqs.go)
 //	P:meta           HASH   buckets, format: the deployment's settings, written by its first instance (meta.go)
 //	P:topics         SET    every topic ever used
 //	P:{b<n>}:due     ZSET   topics of timer bucket n with pending work, by earliest due/deadline

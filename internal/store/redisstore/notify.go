@@ -164,6 +164,18 @@ func (f *fanout) setSubscribed(on bool) {
 	f.subscribed = on
 }
 
+// own is "1" while Redis has confirmed this instance's subscription,
+// else "0": how many of the event channel's subscribers are this
+// instance (listenedLua).
+func (f *fanout) own() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.subscribed {
+		return "1"
+	}
+	return "0"
+}
+
 func (f *fanout) listening() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -1,7 +1,9 @@
 package redisstore
 
 import (
+	"bufio"
 	"errors"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -105,5 +107,83 @@ func TestOneNodeDeleteDropsGlobalEntries(t *testing.T) {
 	}
 	if err := s.Put(ctx, []*delayq.Job{hjob("d1", "u")}); err != nil {
 		t.Fatalf("Put of a deleted id into another topic = %v", err)
+	}
+}
+
+// TestOneNodeWakeUpsOnlyWhenSomeoneListens: on one node a put's and a
+// reserve's wake-ups are published only when a subscriber other than
+// the instance itself listens on the events channel: one instance alone
+// publishes nothing (it would only hear itself), and a second listener
+// hears the put.
+func TestOneNodeWakeUpsOnlyWhenSomeoneListens(t *testing.T) {
+	addrs := redisAddrs(t, "DELAYQ_TEST_REDIS")
+	s := openStore(t, addrs, Options{})
+	defer s.Close()
+	ctx := t.Context()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.fan.own() != "1" { // its own subscription confirmed
+		if time.Now().After(deadline) {
+			t.Fatal("the store's event subscription was never confirmed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	published := func() int {
+		t.Helper()
+		info := ok(s.c.Do(ctx, s.c.B().Info().Section("commandstats").Build()).ToString())(t)
+		for _, line := range strings.Split(info, "\n") {
+			if rest, found := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_publish:calls="); found {
+				n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+				return n
+			}
+		}
+		return 0
+	}
+	// Nobody else listens on this deployment's channel (its prefix is
+	// fresh); other tests' stores publish on their own channels, which
+	// this count would include, so the test runs none beside it.
+	before := published()
+	for i := range 5 {
+		now := delayq.TruncMilli(time.Now())
+		j := &delayq.Job{ID: "alone" + strconv.Itoa(i), Topic: "t", Body: []byte("x"), TTR: time.Minute, State: delayq.StateReady, Due: now, Created: now}
+		if err := s.PutFresh(ctx, []*delayq.Job{j}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := ok(s.Reserve(ctx, store.ReserveParams{Topics: []string{"t"}, Max: 5, Now: time.Now(), By: "w"}))(t); len(got) != 5 {
+		t.Fatalf("Reserve = %d jobs, want 5", len(got))
+	}
+	if n := published() - before; n != 0 {
+		t.Fatalf("PUBLISH ran %d times for 5 puts and a reserve of an instance alone, want 0", n)
+	}
+	// A listener of its own: the next put wakes it.
+	sub, err := net.Dial("tcp", addrs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	r := bufio.NewReader(sub)
+	if _, err := sub.Write([]byte("SUBSCRIBE " + s.k.events() + "\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	for range 6 { // *3 $9 subscribe $n channel :1
+		if _, err := r.ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := delayq.TruncMilli(time.Now())
+	j := &delayq.Job{ID: "heard", Topic: "t", Body: []byte("x"), TTR: time.Minute, State: delayq.StateReady, Due: now, Created: now}
+	if err := s.PutFresh(ctx, []*delayq.Job{j}); err != nil {
+		t.Fatal(err)
+	}
+	_ = sub.SetReadDeadline(time.Now().Add(10 * time.Second))
+	want := s.opt.InstanceID + " t 1 0"
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the listener never heard the put (%v)", err)
+		}
+		if strings.TrimSpace(line) == want {
+			break
+		}
 	}
 }

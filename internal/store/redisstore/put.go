@@ -82,12 +82,12 @@ func dupInBatch(jobs []*delayq.Job) error {
 // inserted names the topics whose jobs are, or may be, live: inserted
 // before the failure, or sent to Redis when the reply did not come back.
 func (s *Store) insert(ctx context.Context, jobs []*delayq.Job, claims []string, start time.Time) (inserted map[string]bool, err error) {
-	last, err := seqScript.Exec(ctx, s.c, []string{s.k.seqCounter()}, []string{strconv.Itoa(len(jobs))}).AsInt64()
+	first, err := s.takeSeqs(ctx, len(jobs))
 	if err != nil {
-		return nil, unavailable("put: seq", err)
+		return nil, err
 	}
 	for i, j := range jobs {
-		j.Seq = uint64(last) - uint64(len(jobs)) + uint64(i) + 1
+		j.Seq = first + uint64(i)
 	}
 	if err := s.indexPut(ctx, jobs); err != nil {
 		return nil, err
@@ -169,51 +169,41 @@ func topicsOf(jobs []*delayq.Job) []string {
 //
 //	KEYS[1..13] -> the topic's keys (keys.go)
 //	ARGV[1]    -> number of jobs n
-//	ARGV[2]    -> number of field/value pairs per job f
-//	ARGV[3..]  -> per job: seq, then f pairs (jobFields)
+//	ARGV[2..]  -> per job: seq, id, state, pri, due, deadline (placeArgs),
+//	              then its packed record
 //	Returns:   {"OK"} or {"EXISTS", id, state} when an id is live in the topic
 var insertScript = newScript(`
-local n, f = tonumber(ARGV[1]), tonumber(ARGV[2])
-local stride = 1 + 2 * f
+local n = tonumber(ARGV[1])
 for i = 0, n - 1 do
-  local base = 3 + i * stride
-  for p = base + 1, base + 2 * f, 2 do
-    if ARGV[p] == 'id' then
-      local seq = redis.call('HGET', K_IDS, ARGV[p + 1])
-      if seq then return {'EXISTS', ARGV[p + 1], redis.call('HGET', K_JOB .. seq, 'state') or ''} end
-    end
-  end
+  local id = ARGV[3 + i * 7]
+  local seq = redis.call('HGET', K_IDS, id)
+  if seq then return {'EXISTS', id, (load(seq) or {}).state or ''} end
 end
 for i = 0, n - 1 do
-  local base = 3 + i * stride
-  local seq = ARGV[base]
-  local j = {}
-  local args = {}
-  for p = base + 1, base + 2 * f, 2 do
-    j[ARGV[p]] = ARGV[p + 1]
-    args[#args + 1] = ARGV[p]
-    args[#args + 1] = ARGV[p + 1]
-  end
-  redis.call('HSET', K_JOB .. seq, unpack(args))
-  redis.call('HSET', K_IDS, j.id, seq)
-  place(seq, j)
+  local b = 2 + i * 7
+  local seq = ARGV[b]
+  redis.call('SET', K_JOB .. seq, ARGV[b + 6])
+  redis.call('HSET', K_IDS, ARGV[b + 1], seq)
+  place(seq, {state = ARGV[b + 2], pri = ARGV[b + 3], due = ARGV[b + 4], deadline = ARGV[b + 5]})
 end
 return {'OK'}
 `)
 
 func (s *Store) insertTopic(ctx context.Context, topic string, jobs []*delayq.Job, claims []string) error {
-	var args []string
-	n, f := 0, 0
+	args := []string{""}
+	n := 0
 	for i, j := range jobs {
 		if j.Topic != topic {
 			continue
 		}
-		kv := jobFields(j, claims[i])
-		n, f = n+1, len(kv)/2
-		args = append(args, strconv.FormatUint(j.Seq, 10))
-		args = append(args, kv...)
+		n++
+		seq := strconv.FormatUint(j.Seq, 10)
+		kv := append(jobFields(j), "seq", seq, "claim", claims[i], "ix", "1")
+		args = append(args, seq, j.ID)
+		args = append(args, placeArgs(j)...)
+		args = append(args, string(appendPacked(nil, kv, 0)))
 	}
-	args = append([]string{strconv.Itoa(n), strconv.Itoa(f)}, args...)
+	args[0] = strconv.Itoa(n)
 	arr, err := s.exec(ctx, "put", insertScript, topic, args)
 	if err != nil {
 		return err
@@ -335,19 +325,19 @@ func (s *Store) takeOver(ctx context.Context, j *delayq.Job, other, claim string
 	exists := func(st string) error {
 		return fmt.Errorf("redisstore: put: %w", &delayq.ExistsError{ID: j.ID, State: delayq.State(st)})
 	}
-	parts := strings.Split(other, "|")
-	if len(parts) != 3 {
+	if n := strings.Count(other, "|"); n != 2 && n != 3 {
 		return exists("")
 	}
+	t := claimTarget(other, j.ID)
+	_, at, _ := claimParts(other)
 	now, keep := s.retainedView()
-	st, err := idStateScript.Exec(ctx, s.c, s.k.topic(parts[0]).slice(), []string{j.ID, now, keep}).ToString()
+	st, err := idStateScript.Exec(ctx, s.c, s.k.topic(t.topic).slice(), []string{t.mode, t.ref, now, keep}).ToString()
 	if err != nil {
 		return unavailable("put: check claim", err)
 	}
 	if st != "" {
 		return exists(st)
 	}
-	at, _ := strconv.ParseInt(parts[1], 10, 64)
 	if age := time.Since(time.UnixMilli(at)); age < staleClaim {
 		return fmt.Errorf("redisstore: put %q: another put of this id, %s old, has not stored its job yet; retry: %w",
 			j.ID, age.Round(time.Millisecond), delayq.ErrUnavailable)
@@ -366,13 +356,14 @@ func (s *Store) takeOver(ctx context.Context, j *delayq.Job, other, claim string
 // job, else that of its retained job visible at now, else "".
 //
 //	KEYS[1..13] -> the topic's keys
-//	ARGV[1]    -> the id
-//	ARGV[2]    -> now (unix ms), by the retention's clock
-//	ARGV[3]    -> the retention (ms)
+//	ARGV[1]    -> "i" (by id) or "p" (by the seq its claim names, "<seq>|<id>")
+//	ARGV[2]    -> the id, or "<seq>|<id>"
+//	ARGV[3]    -> now (unix ms), by the retention's clock
+//	ARGV[4]    -> the retention (ms)
 //	Returns:   the state, or ""
 var idStateScript = newReadScript(`
-local seq, j = find('i', ARGV[1])
-if not seq and tonumber(ARGV[3]) > 0 then seq, j = findRetained('i', ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])) end
+local seq, j = find(ARGV[1], ARGV[2])
+if not seq and tonumber(ARGV[4]) > 0 then seq, j = findRetained(ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])) end
 if not seq then return '' end
 return j.state
 `)
@@ -393,8 +384,17 @@ func (s *Store) unclaim(ctx context.Context, id, claim string) {
 	swapScript.Exec(ctx, s.c, []string{s.k.claim(id)}, []string{claim, ""})
 }
 
-// claimTopic is the topic named by a claim.
-func claimTopic(claim string) string {
-	topic, _, _ := strings.Cut(claim, "|")
-	return topic
+// claimParts splits a claim "topic|claimed-at-ms|nonce[|seq]" into its
+// topic, when it was made, and the seq of its job when it names one (a
+// claim a one-node put made in its script, which knew the seq).
+func claimParts(claim string) (topic string, at int64, seq string) {
+	parts := strings.Split(claim, "|")
+	if len(parts) < 3 || len(parts) > 4 {
+		return parts[0], 0, ""
+	}
+	at, _ = strconv.ParseInt(parts[1], 10, 64)
+	if len(parts) == 4 {
+		seq = parts[3]
+	}
+	return parts[0], at, seq
 }

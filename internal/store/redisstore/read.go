@@ -61,7 +61,8 @@ if rank == 0 then
   local from = '-'
   if at ~= '' then from = '(' .. string.format('%010d', tonumber(at)) .. after end
   for _, m in ipairs(redis.call('ZRANGE', K_READY, from, '+', 'BYLEX', 'LIMIT', 0, limit)) do
-    out[#out + 1] = reply(unpad(string.sub(m, 11)))
+    local rec = reply(unpad(string.sub(m, 11)))
+    if rec then out[#out + 1] = rec end
   end
   return out
 end
@@ -75,7 +76,8 @@ while #out < limit do
   for i = 1, #page, 2 do
     if #out >= limit then break end
     if at == '' or tonumber(page[i + 1]) > tonumber(at) or page[i] > after then
-      out[#out + 1] = reply(unpad(page[i]))
+      local rec = reply(unpad(page[i]))
+      if rec then out[#out + 1] = rec end
     end
   end
   off = off + 100
@@ -113,7 +115,7 @@ while #out < limit do
     if #out >= limit then break end
     if at == '' or tonumber(page[i + 1]) > tonumber(at) or page[i] > after then
       local rec = reply(unpad(page[i]))
-      if #rec > 0 then out[#out + 1] = rec end
+      if rec then out[#out + 1] = rec end
     end
   end
   off = off + 100

@@ -118,8 +118,10 @@ type Store struct {
 
 	// oneNode: every key is on one server (not a Cluster), so transitions
 	// take their global keys in their own script (onenode.go).
-	oneNode bool
-	topicOf seqTopics
+	oneNode    bool
+	topicOf    seqTopics
+	registered registeredTopics
+	seqs       seqBlocks
 
 	store.CommitHook // times each write round trip (delayq_store_commit_seconds)
 

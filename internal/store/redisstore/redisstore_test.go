@@ -126,6 +126,12 @@ func TestOneNodePutThatLostItsReplyIsWhole(t *testing.T) {
 	addrs := redisAddrs(t, "DELAYQ_TEST_REDIS")
 	s := openStore(t, addrs, Options{})
 	defer s.Close()
+	// A block of seqs in hand that does not age out, so the put's one
+	// script is what the pause holds (not the block's).
+	if _, err := s.takeSeqs(t.Context(), 1); err != nil {
+		t.Fatal(err)
+	}
+	s.seqs.at = time.Now().Add(time.Hour)
 	j := putDuringPause(t, addrs, s)
 	err := s.Put(t.Context(), []*delayq.Job{j})
 	var ex *delayq.ExistsError

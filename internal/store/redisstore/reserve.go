@@ -34,11 +34,16 @@ return redis.call('ZRANGE', K_READY, 0, tonumber(ARGV[2]) - 1)
 //	              there, not up to a millisecond before it (store.BeginTTR)
 //	ARGV[5]    -> who reserves (the attempt's By)
 //	ARGV[6]    -> the topic (one-node only)
+//	ARGV[7]    -> the events channel the earliest new deadline is
+//	              published on when another instance listens (one-node
+//	              only; listenedLua)
+//	ARGV[8]    -> this instance's id (one-node only)
+//	ARGV[9]    -> how many subscribers are this instance's (one-node only)
 //	KEYS[14]   -> on a one-node Redis, the topic's timer bucket, lowered
 //	              to the earliest new deadline here (onenode.go); on a
-//	              Cluster the caller marks it after
+//	              Cluster the caller marks it and publishes after
 //	Returns:   {earliest new deadline or "", record, record, ...}
-var reserveScript = newScript(`
+var reserveScript = newScript(listenedLua + `
 local now, max, last = clock(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local begin = math.max(now, tonumber(ARGV[4]))
 local until_ = redis.call('GET', K_PAUSE)
@@ -60,15 +65,15 @@ for _, m in ipairs(members) do
   local deadline = math.max(begin, tonumber(j.due)) + tonumber(j.ttr)
   j.deadline = fmt(deadline)
   redis.call('ZADD', K_RESERVED, deadline, pad(seq))
-  -- only the fields a reserve changes
-  redis.call('HSET', K_JOB .. seq, 'state', 'reserved', 'att', j.att, 'res', j.res, 'deadline', j.deadline,
-    'hist', j.hist, 'hn', j.hn, 'cur', j.cur)
+  local p = pack(j)
+  redis.call('SET', K_JOB .. seq, p)
   if not earliest or deadline < earliest then earliest = deadline end
-  out[#out + 1] = flat(j)
+  out[#out + 1] = p
 end
 if earliest then
   out[1] = fmt(earliest)
   if KEYS[14] then redis.call('ZADD', KEYS[14], 'LT', earliest, ARGV[6]) end
+  if ARGV[7] and listened(ARGV[7], ARGV[9]) then redis.call('PUBLISH', ARGV[7], ARGV[8] .. ' - 0 ' .. out[1]) end
 end
 return out
 `)
@@ -164,7 +169,7 @@ func (s *Store) reserveTopics(ctx context.Context, shares map[string]share, now,
 		var err error
 		if s.oneNode {
 			arr, err = s.execKeys(ctx, "reserve", reserveScript, append(s.k.topic(topic).slice(), s.k.bucketDue(bucketOf(topic, s.opt.Buckets))),
-				[]string{now, strconv.Itoa(sh.n), sh.last, begin, by, topic})
+				[]string{now, strconv.Itoa(sh.n), sh.last, begin, by, topic, s.k.events(), s.opt.InstanceID, s.fan.own()})
 		} else {
 			arr, err = s.exec(ctx, "reserve", reserveScript, topic, []string{now, strconv.Itoa(sh.n), sh.last, begin, by})
 		}
@@ -182,8 +187,8 @@ func (s *Store) reserveTopics(ctx context.Context, shares map[string]share, now,
 		if d, err := arr[0].AsInt64(); err == nil {
 			if !s.oneNode {
 				marks = append(marks, s.markDue(topic, d))
+				publish = true // one node: the script published
 			}
-			publish = true
 			if earliest == 0 || d < earliest {
 				earliest = d
 			}
@@ -249,8 +254,7 @@ local now = clock(ARGV[3])
 hstart(j, fmt(now), ARGV[5])
 j.deadline = fmt(math.max(now, tonumber(ARGV[4])) + tonumber(j.ttr))
 place(seq, j)
-save(seq, j)
-return {'OK', reply(seq)}
+return {'OK', save(seq, j)}
 `)
 
 // ReserveJob implements store.Store.
