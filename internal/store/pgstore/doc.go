@@ -8,7 +8,10 @@
 // one jobs table with a partial index per state in the order that state
 // is served or timed (ready by topic, priority, seq; delayed by due;
 // reserved by deadline; retained by expiry), small tables for documents,
-// chart series, pauses and instances. Transitions lock the rows they
+// chart series, pauses and instances, and a counts table of each topic's
+// live job counts (counts.go), which every write transaction changes in
+// the same transaction, so the topic statistics the servers read every
+// second cost O(topics), not a scan of the jobs. Transitions lock the rows they
 // change (SELECT ... FOR UPDATE, reserve with SKIP LOCKED) and apply the
 // field effects of package store in Go, so every backend returns the same
 // jobs.

@@ -27,7 +27,7 @@ type queries struct {
 	getDoc, listDocs, insertDoc, updateDoc, deleteDoc             string
 	seriesInit, seriesLock, seriesSave, seriesRead, seriesExpire  string
 	setMaxBody, privileges, heartbeat, instances, leaveInstance   string
-	readyTopics                                                   string
+	readyTopics, countsAdd, countsFold, countsDropZero            string
 	listReady, listDelayed, listReserved, listBuried, listRetired string
 }
 
@@ -81,17 +81,32 @@ func newQueries(schema string) queries {
 	q.kickDelayed = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE topic = $1 AND state = 'delayed' ORDER BY due, seq LIMIT $2 FOR UPDATE`)
 	q.pause = t(`INSERT INTO S.pauses (topic, until) VALUES ($1, $2) ON CONFLICT (topic) DO UPDATE SET until = EXCLUDED.until`)
 	q.unpause = t(`DELETE FROM S.pauses WHERE topic = $1`)
-	q.topics = t(`SELECT topic, state, count(*), count(*) FILTER (WHERE priority < 1024), min(due)
-		FROM S.jobs WHERE ended IS NULL GROUP BY topic, state`)
-	// One topic's counts, each from its state's partial index, so the
-	// cost follows the topic's jobs, not the table's.
-	q.topicStats = t(`SELECT
-		(SELECT count(*) FROM S.jobs WHERE topic = $1 AND state = 'ready'),
-		(SELECT count(*) FROM S.jobs WHERE topic = $1 AND state = 'ready' AND priority < 1024),
-		(SELECT min(due) FROM S.jobs WHERE topic = $1 AND state = 'ready'),
-		(SELECT count(*) FROM S.jobs WHERE topic = $1 AND state = 'delayed'),
-		(SELECT count(*) FROM S.jobs WHERE topic = $1 AND state = 'reserved'),
-		(SELECT count(*) FROM S.jobs WHERE topic = $1 AND state = 'buried')`)
+	// A topic's counts are the sums of its rows in counts (counts.go);
+	// its oldest ready job is one probe of jobs_ready_due. One statement,
+	// one snapshot: the counts and the jobs agree.
+	const topicSums = `SELECT topic, sum(ready)::bigint AS ready, sum(delayed)::bigint AS delayed,
+		sum(reserved)::bigint AS reserved, sum(buried)::bigint AS buried, sum(urgent)::bigint AS urgent FROM S.counts`
+	const topicOut = `SELECT c.topic, c.ready, c.delayed, c.reserved, c.buried, c.urgent,
+		CASE WHEN c.ready > 0 THEN (SELECT j.due FROM S.jobs j WHERE j.topic = c.topic AND j.state = 'ready' ORDER BY j.due LIMIT 1) END
+		FROM (`
+	const topicLive = `) c WHERE c.ready <> 0 OR c.delayed <> 0 OR c.reserved <> 0 OR c.buried <> 0`
+	q.topics = t(topicOut + topicSums + ` GROUP BY topic` + topicLive)
+	q.topicStats = t(topicOut + topicSums + ` WHERE topic = $1 GROUP BY topic` + topicLive)
+	q.countsAdd = t(`INSERT INTO S.counts AS c (topic, slot, ready, delayed, reserved, buried, urgent)
+		SELECT tp, pg_backend_pid(), r, d, rs, b, u FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[]) AS x(tp, r, d, rs, b, u)
+		ON CONFLICT (topic, slot) DO UPDATE SET ready = c.ready + EXCLUDED.ready, delayed = c.delayed + EXCLUDED.delayed,
+			reserved = c.reserved + EXCLUDED.reserved, buried = c.buried + EXCLUDED.buried, urgent = c.urgent + EXCLUDED.urgent`)
+	// The session rows this fold may lock now, deleted and added into
+	// slot 0 in one statement (the DELETE returns each row as it was
+	// last committed); rows a writer holds wait for the next fold.
+	q.countsFold = t(`WITH x AS MATERIALIZED (SELECT topic, slot FROM S.counts WHERE slot <> 0 FOR UPDATE SKIP LOCKED),
+		d AS (DELETE FROM S.counts c USING x WHERE c.topic = x.topic AND c.slot = x.slot
+			RETURNING c.topic, c.ready, c.delayed, c.reserved, c.buried, c.urgent)
+		INSERT INTO S.counts AS c (topic, slot, ready, delayed, reserved, buried, urgent)
+		SELECT topic, 0, sum(ready), sum(delayed), sum(reserved), sum(buried), sum(urgent) FROM d GROUP BY topic ORDER BY topic
+		ON CONFLICT (topic, slot) DO UPDATE SET ready = c.ready + EXCLUDED.ready, delayed = c.delayed + EXCLUDED.delayed,
+			reserved = c.reserved + EXCLUDED.reserved, buried = c.buried + EXCLUDED.buried, urgent = c.urgent + EXCLUDED.urgent`)
+	q.countsDropZero = t(`DELETE FROM S.counts WHERE slot = 0 AND ready = 0 AND delayed = 0 AND reserved = 0 AND buried = 0 AND urgent = 0`)
 	q.dueCounts = t(`SELECT due FROM S.jobs WHERE topic = $1 AND state = 'delayed' AND due <= $2 ORDER BY due, seq`)
 	q.getDoc = t(`SELECT name, rev, data FROM S.docs WHERE kind = $1 AND name = $2`)
 	q.listDocs = t(`SELECT name, rev, data FROM S.docs WHERE kind = $1 ORDER BY name`)
@@ -113,7 +128,7 @@ func newQueries(schema string) queries {
 	q.heartbeat = t(`WITH hb AS (INSERT INTO S.instances (id, url, protocols, since, seen, timer) VALUES ($1, $2, $3, $4, now(), $5)
 		ON CONFLICT (id) DO UPDATE SET url = EXCLUDED.url, protocols = EXCLUDED.protocols, seen = now(), timer = EXCLUDED.timer)
 		SELECT id FROM S.instances WHERE id <> $1 AND seen > now() - $6::interval`)
-	q.readyTopics = t(`SELECT DISTINCT topic FROM S.jobs WHERE state = 'ready'`)
+	q.readyTopics = t(`SELECT topic FROM S.counts GROUP BY topic HAVING sum(ready) > 0`)
 	q.instances = t(`SELECT id, url, protocols, since, timer FROM S.instances WHERE seen > now() - $1::interval ORDER BY url, id`)
 	q.leaveInstance = t(`DELETE FROM S.instances WHERE id = $1`)
 	q.listReady = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE topic = $1 AND state = 'ready' AND (priority, seq) > ($2, $3) ORDER BY priority, seq LIMIT $4`)
@@ -125,7 +140,7 @@ func newQueries(schema string) queries {
 	sch := "'" + schema + "'"
 	q.privileges = `SELECT 'USAGE on schema ` + schema + `' WHERE NOT has_schema_privilege(` + sch + `, 'USAGE')
 		UNION ALL
-		SELECT format('%s on table %s.%s', p, ` + sch + `, tb) FROM unnest(ARRAY['jobs','pauses','docs','series','instances','settings','timer']) tb,
+		SELECT format('%s on table %s.%s', p, ` + sch + `, tb) FROM unnest(ARRAY['jobs','pauses','docs','series','instances','settings','timer','counts']) tb,
 			unnest(ARRAY['SELECT','INSERT','UPDATE','DELETE']) p
 		WHERE has_schema_privilege(` + sch + `, 'USAGE') AND NOT has_table_privilege(quote_ident(` + sch + `) || '.' || tb, p)
 		UNION ALL
@@ -224,10 +239,14 @@ func (s *Store) change(ctx context.Context, op string, ref delayq.Ref, fn func(j
 		if found != nil {
 			return found
 		}
+		before := countOf(out)
 		if err := fn(out); err != nil {
 			return err
 		}
 		b.Queue(s.q.save, saveArgs(out)...)
+		c := counter{}
+		c.move(before, out)
+		c.queue(b, &s.q)
 		return nil
 	})
 	if err != nil {

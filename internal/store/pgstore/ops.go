@@ -72,6 +72,13 @@ func (s *Store) Put(ctx context.Context, jobs []*delayq.Job) error {
 		})
 		return err
 	})
+	// After the insert: a taken id fails the insert and ends the
+	// implicit transaction before the counts change.
+	c := counter{}
+	for _, j := range jobs {
+		c.add(countOf(j), 1)
+	}
+	c.queue(b, &s.q)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "23505" {
@@ -153,11 +160,15 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.J
 			return err
 		})
 	}, func(b *pgx.Batch) error {
+		c := counter{}
 		for _, j := range jobs {
+			before := countOf(j)
 			store.ApplyReserve(j, store.ReserveStart(j, begin))
 			j.StartAttempt(now, p.By)
 			b.Queue(s.q.save, saveArgs(j)...)
+			c.move(before, j)
 		}
+		c.queue(b, &s.q)
 		return nil
 	})
 	if err != nil {
@@ -275,10 +286,14 @@ func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
 			}
 		}
 		b := &pgx.Batch{}
+		c := counter{}
 		for _, j := range jobs {
+			before := countOf(j)
 			store.ApplyKick(j, now)
 			b.Queue(s.q.save, saveArgs(j)...)
+			c.move(before, j)
 		}
+		c.queue(b, &s.q)
 		n = len(jobs)
 		kicked = jobs
 		return tx.SendBatch(ctx, b).Close()
@@ -328,11 +343,15 @@ func (s *Store) deleteJobs(ctx context.Context, op string, ps []store.DeletePara
 		}
 	}, func(b *pgx.Batch) error {
 		gone := map[uint64]bool{} // a job named twice is gone the second time
+		c := counter{}
+		defer c.queue(b, &s.q)
 		for i, p := range ps {
 			if errs[i] == nil && gone[jobs[i].Seq] {
 				errs[i] = fmt.Errorf("pgstore: job %s: %w", p.Ref, delayq.ErrNotFound)
 			}
+			var before jobCount
 			if errs[i] == nil {
+				before = countOf(jobs[i])
 				errs[i] = s.queueRemove(b, jobs[i], p, s.at(p.Now))
 			}
 			if errs[i] != nil {
@@ -340,6 +359,7 @@ func (s *Store) deleteJobs(ctx context.Context, op string, ps []store.DeletePara
 				continue
 			}
 			gone[jobs[i].Seq] = true
+			c.add(before, -1) // deleted, or retained: no longer live
 		}
 		return nil
 	})
@@ -400,7 +420,9 @@ func (s *Store) Pause(ctx context.Context, p store.PauseParams) error {
 	})
 }
 
-// Topics implements store.Store.
+// Topics implements store.Store: the sums of the counts table's rows
+// (counts.go), O(topics), and one index probe per topic with ready jobs
+// for its oldest.
 func (s *Store) Topics(ctx context.Context) ([]delayq.TopicStats, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -433,14 +455,14 @@ func (s *Store) Topics(ctx context.Context) ([]delayq.TopicStats, error) {
 		return nil, s.fail("topics", err)
 	}
 	for rows.Next() {
-		var name, state string
-		var n, urgent int
-		var oldest time.Time
-		if err := rows.Scan(&name, &state, &n, &urgent, &oldest); err != nil {
+		var st delayq.TopicStats
+		if err := scanStats(rows, &st); err != nil {
 			rows.Close()
 			return nil, s.fail("topics", err)
 		}
-		addCount(get(name), delayq.State(state), n, urgent, oldest)
+		got := get(st.Name)
+		st.PausedUntil = got.PausedUntil
+		*got = st
 	}
 	if err := rows.Err(); err != nil {
 		return nil, s.fail("topics", err)
@@ -453,8 +475,8 @@ func (s *Store) Topics(ctx context.Context) ([]delayq.TopicStats, error) {
 	return out, nil
 }
 
-// TopicStats implements store.TopicStater: one topic's counts from its
-// rows alone.
+// TopicStats implements store.TopicStater: one topic's rows of counts,
+// and one index probe for its oldest ready job.
 func (s *Store) TopicStats(ctx context.Context, topic string) (delayq.TopicStats, error) {
 	st := delayq.TopicStats{Name: topic}
 	if err := s.check(); err != nil {
@@ -468,28 +490,28 @@ func (s *Store) TopicStats(ctx context.Context, topic string) (delayq.TopicStats
 	case !errors.Is(err, pgx.ErrNoRows):
 		return st, s.fail("topic stats", err)
 	}
-	var oldest *time.Time
-	err = s.pool.QueryRow(ctx, s.q.topicStats, topic).Scan(&st.Ready, &st.Urgent, &oldest, &st.Delayed, &st.Reserved, &st.Buried)
-	if err != nil {
+	paused := st.PausedUntil
+	err = scanStats(s.pool.QueryRow(ctx, s.q.topicStats, topic), &st)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows): // no live job
+		st = delayq.TopicStats{Name: topic}
+	case err != nil:
 		return st, s.fail("topic stats", err)
 	}
-	st.OldestReady = fromPtr(oldest)
+	st.PausedUntil = paused
 	return st, nil
 }
 
-func addCount(st *delayq.TopicStats, state delayq.State, n, urgent int, oldest time.Time) {
-	switch state {
-	case delayq.StateDelayed:
-		st.Delayed += n
-	case delayq.StateReserved:
-		st.Reserved += n
-	case delayq.StateBuried:
-		st.Buried += n
-	case delayq.StateReady:
-		st.Ready += n
-		st.Urgent += urgent
-		st.OldestReady = oldest.UTC()
+// scanStats reads a row of q.topics into st.
+func scanStats(row pgx.Row, st *delayq.TopicStats) error {
+	var ready, delayed, reserved, buried, urgent int64
+	var oldest *time.Time
+	if err := row.Scan(&st.Name, &ready, &delayed, &reserved, &buried, &urgent, &oldest); err != nil {
+		return err
 	}
+	st.Ready, st.Delayed, st.Reserved, st.Buried, st.Urgent = int(ready), int(delayed), int(reserved), int(buried), int(urgent)
+	st.OldestReady = fromPtr(oldest)
+	return nil
 }
 
 // listKey is a job's place in List order, and the cursor (as memstore's).

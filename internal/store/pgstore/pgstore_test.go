@@ -68,7 +68,7 @@ func freshSchema(t testing.TB, url string) string {
 		}
 		// DELETE, not TRUNCATE: a test's few rows go faster than
 		// TRUNCATE's new files for every table and index.
-		_, err = c.Exec(ctx, "DELETE FROM "+schema+".jobs; DELETE FROM "+schema+".pauses; DELETE FROM "+schema+".docs; DELETE FROM "+
+		_, err = c.Exec(ctx, "DELETE FROM "+schema+".jobs; DELETE FROM "+schema+".counts; DELETE FROM "+schema+".pauses; DELETE FROM "+schema+".docs; DELETE FROM "+
 			schema+".series; DELETE FROM "+schema+".instances; DELETE FROM "+schema+".timer; ALTER SEQUENCE "+schema+".job_seq RESTART")
 		if err != nil {
 			t.Logf("empty schema %s: %v", schema, err)

@@ -66,10 +66,14 @@ func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult
 		if more {
 			due = due[:limit]
 		}
+		c := counter{}
 		for _, j := range due {
+			before := countOf(j)
 			promote(j, now, p.Backoff, res)
 			b.Queue(s.q.save, saveArgs(j)...)
+			c.move(before, j)
 		}
+		c.queue(b, &s.q)
 		if more {
 			res.Next = now
 			return nil
@@ -207,11 +211,18 @@ func (l *lease) drop() {
 func (l *lease) run(ctx context.Context) {
 	t := time.NewTicker(l.s.opt.LeaseCheck)
 	defer t.Stop()
+	var folded time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if l.isHeld() && time.Since(folded) >= foldEvery {
+			if err := l.s.fold(ctx); err != nil && ctx.Err() == nil {
+				l.s.log.Warn("postgres counts fold failed", "err", err)
+			}
+			folded = time.Now()
 		}
 		if l.isHeld() {
 			l.mu.Lock()
