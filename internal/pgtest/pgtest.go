@@ -263,8 +263,13 @@ func (s *Server) Psql(db, sql string) (string, error) {
 func (primary *Server) WaitSync(t testing.TB, name string) {
 	t.Helper()
 	waitFor(t, "standby "+name+" is synchronous", func() (bool, error) {
-		out, err := primary.Psql("postgres", "SELECT sync_state FROM pg_stat_replication WHERE application_name = '"+name+"'")
-		return out == "sync", err
+		out, err := primary.Psql("postgres", "SELECT state || ' ' || sync_state FROM pg_stat_replication WHERE application_name = '"+name+"'")
+		if err == nil && !strings.HasSuffix(out, " sync") {
+			// Said when the wait gives up: no row is a standby that never
+			// connected; "catchup sync" one that is still copying.
+			err = fmt.Errorf("pg_stat_replication says %q (state, sync_state)", out)
+		}
+		return err == nil, err
 	})
 }
 
