@@ -10,6 +10,8 @@
 #   bash scripts/bench-redis.sh              # every row
 #   bash scripts/bench-redis.sh lateness     # rows whose name contains the word
 #   N=30000 bash scripts/bench-redis.sh      # jobs per row (default 30,000)
+#   bash scripts/bench-redis.sh cluster      # only when asked: 3-master Cluster vs standalone
+#   TOPICS=90 BALANCE=1 bash scripts/bench-redis.sh cluster   # see the cluster rows below
 #
 # Rows: put / enqueue; reserve+delete / work (delayq's reserve row preloads
 # its jobs with puts: the put row's CPU is subtracted for the per-reserve
