@@ -249,13 +249,18 @@ else:
       dq "${!bs}" "$@" -n "$per_n" -c "$per_c" --body 100 --topic "cb-$i$tag" --topics "$per_t" --timeout 5m >"$work/ph$i" 2>&1 & bp+=($!)
     done
     for i in "${!bp[@]}"; do wait "${bp[i]}" || fail=1; done
-    ph_cpu=(); ph_calls=()
+    ph_cpu=(); ph_calls=(); ph_stats=""
     for k in "${!ports[@]}"; do
       ph_cpu[k]=$(( $(cpu_us "${rpids[k]}") - c0[k] ))
-      ph_calls[k]=$(stats "${ports[k]}" | awk -F'[:,=]' '{s+=$3} END {print s+0}')
+      local st; st=$(stats "${ports[k]}")
+      ph_calls[k]=$(awk -F'[:,=]' '{s+=$3} END {print s+0}' <<<"$st")
+      ph_stats+="$st"$'\n'
     done
+    # The commands of every Redis summed, for per_job.
+    ph_stats=$(awk -F'[:,=]' 'NF >= 5 {c[$1]+=$3; u[$1]+=$5} END {for (k in c) printf "%s:calls=%d,usec=%d\n", k, c[k], u[k]}' <<<"$ph_stats")
     if (( fail )); then echo "$ph failed:"; cat "$work"/ph[123]; return 1; fi
     printf '%-34s %s\n' "$ph rate" "$(awk '{for (i=1;i<=NF;i++) if ($i ~ /^jobs_per_s=/) {sub("jobs_per_s=","",$i); s+=$i}} END {printf "jobs_per_s=%.0f (sum of three)", s}' "$work"/ph[123])"
+    printf '  %-30s%s\n' "commandstats per job, summed:" "$(per_job "$ph_stats" "$n")"
   }
   # idle SETUP NAME PORTS PIDS: each Redis's CPU over 2 s with the
   # instances idle (heartbeats, timer buckets), the background that every
