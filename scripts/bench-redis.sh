@@ -10,6 +10,8 @@
 #   bash scripts/bench-redis.sh              # every row
 #   bash scripts/bench-redis.sh lateness     # rows whose name contains the word
 #   N=30000 bash scripts/bench-redis.sh      # jobs per row (default 30,000)
+#   bash scripts/bench-redis.sh cluster      # only when asked: 3-master Cluster vs standalone
+#   TOPICS=90 BALANCE=1 bash scripts/bench-redis.sh cluster   # see the cluster rows below
 #
 # Rows: put / enqueue; reserve+delete / work (delayq's reserve row preloads
 # its jobs with puts: the put row's CPU is subtracted for the per-reserve
@@ -40,12 +42,12 @@ fresh_redis() {
   eval "${name}_pid=$!; ${name}_port=$port"
   wait_port "$port"
 }
-# instance NAME REDIS_URL [args...]: a delayq server; sets NAME_pid, NAME_bs (beanstalk URL).
+# instance NAME REDIS_URL [args...]: a delayq server; sets NAME_pid, NAME_bs (beanstalk URL), NAME_http.
 instance() {
   local name=$1 url=$2 hp bp; shift 2; hp=$(free_port); bp=$(free_port)
   "$bin" serve --redis "$url" --http-addr "127.0.0.1:$hp" --beanstalk-addr "127.0.0.1:$bp" \
     --log-level warn "$@" 2>>"$work/$name.log" & pids+=($!)
-  eval "${name}_pid=$!; ${name}_bs=beanstalk://127.0.0.1:$bp"
+  eval "${name}_pid=$!; ${name}_bs=beanstalk://127.0.0.1:$bp; ${name}_http=http://127.0.0.1:$hp"
   wait_port "$hp"; wait_port "$bp"
 }
 stats() { redis-cli -p "$1" INFO commandstats | tr -d '\r' | grep '^cmdstat_'; }
@@ -138,4 +140,187 @@ if selected lateness; then
   sleep 3 # the buckets split between the two instances
   row "lateness 2k/s x5s two instances" "$rl_port" "$rl_pid" dq "$l1_bs" --mode spread --rate 2000 --duration 5s --delay 1s -c 32 --body 100
   kill "$l1_pid" "$l2_pid" "$rl_pid"
+fi
+
+if [[ "$filter" == cluster ]]; then
+  # Issue 31 aim 3, only when asked (`bash scripts/bench-redis.sh cluster`):
+  # a 3-master Redis Cluster (no replicas, the same persistence as every
+  # row above) with 3 delayq instances in front, against one standalone
+  # Redis with 3 instances in front, under the same load: N jobs of 100
+  # bytes over TOPICS topics (default 30), each instance's load client
+  # putting N/3 jobs round-robin over its own TOPICS/3 topics
+  # (`delayq bench --topics`), then a reserve run of the same topics
+  # (it preloads N/3 more, then reserves+deletes N/3; its puts are
+  # subtracted with the put phase's figures). The load goes over HTTP:
+  # a beanstalkd client switching tubes per put makes the server look up
+  # the tube it left (Engine.Topic reads every topic's stats), which would
+  # add that lookup to the Redis CPU per job. Topic names are fixed
+  # (cb-<i>-<k>), so every run puts the same topics on the same masters;
+  # a topic lives in one slot, so with few topics the jobs split as their
+  # names hash (the 30 default names: 7/12/11 topics per master). BALANCE=1
+  # instead names them cb-<i>.<j>-<k> with the first j whose names split
+  # evenly over the masters' slots, to measure the spread of the CPU over
+  # the masters apart from the luck of the hashing.
+  # For each master: its CPU (/proc utime+stime) per phase and share of
+  # the sum, its share of the commands (INFO commandstats calls), and
+  # after the put phase its share of the job records (delayq:{t}:j:*)
+  # and of the topics; then the summed CPU per job against the standalone.
+  topics="${TOPICS:-30}"; conns="${C:-32}"
+  (( topics >= 3 && topics % 3 == 0 )) || { echo "TOPICS must be a multiple of 3" >&2; exit 1; }
+  per_n=$(( n / 3 )); per_t=$(( topics / 3 )); per_c=$(( (conns + 2) / 3 )); n=$(( per_n * 3 ))
+  # cluster_port: a free loopback port whose cluster bus port (+10000) is
+  # free too, both below Linux's ephemeral range (as redis-test-env.sh).
+  taken=" "
+  cluster_port() {
+    local p
+    for _ in $(seq 1000); do
+      p=$(( 20000 + RANDOM % 2768 ))
+      [[ "$taken" == *" $p "* ]] && continue
+      (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
+      (exec 3<>"/dev/tcp/127.0.0.1/$(( p + 10000 ))") 2>/dev/null && continue
+      taken="$taken$p "; echo "$p"; return
+    done
+    echo "no free cluster port" >&2; exit 1
+  }
+  masters=()
+  for i in 1 2 3; do
+    p=$(cluster_port); mkdir -p "$work/c$i"
+    redis-server --bind 127.0.0.1 --port "$p" --dir "$work/c$i" --save '' --appendonly yes \
+      --appendfsync everysec --daemonize no --logfile "$work/c$i/redis.log" \
+      --cluster-enabled yes --cluster-config-file "$work/c$i/nodes.conf" --cluster-node-timeout 5000 & pids+=($!)
+    eval "c${i}_pid=$!; c${i}_port=$p"; masters+=("127.0.0.1:$p")
+    wait_port "$p"
+  done
+  redis-cli --cluster create "${masters[@]}" --cluster-replicas 0 --cluster-yes >/dev/null
+  for i in 1 2 3; do
+    p="c${i}_port"; ok=""
+    for _ in $(seq 200); do
+      redis-cli -p "${!p}" CLUSTER INFO | grep -q 'cluster_state:ok' && { ok=1; break; }; sleep 0.1
+    done
+    [[ -n "$ok" ]] || { echo "master ${!p} never reached cluster_state:ok" >&2; exit 1; }
+  done
+  tag=""
+  if [[ "${BALANCE:-}" == 1 ]]; then
+    # The first j whose topic names fall evenly on the masters: each
+    # topic's keys are in the slot of CRC16(topic) mod 16384 (hash tag).
+    tag=$(redis-cli -p "$c1_port" CLUSTER NODES | python3 -c '
+import sys
+per = int(sys.argv[1])
+ranges = []
+for line in sys.stdin:
+    f = line.split()
+    for r in f[8:]:
+        if not r.startswith("["):
+            a, _, b = r.partition("-")
+            ranges.append((int(a), int(b or a), f[1]))
+def crc16(data):
+    crc = 0
+    for b in data:
+        crc ^= b << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
+            crc &= 0xFFFF
+    return crc
+def owner(name):
+    s = crc16(name.encode()) % 16384
+    return next(m for a, b, m in ranges if a <= s <= b)
+for j in range(10000):
+    count = {}
+    for i in (1, 2, 3):
+        for k in range(per):
+            m = owner("cb-%d.%d-%d" % (i, j, k))
+            count[m] = count.get(m, 0) + 1
+    if len(count) == 3 and len(set(count.values())) == 1:
+        print(".%d" % j)
+        break
+else:
+    sys.exit("no balanced topic names in 10000 tries")
+' "$per_t")
+  fi
+  cl_url="redis://${masters[0]}?addr=${masters[1]}&addr=${masters[2]}"
+
+  # phase SETUP PHASE PORTS PIDS BENCH-ARGS...: the three load clients in
+  # parallel (instance i against its own topics cb-i-*), the CPU of each
+  # Redis (PIDS) around them; sets ph_cpu[k] (µs), ph_calls[k] and prints
+  # one line per Redis.
+  phase() {
+    local setup=$1 ph=$2; local -a ports=($3) rpids=($4); shift 4
+    local k i c0=() bp=() fail=0
+    for k in "${!ports[@]}"; do redis-cli -p "${ports[k]}" CONFIG RESETSTAT >/dev/null; c0[k]=$(cpu_us "${rpids[k]}"); done
+    for i in 1 2 3; do
+      local target="${setup}${i}_http"
+      dq "${!target}" "$@" -n "$per_n" -c "$per_c" --body 100 --topic "cb-$i$tag" --topics "$per_t" --timeout 5m >"$work/ph$i" 2>&1 & bp+=($!)
+    done
+    for i in "${!bp[@]}"; do wait "${bp[i]}" || fail=1; done
+    ph_cpu=(); ph_calls=(); ph_stats=""
+    for k in "${!ports[@]}"; do
+      ph_cpu[k]=$(( $(cpu_us "${rpids[k]}") - c0[k] ))
+      local st; st=$(stats "${ports[k]}")
+      ph_calls[k]=$(awk -F'[:,=]' '{s+=$3} END {print s+0}' <<<"$st")
+      ph_stats+="$st"$'\n'
+    done
+    # The commands of every Redis summed, for per_job.
+    ph_stats=$(awk -F'[:,=]' 'NF >= 5 {c[$1]+=$3; u[$1]+=$5} END {for (k in c) printf "%s:calls=%d,usec=%d\n", k, c[k], u[k]}' <<<"$ph_stats")
+    if (( fail )); then echo "$ph failed:"; cat "$work"/ph[123]; return 1; fi
+    printf '%-34s %s\n' "$ph rate" "$(awk '{for (i=1;i<=NF;i++) if ($i ~ /^jobs_per_s=/) {sub("jobs_per_s=","",$i); s+=$i}} END {printf "jobs_per_s=%.0f (sum of three)", s}' "$work"/ph[123])"
+    printf '  %-30s%s\n' "commandstats per job, summed:" "$(per_job "$ph_stats" "$n")"
+  }
+  # idle SETUP NAME PORTS PIDS: each Redis's CPU over 2 s with the
+  # instances idle (heartbeats, timer buckets), the background that every
+  # phase's figure includes.
+  idle() {
+    local -a rpids=($4) c0=(); local k
+    for k in "${!rpids[@]}"; do c0[k]=$(cpu_us "${rpids[k]}"); done
+    sleep 2
+    printf '  %-30s' "$2 idle, redis cpu us/s"
+    for k in "${!rpids[@]}"; do printf ' %8d' $(( ($(cpu_us "${rpids[k]}") - c0[k]) / 2 )); done
+    echo
+  }
+  # shares NAME VALUES...: each value's share of their sum, and whether
+  # every share is within 10% of a third (0.300-0.367).
+  shares() {
+    local name=$1; shift
+    awk -v name="$name" 'BEGIN {for (i = 1; i < ARGC; i++) s += ARGV[i]; ok = "met"
+      printf "  %-30s", name
+      for (i = 1; i < ARGC; i++) {f = s ? ARGV[i] / s : 0; if (f < 0.3 || f > 1/3*1.1) ok = "missed"; printf " %8s (%.3f)", ARGV[i], f}
+      printf "  even within 10%%: %s\n", ok}' "$@"
+  }
+
+  for i in 1 2 3; do instance k$i "$cl_url"; done
+  cports="$c1_port $c2_port $c3_port"; cpids="$c1_pid $c2_pid $c3_pid"
+  echo "cluster: 3 masters ${masters[*]}, 3 instances, $n jobs over $topics topics, c=3x$per_c"
+  echo "  per master:                     ${masters[*]} (topics cb-<i>$tag-<k>)"
+  idle k "cluster" "$cports" "$cpids"
+  phase k "cluster put" "$cports" "$cpids" --mode put
+  put_cpu=("${ph_cpu[@]}")
+  shares "redis cpu us, put" "${ph_cpu[@]}"
+  shares "commands, put" "${ph_calls[@]}"
+  jobs=(); tops=()
+  for p in $cports; do
+    jobs+=("$(redis-cli -p "$p" --scan --pattern 'delayq:{cb-*}:j:*' | wc -l)")
+    tops+=("$(redis-cli -p "$p" --scan --pattern 'delayq:{cb-*}:ready' | wc -l)")
+  done
+  shares "job records" "${jobs[@]}"
+  shares "topics" "${tops[@]}"
+  phase k "cluster put+reserve+delete" "$cports" "$cpids" --mode reserve
+  res_cpu=(); for k in 0 1 2; do res_cpu[k]=$(( ph_cpu[k] - put_cpu[k] )); done
+  shares "redis cpu us, reserve+delete" "${res_cpu[@]}"
+  shares "commands, put+reserve+delete" "${ph_calls[@]}"
+  cl_put=$(( put_cpu[0] + put_cpu[1] + put_cpu[2] )); cl_res=$(( res_cpu[0] + res_cpu[1] + res_cpu[2] ))
+  kill "$k1_pid" "$k2_pid" "$k3_pid"; wait "$k1_pid" "$k2_pid" "$k3_pid" 2>/dev/null || true
+  kill "$c1_pid" "$c2_pid" "$c3_pid"; wait "$c1_pid" "$c2_pid" "$c3_pid" 2>/dev/null || true
+
+  fresh_redis rs
+  for i in 1 2 3; do instance s$i "redis://127.0.0.1:$rs_port/0"; done
+  echo "standalone: one Redis 127.0.0.1:$rs_port, 3 instances, the same load"
+  idle s "standalone" "$rs_port" "$rs_pid"
+  phase s "standalone put" "$rs_port" "$rs_pid" --mode put
+  sa_put=${ph_cpu[0]}
+  phase s "standalone put+reserve+delete" "$rs_port" "$rs_pid" --mode reserve
+  sa_res=$(( ph_cpu[0] - sa_put ))
+  kill "$s1_pid" "$s2_pid" "$s3_pid"; wait "$s1_pid" "$s2_pid" "$s3_pid" 2>/dev/null || true
+  kill "$rs_pid"; wait "$rs_pid" 2>/dev/null || true
+  awk -v n="$n" -v cp="$cl_put" -v cr="$cl_res" -v sp="$sa_put" -v sr="$sa_res" 'BEGIN {
+    printf "redis cpu per job, summed over the masters / one standalone: put %.1f / %.1f us = %.2fx; reserve+delete %.1f / %.1f us = %.2fx; both %.1f / %.1f us = %.2fx (aim <= 1.1x)\n",
+      cp/n, sp/n, cp/sp, cr/n, sr/n, cr/sr, (cp+cr)/n, (sp+sr)/n, (cp+cr)/(sp+sr) }'
 fi

@@ -47,6 +47,28 @@ type Options struct {
 	Producers     int    // connections putting during a spread with a Delay (default 8)
 	PID           int    // when > 0, sample this process's RSS
 	Topic         string // default: a fresh bench-<time> topic
+	// Topics spreads the run's jobs round-robin over this many topics
+	// (Topic-0 … Topic-<Topics-1>; 1, the default, is Topic itself), and
+	// every reserve takes from all of them: on a Redis Cluster a topic's
+	// keys live on one master, so one topic loads one master only.
+	Topics int
+}
+
+// MaxTopics is the most topics one run may spread over: every reserve
+// names them all, and a delayq server refuses a reserve of more than its
+// --max-reserve-topics (default 1,000).
+const MaxTopics = 1000
+
+// topicNames is the run's topics in round-robin order.
+func (o *Options) topicNames() []string {
+	if o.Topics <= 1 {
+		return []string{o.Topic}
+	}
+	names := make([]string, o.Topics)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%d", o.Topic, i)
+	}
+	return names
 }
 
 func (o *Options) defaults() error {
@@ -70,6 +92,12 @@ func (o *Options) defaults() error {
 	}
 	if o.Lead <= 0 {
 		o.Lead = 3 * time.Second
+	}
+	if o.Topics <= 0 {
+		o.Topics = 1
+	}
+	if o.Topics > MaxTopics {
+		return fmt.Errorf("bench: --topics %d is more than %d", o.Topics, MaxTopics)
 	}
 	if o.Topic == "" {
 		o.Topic = fmt.Sprintf("bench-%d", time.Now().UnixNano())
@@ -118,7 +146,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	rss := startRSS(ctx, o.PID)
-	r := &runner{o: o, dial: dial}
+	r := &runner{o: o, dial: dial, topics: o.topicNames()}
 	res, err := r.run(ctx)
 	if err != nil {
 		return nil, err
@@ -147,8 +175,9 @@ type driver interface {
 	// put stores len(dues) jobs (one call; several only over HTTP batch).
 	put(ctx context.Context, topic string, body []byte, dues []time.Time) error
 	// reserve waits up to wait for one job; ok false when none came.
-	// reserve returns up to n jobs (none when wait ran out).
-	reserve(ctx context.Context, topic string, n int, wait time.Duration) ([]job, error)
+	// reserve returns up to n jobs from any of topics (none when wait ran
+	// out).
+	reserve(ctx context.Context, topics []string, n int, wait time.Duration) ([]job, error)
 	// finish finishes jobs: over HTTP several in one batch finish.
 	finish(ctx context.Context, jobs []job) error
 	close() error

@@ -72,10 +72,10 @@ func (d *httpDriver) put(ctx context.Context, topic string, body []byte, dues []
 	return d.call(ctx, path+"/batch", api.BatchRequest{Jobs: reqs}, nil)
 }
 
-func (d *httpDriver) reserve(ctx context.Context, topic string, n int, wait time.Duration) ([]job, error) {
+func (d *httpDriver) reserve(ctx context.Context, topics []string, n int, wait time.Duration) ([]job, error) {
 	w := api.Duration(wait)
 	var out api.JobsResponse
-	if err := d.call(ctx, "/v1/reserve", api.ReserveRequest{Topics: []string{topic}, N: n, Wait: &w}, &out); err != nil {
+	if err := d.call(ctx, "/v1/reserve", api.ReserveRequest{Topics: topics, N: n, Wait: &w}, &out); err != nil {
 		return nil, err
 	}
 	jobs := make([]job, len(out.Jobs))
@@ -120,7 +120,7 @@ func (d *httpDriver) close() error { return nil }
 // through the go-beanstalk client every Go user of beanstalkd has.
 type beanstalkDriver struct {
 	c    *beanstalk.Conn
-	tube *beanstalk.Tube
+	tube *beanstalk.Tube // the tube used last; a put to another one switches
 	set  *beanstalk.TubeSet
 }
 
@@ -133,7 +133,7 @@ func dialBeanstalk(addr string) (driver, error) {
 }
 
 func (d *beanstalkDriver) put(_ context.Context, topic string, body []byte, dues []time.Time) error {
-	if d.tube == nil {
+	if d.tube == nil || d.tube.Name != topic {
 		d.tube = beanstalk.NewTube(d.c, topic)
 	}
 	for _, due := range dues {
@@ -148,10 +148,11 @@ func (d *beanstalkDriver) put(_ context.Context, topic string, body []byte, dues
 }
 
 // reserve takes one job whatever n is: the protocol has no batch reserve
-// (Run refuses Take > 1 for it).
-func (d *beanstalkDriver) reserve(_ context.Context, topic string, _ int, wait time.Duration) ([]job, error) {
+// (Run refuses Take > 1 for it). The connection watches every topic of
+// the run (the client sends the watch commands with the first reserve).
+func (d *beanstalkDriver) reserve(_ context.Context, topics []string, _ int, wait time.Duration) ([]job, error) {
 	if d.set == nil {
-		d.set = beanstalk.NewTubeSet(d.c, topic)
+		d.set = beanstalk.NewTubeSet(d.c, topics...)
 	}
 	id, body, err := d.set.Reserve(wait)
 	var ce beanstalk.ConnError

@@ -15,8 +15,8 @@ import (
 // Line is the one-line, key=value summary of a result, for scripts.
 func (r *Result) Line() string {
 	o := r.Options
-	return fmt.Sprintf("bench proto=%s mode=%s n=%d c=%d body=%d batch=%d take=%d jobs_per_s=%.0f p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f early=%d drain_ms=%.1f rss_mib=%.1f",
-		r.Protocol, o.Mode, r.Jobs, o.C, o.BodySize, o.Batch, o.Take, r.PerSec, ms(r.P50), ms(r.P99), ms(r.P999), ms(r.Max), r.Early, ms(r.Drain), float64(r.RSS)/(1<<20))
+	return fmt.Sprintf("bench proto=%s mode=%s n=%d c=%d body=%d batch=%d take=%d topics=%d jobs_per_s=%.0f p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f early=%d drain_ms=%.1f rss_mib=%.1f",
+		r.Protocol, o.Mode, r.Jobs, o.C, o.BodySize, o.Batch, o.Take, o.Topics, r.PerSec, ms(r.P50), ms(r.P99), ms(r.P999), ms(r.Max), r.Early, ms(r.Drain), float64(r.RSS)/(1<<20))
 }
 
 // Table writes the result for a person.
@@ -25,6 +25,11 @@ func (r *Result) Table(w io.Writer) {
 	o := r.Options
 	fmt.Fprintf(tw, "target\t%s (%s)\n", o.Target, r.Protocol)
 	fmt.Fprintf(tw, "mode\t%s: %d jobs, %d connections, %d-byte bodies, batch %d, take %d\n", o.Mode, r.Jobs, o.C, o.BodySize, o.Batch, o.Take)
+	if o.Topics > 1 {
+		fmt.Fprintf(tw, "topics\t%d: %s-0 … %s-%d, round-robin\n", o.Topics, o.Topic, o.Topic, o.Topics-1)
+	} else {
+		fmt.Fprintf(tw, "topic\t%s\n", o.Topic)
+	}
 	fmt.Fprintf(tw, "elapsed\t%s\n", r.Elapsed.Round(time.Millisecond))
 	fmt.Fprintf(tw, "throughput\t%.0f jobs/s\n", r.PerSec)
 	what := "call latency"

@@ -18,8 +18,15 @@ import (
 const stampSize = 20
 
 type runner struct {
-	o    Options
-	dial func() (driver, error)
+	o      Options
+	dial   func() (driver, error)
+	topics []string // Options.topicNames
+}
+
+// topicOf is the topic of the put call that starts at job i: puts go
+// round-robin over the run's topics, one call (a whole batch) at a time.
+func (r *runner) topicOf(i int) string {
+	return r.topics[(i/r.o.Batch)%len(r.topics)]
 }
 
 func (r *runner) run(ctx context.Context) (*Result, error) {
@@ -87,7 +94,7 @@ func (r *runner) putAll(ctx context.Context, dues func(i int) time.Time, batch i
 				ds = append(ds, dues(i))
 			}
 			t0 := time.Now()
-			if err := d.put(ctx, r.o.Topic, body, ds); err != nil {
+			if err := d.put(ctx, r.topicOf(start), body, ds); err != nil {
 				return err
 			}
 			lat.add(time.Since(t0))
@@ -120,7 +127,7 @@ func (r *runner) runReserve(ctx context.Context) (*Result, error) {
 	err := r.workers(ctx, func(ctx context.Context, d driver) error {
 		for done.Load() < int64(r.o.N) {
 			t0 := time.Now()
-			jobs, err := d.reserve(ctx, r.o.Topic, r.o.Take, time.Second)
+			jobs, err := d.reserve(ctx, r.topics, r.o.Take, time.Second)
 			if err != nil {
 				return err
 			}
@@ -205,7 +212,7 @@ func (r *runner) runPaced(ctx context.Context) (*Result, error) {
 				for k := range dues {
 					dues[k] = due
 				}
-				if err := d.put(ctx, r.o.Topic, body, dues); err != nil {
+				if err := d.put(ctx, r.topicOf(i), body, dues); err != nil {
 					cancel()
 					return fmt.Errorf("bench: put: %w", err)
 				}
@@ -242,7 +249,7 @@ func newConsumption(n int) *consumption { return &consumption{lat: newSamples(n)
 func (c *consumption) consume(r *runner) func(ctx context.Context, d driver) error {
 	return func(ctx context.Context, d driver) error {
 		for c.done.Load() < int64(r.o.N) {
-			jobs, err := d.reserve(ctx, r.o.Topic, r.o.Take, time.Second)
+			jobs, err := d.reserve(ctx, r.topics, r.o.Take, time.Second)
 			if err != nil {
 				return err
 			}

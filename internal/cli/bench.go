@@ -27,6 +27,8 @@ type benchCmd struct {
 	Delay     time.Duration `help:"put: make jobs due this far ahead (far-future load). spread: put each job during the run, due this long after it is sent."`
 	Producers int           `default:"8" help:"spread with --delay: connections that put while the consumers take."`
 	Spread    time.Duration `help:"put: spread due times uniformly over this span after --delay."`
+	Topics    int           `default:"1" help:"Spread the jobs round-robin over this many topics (<topic>-0 … <topic>-<N-1>; at most 1000); every reserve takes from all of them (beanstalkd: the connection watches each tube). On a Redis Cluster a topic lives on one master, so more topics spread the load over the masters."`
+	Topic     string        `help:"Topic (tube) of the run, or the prefix of its topics with --topics; default a fresh bench-<unix ns> each run."`
 	LineOnly  bool          `name:"line" help:"Print only the one-line key=value result."`
 }
 
@@ -38,10 +40,13 @@ func (c *benchCmd) Run(e *env) error {
 	if c.Take > 1 && strings.HasPrefix(c.Target, "beanstalk") {
 		return usageError{msg: "--take works only over HTTP: the beanstalkd protocol reserves one job per command"}
 	}
+	if c.Topics < 1 || c.Topics > bench.MaxTopics {
+		return usageError{msg: fmt.Sprintf("--topics must be 1 to %d, not %d", bench.MaxTopics, c.Topics)}
+	}
 	res, err := bench.Run(e.ctx, bench.Options{
 		Target: c.Target, Mode: c.Mode, N: c.N, C: c.C, BodySize: c.Body, Batch: c.Batch, Take: c.Take,
 		Rate: c.Rate, Duration: c.Duration, Lead: c.Lead, Timeout: c.Timeout, PID: c.PID, Delay: c.Delay, Spread: c.Spread,
-		Producers: c.Producers,
+		Producers: c.Producers, Topic: c.Topic, Topics: c.Topics,
 	})
 	if err != nil {
 		return err

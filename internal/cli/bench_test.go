@@ -2,10 +2,13 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/delayq/delayq/api"
 	"github.com/delayq/delayq/internal/config"
 	"github.com/delayq/delayq/internal/server"
 )
@@ -72,4 +75,80 @@ func TestBenchBothProtocols(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestBenchTopics: --topics 3 puts a run's jobs round-robin into three
+// topics (the server's topic stats count them), and a reserve run with
+// --topics 3 takes jobs from all three: over the beanstalkd protocol it
+// finishes only if the connections watch every tube.
+func TestBenchTopics(t *testing.T) {
+	cfg := config.Default()
+	cfg.HTTPAddr, cfg.BeanstalkAddr, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", t.TempDir()
+	s := server.New(cfg, nil)
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatalf("Start() = %v", err)
+	}
+	t.Cleanup(func() {
+		http.DefaultClient.CloseIdleConnections()
+		s.Shutdown(context.Background())
+	})
+	bs := "beanstalk://" + s.BeanstalkAddr().String()
+	topics := func() map[string]api.Topic {
+		t.Helper()
+		resp, err := http.Get(s.URL() + "/v1/topics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out api.TopicsResponse
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]api.Topic{}
+		for _, tp := range out.Topics {
+			m[tp.Name] = tp
+		}
+		return m
+	}
+	for _, target := range []string{s.URL(), bs} {
+		proto, _, _ := strings.Cut(target, ":")
+		code, out, errOut := run(t, "bench", target, "--topic", "spread-"+proto, "--topics", "3", "-n", "31", "-c", "2", "--delay", "1h", "--line")
+		if code != 0 {
+			t.Fatalf("%s: bench --topics 3 exited %d: %s", proto, code, errOut)
+		}
+		if !strings.Contains(out, "topics=3") {
+			t.Errorf("%s: result line lacks topics=3: %s", proto, out)
+		}
+		got := topics()
+		for i, want := range []int{11, 10, 10} {
+			name := fmt.Sprintf("spread-%s-%d", proto, i)
+			if got[name].Delayed != want {
+				t.Errorf("%s: topic %s holds %d delayed jobs, want %d (all topics: %+v)", proto, name, got[name].Delayed, want, got)
+			}
+		}
+		if _, ok := got["spread-"+proto]; ok {
+			t.Errorf("%s: jobs went to the bare prefix topic too: %+v", proto, got)
+		}
+	}
+	// Reserve: the preload goes to three topics and the reserves must
+	// take from all of them, or the run never reaches its 60 jobs.
+	for _, target := range []string{s.URL(), bs} {
+		proto, _, _ := strings.Cut(target, ":")
+		code, _, errOut := run(t, "bench", target, "--mode", "reserve", "--topic", "take-"+proto, "--topics", "3", "-n", "60", "-c", "3", "--timeout", "30s", "--line")
+		if code != 0 {
+			t.Fatalf("%s: bench --mode reserve --topics 3 exited %d: %s", proto, code, errOut)
+		}
+		got := topics()
+		for i := range 3 {
+			tp := got[fmt.Sprintf("take-%s-%d", proto, i)]
+			if tp.Ready != 0 || tp.Reserved != 0 {
+				t.Errorf("%s: topic %+v still holds jobs after the reserve run", proto, tp)
+			}
+		}
+	}
+	for _, bad := range []string{"0", "1001"} {
+		if code, _, errOut := run(t, "bench", bs, "--topics", bad); code != exitUsage || !strings.Contains(errOut, "--topics") {
+			t.Errorf("bench --topics %s = %d %q, want a usage error", bad, code, errOut)
+		}
+	}
 }
