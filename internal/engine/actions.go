@@ -381,6 +381,13 @@ func (e *Engine) Topic(ctx context.Context, name string) (delayq.TopicStats, err
 	if err := delayq.CheckTopic(name); err != nil {
 		return delayq.TopicStats{}, err
 	}
+	if ts, ok := e.base.(store.TopicStater); ok {
+		// One topic's read, not every topic's: beanstalkd reads a tube's
+		// stats each time a connection stops using it.
+		t, err := ts.TopicStats(ctx, name)
+		t.Name = name
+		return t, err
+	}
 	all, err := e.st.Topics(ctx)
 	if err != nil {
 		return delayq.TopicStats{}, err

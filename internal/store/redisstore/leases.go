@@ -207,7 +207,7 @@ func (l *leases) renew(ctx context.Context) error {
 	for i, b := range mine {
 		execs[i] = rueidis.LuaExec{Keys: []string{l.s.k.lease(b)}, Args: []string{l.s.opt.InstanceID, strconv.FormatInt(l.ttl.Milliseconds(), 10)}}
 	}
-	for i, r := range renewScript.ExecMulti(ctx, l.s.c, execs...) {
+	for i, r := range execMulti(ctx, l.s.c, renewScript, execs) {
 		ok, err := r.AsInt64()
 		if err != nil {
 			return unavailable("renew lease", err)

@@ -274,7 +274,7 @@ func (s *Store) claimAll(ctx context.Context, jobs []*delayq.Job) ([]string, err
 		execs[i] = rueidis.LuaExec{Keys: []string{s.k.claim(j.ID)}, Args: []string{claims[i]}}
 	}
 	var failed error
-	for i, r := range claimScript.ExecMulti(ctx, s.c, execs...) {
+	for i, r := range execMulti(ctx, s.c, claimScript, execs) {
 		if failed != nil {
 			claims[i] = claimedOrUnknown(r, claims[i])
 			continue

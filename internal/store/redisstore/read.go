@@ -269,7 +269,7 @@ func (s *Store) Topics(ctx context.Context) ([]delayq.TopicStats, error) {
 		execs[i] = rueidis.LuaExec{Keys: s.k.topic(t).slice()}
 	}
 	out := []delayq.TopicStats{}
-	for i, r := range statsScript.ExecMulti(ctx, s.c, execs...) {
+	for i, r := range execMulti(ctx, s.c, statsScript, execs) {
 		arr, err := r.ToArray()
 		if err != nil {
 			return nil, unavailable("topics", err)

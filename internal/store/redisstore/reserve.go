@@ -134,7 +134,7 @@ func (s *Store) pickShares(ctx context.Context, topics []string, max int, now st
 	}
 	type cand struct{ member, topic string }
 	var cands []cand
-	for i, r := range peekReadyScript.ExecMulti(ctx, s.c, execs...) {
+	for i, r := range execMulti(ctx, s.c, peekReadyScript, execs) {
 		members, err := r.AsStrSlice()
 		if err != nil {
 			return nil, unavailable("reserve: peek", err)

@@ -98,7 +98,7 @@ func (s *Store) AddSeries(ctx context.Context, at time.Time, samples []store.Ser
 		}
 		execs = append(execs, rueidis.LuaExec{Keys: keys, Args: args})
 	}
-	for _, r := range addSeriesScript.ExecMulti(ctx, s.c, execs...) {
+	for _, r := range execMulti(ctx, s.c, addSeriesScript, execs) {
 		if err := r.Error(); err != nil {
 			return unavailable("add series", err)
 		}

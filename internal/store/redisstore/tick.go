@@ -215,7 +215,7 @@ func (s *Store) tickCut(ctx context.Context, topics []string, now int64, max int
 		m  string
 	}
 	var es []entry
-	for _, r := range tickPeekScript.ExecMulti(ctx, s.c, execs...) {
+	for _, r := range execMulti(ctx, s.c, tickPeekScript, execs) {
 		flat, err := r.AsStrSlice()
 		if err != nil {
 			return "", "", unavailable("tick: peek", err)
@@ -359,7 +359,7 @@ func (s *Store) sweep(ctx context.Context, buckets []int) error {
 		}
 	}
 	var marks rueidis.Commands
-	for i, r := range earliestScript.ExecMulti(ctx, s.c, execs...) {
+	for i, r := range execMulti(ctx, s.c, earliestScript, execs) {
 		e, err := r.ToString()
 		if err != nil {
 			return unavailable("sweep", err)
