@@ -87,7 +87,7 @@ func newQueries(schema string) queries {
 	const topicSums = `SELECT topic, sum(ready)::bigint AS ready, sum(delayed)::bigint AS delayed,
 		sum(reserved)::bigint AS reserved, sum(buried)::bigint AS buried, sum(urgent)::bigint AS urgent FROM S.counts`
 	const topicOut = `SELECT c.topic, c.ready, c.delayed, c.reserved, c.buried, c.urgent,
-		CASE WHEN c.ready > 0 THEN (SELECT j.due FROM S.jobs j WHERE j.topic = c.topic AND j.state = 'ready' ORDER BY j.due LIMIT 1) END
+		CASE WHEN c.ready > 0 THEN (SELECT j.due FROM S.jobs j WHERE (j.topic COLLATE "C") = c.topic AND j.state = 'ready' ORDER BY j.due LIMIT 1) END
 		FROM (`
 	const topicLive = `) c WHERE c.ready <> 0 OR c.delayed <> 0 OR c.reserved <> 0 OR c.buried <> 0`
 	q.topics = t(topicOut + topicSums + ` GROUP BY topic` + topicLive)
