@@ -19,17 +19,7 @@ func TestScriptsAreNotReloadedPerCall(t *testing.T) {
 	s := openStore(t, addrs, Options{})
 	defer s.Close()
 	ctx := t.Context()
-	loads := func() int {
-		t.Helper()
-		info := ok(s.c.Do(ctx, s.c.B().Info().Section("commandstats").Build()).ToString())(t)
-		for _, line := range strings.Split(info, "\n") {
-			if rest, found := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_script|load:calls="); found {
-				n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-				return n
-			}
-		}
-		return 0
-	}
+	loads := func() int { return commandCalls(t, s, "script|load") }
 	reserve := func() {
 		t.Helper()
 		if _, err := s.Reserve(ctx, store.ReserveParams{Topics: []string{"a", "b", "c"}, Max: 1, Now: time.Now()}); err != nil {
@@ -47,4 +37,18 @@ func TestScriptsAreNotReloadedPerCall(t *testing.T) {
 	if n := loads() - before; n >= calls {
 		t.Fatalf("%d SCRIPT LOADs for %d reserves over 3 topics: the scripts are reloaded on every call", n, calls)
 	}
+}
+
+// commandCalls is how many times Redis has run command (INFO
+// commandstats, "publish" or "script|load"), by every client.
+func commandCalls(t *testing.T, s *Store, command string) int {
+	t.Helper()
+	info := ok(s.c.Do(t.Context(), s.c.B().Info().Section("commandstats").Build()).ToString())(t)
+	for _, line := range strings.Split(info, "\n") {
+		if rest, found := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+command+":calls="); found {
+			n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+			return n
+		}
+	}
+	return 0
 }

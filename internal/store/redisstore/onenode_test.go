@@ -127,17 +127,7 @@ func TestOneNodeWakeUpsOnlyWhenSomeoneListens(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	published := func() int {
-		t.Helper()
-		info := ok(s.c.Do(ctx, s.c.B().Info().Section("commandstats").Build()).ToString())(t)
-		for _, line := range strings.Split(info, "\n") {
-			if rest, found := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_publish:calls="); found {
-				n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-				return n
-			}
-		}
-		return 0
-	}
+	published := func() int { return commandCalls(t, s, "publish") }
 	// Nobody else listens on this deployment's channel (its prefix is
 	// fresh); other tests' stores publish on their own channels, which
 	// this count would include, so the test runs none beside it.
