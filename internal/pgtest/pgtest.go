@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -75,15 +76,26 @@ func need(t testing.TB) string {
 	return bin
 }
 
-// freePort returns a loopback port nobody listens on now.
+// freePort returns a loopback port nobody listens on now, below Linux's
+// ephemeral range (32768 and up), as scripts/pg-test-env.sh picks its
+// own (23000-28999; these are 29000-32499). A port from the ephemeral
+// range can be taken meanwhile as the local end of any test's outgoing
+// connection, and a client that connects to a killed server's port in
+// that range can be handed that same port as its own and connect to
+// itself.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 1000 {
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(29000+rand.IntN(3500)))
+		if err != nil {
+			continue // taken: try another
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("pgtest: no free port in 29000-32499")
+	return 0
 }
 
 // postgresDir makes a directory the postgres user owns, removed at
@@ -278,8 +290,14 @@ func (s *Server) Promote(t testing.TB) {
 	t.Helper()
 	run(t, s.bin, "pg_ctl", "-D", s.Dir, "-w", "-t", "60", "promote")
 	waitFor(t, "promoted standby takes writes", func() (bool, error) {
-		out, err := s.Psql("postgres", "SELECT pg_is_in_recovery()")
-		return out == "f", err
+		out, err := s.Psql("postgres", "SELECT pg_is_in_recovery(), current_setting('data_directory')")
+		if err == nil && !strings.HasPrefix(out, "f|") {
+			// Said when the wait gives up (it did once in CI): which
+			// server answered on the port, and whether it saw itself as
+			// still in recovery.
+			err = fmt.Errorf("%s answers %q (in recovery, data directory), want %s out of recovery", s.Addr(), out, s.Dir)
+		}
+		return err == nil, err
 	})
 }
 
