@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -53,7 +54,8 @@ func NewCA(t testing.TB) *CA {
 	return ca
 }
 
-var serial int64 = 1
+// serial numbers the certificates; tests issue them in parallel.
+var serial atomic.Int64
 
 // Issue makes a certificate for cn (also its DNS name, or its IP when cn
 // is one) usable by servers and clients, and writes it and its key to
@@ -64,9 +66,8 @@ func (ca *CA) Issue(t testing.TB, base, cn string) (certFile, keyFile string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	serial++
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial),
+		SerialNumber: big.NewInt(serial.Add(1) + 1),
 		Subject:      pkix.Name{CommonName: cn},
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
