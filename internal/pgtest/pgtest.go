@@ -123,6 +123,7 @@ func postgresDir(t testing.TB) string {
 func run(t testing.TB, bin, prog string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("runuser", append([]string{"-u", "postgres", "--", filepath.Join(bin, prog)}, args...)...)
+	cmd.Dir = "/" // the postgres user may not enter the test's directory
 	// Output goes to a file, not a pipe: pg_ctl start leaves the
 	// postmaster holding its stdout, and a pipe would never close.
 	out, err := os.CreateTemp("", "pgtest-out-")
@@ -264,9 +265,15 @@ func (s *Server) Psql(db, sql string) (string, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "runuser", "-u", "postgres", "--", filepath.Join(s.bin, "psql"),
 		"-h", "127.0.0.1", "-p", strconv.Itoa(s.Port), "-d", db, "-XAtqc", sql)
-	out, err := cmd.CombinedOutput()
+	// The postgres user may not enter the test's directory (a fresh
+	// clone under a 0700 mktemp directory): psql then warns on stderr,
+	// which must not end up in the answer.
+	cmd.Dir = "/"
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("psql %q: %v: %s", sql, err, out)
+		return "", fmt.Errorf("psql %q: %v: %s%s", sql, err, out, stderr.String())
 	}
 	return strings.TrimSpace(string(out)), nil
 }
