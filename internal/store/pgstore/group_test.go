@@ -267,3 +267,54 @@ func TestGroupAnswersEachPut(t *testing.T) {
 		t.Errorf("Topics() = %v, want %v", got, want)
 	}
 }
+
+// TestGroupLosingARaceAnswersEachPut: a group whose snapshot did not see
+// an id an application's transaction was putting at the same time fails
+// on the unique index when that transaction commits; its puts are then
+// written one by one, so only the put of that id fails, as taken.
+func TestGroupLosingARaceAnswersEachPut(t *testing.T) {
+	s := openStore(t, Options{MaxConns: 8})
+	defer s.Close()
+	ctx := t.Context()
+	put := "SELECT * FROM " + s.Schema() + ".put('t', 'x', id => $1)"
+	var apps [2]pgx.Tx
+	for i, id := range []string{"y", "z"} {
+		tx, err := appConn(t).Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, put, id); err != nil {
+			t.Fatal(err)
+		}
+		apps[i] = tx
+	}
+	p := &puts{t: t, s: s}
+	y := p.start(ctx, readyJob("y", "t")) // waits for apps[0]'s y
+	z, w := p.start(ctx, readyJob("z", "t")), p.start(ctx, readyJob("w", "t"))
+	if err := apps[0].Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// z and w in flight together, z waiting for apps[1]'s z.
+	waitFor(t, "the group of z and w to wait for the application's z", func() bool {
+		return queued(s) == 0 && lockWaiters(t, s) == 1
+	})
+	if err := apps[1].Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p.wg.Wait()
+	for name, i := range map[string]int{"y": y, "z": z} {
+		var ee *delayq.ExistsError
+		if err := p.err(i); !errors.As(err, &ee) || ee.ID != name || ee.State != delayq.StateReady {
+			t.Errorf("put of %s, which the application committed first = %v, want ExistsError{%s, ready}", name, err, name)
+		}
+	}
+	if err := p.err(w); err != nil {
+		t.Errorf("put of w, in the group that lost the race = %v, want nil", err)
+	}
+	if _, err := s.Get(ctx, delayq.Ref{ID: "w"}); err != nil {
+		t.Errorf("Get(w) = %v", err)
+	}
+	if got, want := topics(t, s), truth(t, s); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Topics() = %v, want %v", got, want)
+	}
+}
