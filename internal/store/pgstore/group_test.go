@@ -104,6 +104,16 @@ func (p *puts) start(ctx context.Context, jobs ...*delayq.Job) int {
 	return i
 }
 
+// fill puts one job per group slot, named prefix0, prefix1, ..., each
+// in flight (held in Postgres), so that the puts started after them wait
+// in s's line.
+func (p *puts) fill(ctx context.Context, prefix string) {
+	p.t.Helper()
+	for i := range groupsInFlight {
+		p.start(ctx, readyJob(fmt.Sprintf("%s%d", prefix, i), "t"))
+	}
+}
+
 // xmin is the transaction that inserted the job with id.
 func xmin(t *testing.T, s *Store, id string) string {
 	t.Helper()
@@ -119,10 +129,11 @@ func xmin(t *testing.T, s *Store, id string) string {
 // order they arrived; each put wrote its own transaction before.
 func TestConcurrentPutsShareOneCommit(t *testing.T) {
 	const n = 8
-	s := openStore(t, Options{MaxConns: n + 4})
+	s := openStore(t, Options{MaxConns: n + groupsInFlight + 4})
 	defer s.Close()
 	release := holdPuts(t, s)
 	p := &puts{t: t, s: s}
+	p.fill(t.Context(), "hold")
 	for i := range n {
 		p.start(t.Context(), readyJob(fmt.Sprintf("j%d", i), "t"))
 	}
@@ -133,11 +144,11 @@ func TestConcurrentPutsShareOneCommit(t *testing.T) {
 			t.Fatalf("put %d = %v", i, err)
 		}
 	}
-	// The first put went alone; the n-1 that waited behind it, in one
-	// transaction, with seqs in their order of arrival.
+	// The puts in flight went alone; the n that waited behind them, in
+	// one transaction, with seqs in their order of arrival.
 	txs := map[string]bool{}
 	var last uint64
-	for i := 1; i < n; i++ {
+	for i := range n {
 		id := fmt.Sprintf("j%d", i)
 		txs[xmin(t, s, id)] = true
 		j, err := s.Get(t.Context(), delayq.Ref{ID: id})
@@ -150,7 +161,7 @@ func TestConcurrentPutsShareOneCommit(t *testing.T) {
 		last = j.Seq
 	}
 	if len(txs) != 1 {
-		t.Errorf("%d puts waiting together committed in %d transactions, want 1", n-1, len(txs))
+		t.Errorf("%d puts waiting together committed in %d transactions, want 1", n, len(txs))
 	}
 	if got, want := topics(t, s), truth(t, s); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("Topics() = %v, want %v", got, want)
@@ -190,7 +201,7 @@ func TestGroupAnswersEachPut(t *testing.T) {
 
 	release := holdPuts(t, s)
 	p := &puts{t: t, s: s}
-	p.start(ctx, readyJob("first", "t"))
+	p.fill(ctx, "first")
 	cases := []struct {
 		jobs  []*delayq.Job
 		taken string       // the id the put must fail on, "" for none
@@ -240,7 +251,7 @@ func TestGroupAnswersEachPut(t *testing.T) {
 	// put fails. A put whose caller gave up in line is not written.
 	release = holdPuts(t, s)
 	p = &puts{t: t, s: s}
-	p.start(ctx, readyJob("first2", "t"))
+	p.fill(ctx, "second")
 	bad := readyJob("bad", "t")
 	bad.State = "bogus"
 	gone, cancel := context.WithCancel(ctx)
@@ -278,18 +289,23 @@ func TestGroupLosingARaceAnswersEachPut(t *testing.T) {
 	ctx := t.Context()
 	put := "SELECT * FROM " + s.Schema() + ".put('t', 'x', id => $1)"
 	var apps [2]pgx.Tx
-	for i, id := range []string{"y", "z"} {
+	for i := range apps {
 		tx, err := appConn(t).Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tx.Exec(ctx, put, id); err != nil {
-			t.Fatal(err)
-		}
 		apps[i] = tx
 	}
+	for i := range groupsInFlight {
+		if _, err := apps[0].Exec(ctx, put, fmt.Sprintf("y%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := apps[1].Exec(ctx, put, "z"); err != nil {
+		t.Fatal(err)
+	}
 	p := &puts{t: t, s: s}
-	y := p.start(ctx, readyJob("y", "t")) // waits for apps[0]'s y
+	p.fill(ctx, "y") // each waits for apps[0]'s job of its id
 	z, w := p.start(ctx, readyJob("z", "t")), p.start(ctx, readyJob("w", "t"))
 	if err := apps[0].Commit(ctx); err != nil {
 		t.Fatal(err)
@@ -302,7 +318,11 @@ func TestGroupLosingARaceAnswersEachPut(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.wg.Wait()
-	for name, i := range map[string]int{"y": y, "z": z} {
+	answers := map[string]int{"z": z}
+	for i := range groupsInFlight {
+		answers[fmt.Sprintf("y%d", i)] = i
+	}
+	for name, i := range answers {
 		var ee *delayq.ExistsError
 		if err := p.err(i); !errors.As(err, &ee) || ee.ID != name || ee.State != delayq.StateReady {
 			t.Errorf("put of %s, which the application committed first = %v, want ExistsError{%s, ready}", name, err, name)
