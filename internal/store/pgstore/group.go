@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,16 +47,17 @@ import (
 // only its own call.
 
 // groupsInFlight is how many groups are written at a time. One keeps
-// seq order equal to commit order across the instance's puts, and a
-// group gathers while the one before it is in flight; more slots let
-// puts at low concurrency overlap their commits instead of queueing.
+// seq order equal to commit order across the instance's puts; two, with
+// 32 producers on two cores, were no faster and spent more CPU per put
+// on smaller groups (docs/benchmarks.md).
 const groupsInFlight = 1
 
 // maxGroupJobs bounds the jobs of one group statement: its arrays, its
 // statement time, and what one failed group writes again call by call.
 // Gathering stops there (a call of more jobs than that goes alone); 256
-// is far above what 32 concurrent producers gather per commit, past the
-// point where a bigger group saves anything per job.
+// is far above what 32 concurrent producers gather per commit (15 to 20
+// on two cores), past the point where a bigger group saves anything per
+// job.
 const maxGroupJobs = 256
 
 // maxGroupBody bounds the body bytes of one group (a call with more
@@ -271,5 +273,5 @@ func (s *Store) writeCalls(calls []*putCall) {
 // one by one fails only that row's call.
 func rowError(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code[:2] == "22" || pe.Code[:2] == "23")
+	return errors.As(err, &pe) && (strings.HasPrefix(pe.Code, "22") || strings.HasPrefix(pe.Code, "23"))
 }
