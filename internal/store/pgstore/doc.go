@@ -14,7 +14,9 @@
 // second cost O(topics), not a scan of the jobs. Transitions lock the rows they
 // change (SELECT ... FOR UPDATE, reserve with SKIP LOCKED) and apply the
 // field effects of package store in Go, so every backend returns the same
-// jobs.
+// jobs. Concurrent puts are written together, one statement and one
+// commit for all that queued while the previous one was in flight, each
+// keeping its own answer (group.go).
 //
 // Timing: the instance holding the timer lease (a session advisory lock
 // on a connection of its own) sleeps until its next due time, and

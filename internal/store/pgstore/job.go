@@ -20,7 +20,7 @@ type queries struct {
 	schema, jobs string
 
 	findByID, findBySeq, getBySeq, getByID, save, remove, retain  string
-	reserve, putDelete, putInsert, putTaken, publish              string
+	reserve, putDelete, putInsert, putTaken, putGroup, publish    string
 	tickDelayed, tickReserved, tickExpire, tickNext               string
 	kickBuried, kickDelayed                                       string
 	pause, unpause, topics, topicStats, dueCounts                 string
@@ -62,6 +62,28 @@ func newQueries(schema string) queries {
 		SELECT nextval('S.job_seq'), * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[], $6::timestamptz[],
 			$7::bigint[], $8::bigint[], $9::integer[], $10::bytea[])
 		RETURNING id, seq`)
+	// The group insert (group.go): every call's jobs with the call's
+	// number ($11). taken finds each id held by a job (the retained
+	// whose retention ran out were deleted before, in the same
+	// transaction); the calls with a taken id are left out whole, the
+	// others' jobs inserted with their seqs in the order of the arrays,
+	// and counted (counts.go) in the same statement. Rows out: (id, seq,
+	// NULL) per job inserted, (id, NULL, state) per id taken.
+	q.putGroup = t(`WITH x AS MATERIALIZED (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::timestamptz[],
+			$6::timestamptz[], $7::bigint[], $8::bigint[], $9::integer[], $10::bytea[], $11::integer[]) WITH ORDINALITY
+			AS x(id, topic, state, priority, due, created, delay_ms, ttr_ms, max_attempts, body, call, n)),
+		taken AS MATERIALIZED (SELECT x.call, x.id, j.state FROM x JOIN S.jobs j ON j.id = x.id),
+		ins AS (INSERT INTO S.jobs (seq, id, topic, state, priority, due, created, delay_ms, ttr_ms, max_attempts, body)
+			SELECT nextval('S.job_seq'), id, topic, state, priority, due, created, delay_ms, ttr_ms, max_attempts, body
+			FROM x WHERE x.call NOT IN (SELECT call FROM taken) ORDER BY x.n
+			RETURNING id, seq, topic, state, priority),
+		cnt AS (INSERT INTO S.counts AS c (topic, slot, ready, delayed, reserved, buried, urgent)
+			SELECT topic, pg_backend_pid(), count(*) FILTER (WHERE state = 'ready'), count(*) FILTER (WHERE state = 'delayed'), 0, 0,
+				count(*) FILTER (WHERE state = 'ready' AND priority < $12) FROM ins GROUP BY topic ORDER BY topic
+			ON CONFLICT (topic, slot) DO UPDATE SET ready = c.ready + EXCLUDED.ready, delayed = c.delayed + EXCLUDED.delayed,
+				urgent = c.urgent + EXCLUDED.urgent)
+		SELECT id, seq, NULL::text FROM ins
+		UNION ALL SELECT id, NULL, state FROM taken`)
 	q.publish = t(`SELECT CASE WHEN p = 'infinity' THEN NULL ELSE p END FROM S.timer_publish($1) p`)
 	q.putTaken = t(`SELECT id, state FROM S.jobs WHERE id = ANY($1) AND (ended IS NULL OR expires > $2)`)
 	q.tickDelayed = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE state = 'delayed' AND due <= $1 ORDER BY due, seq LIMIT $2 FOR UPDATE SKIP LOCKED`)

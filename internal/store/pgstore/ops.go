@@ -20,22 +20,33 @@ import (
 // defaultTickMax is how many jobs Tick moves when TickParams.Max <= 0.
 const defaultTickMax = 1000
 
-// Put implements store.Store: one round trip, a pipeline of statements
-// that Postgres runs as one implicit transaction: free the ids of
-// retained jobs whose retention ran out, then insert every job with its
-// seq. A taken id fails the insert, and with it the whole put.
+// Put implements store.Store: the call joins a group of concurrent
+// calls written in one transaction (group.go), and returns once that
+// transaction committed, with its own answer.
 func (s *Store) Put(ctx context.Context, jobs []*delayq.Job) error {
 	seen := make(map[string]bool, len(jobs))
-	ids := make([]string, len(jobs))
-	for i, j := range jobs {
+	for _, j := range jobs {
 		if seen[j.ID] {
 			return fmt.Errorf("pgstore: put: %w", &delayq.ExistsError{ID: j.ID})
 		}
 		seen[j.ID] = true
-		ids[i] = j.ID
 	}
 	if err := s.check(); err != nil || len(jobs) == 0 {
 		return err
+	}
+	return s.putGrouped(ctx, &putCall{jobs: jobs})
+}
+
+// putAlone writes one call's jobs in a transaction of their own: one
+// round trip, a pipeline of statements that Postgres runs as one
+// implicit transaction: free the ids of retained jobs whose retention
+// ran out, then insert every job with its seq. A taken id fails the
+// insert, and with it the whole put. A group that failed on one bad row
+// writes its calls this way (group.go).
+func (s *Store) putAlone(ctx context.Context, jobs []*delayq.Job) error {
+	ids := make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
 	}
 	retNow := s.opt.Retention.Clock()()
 	n := len(jobs)

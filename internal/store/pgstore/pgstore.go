@@ -132,6 +132,8 @@ type Store struct {
 	alone   atomic.Bool     // no other instance alive: the bell stays quiet
 	reach   reach           // how the last heartbeat went (Health)
 
+	line putLine // puts waiting for a group (group.go)
+
 	store.CommitHook // times each write transaction (delayq_store_commit_seconds)
 
 	adMu      sync.Mutex
