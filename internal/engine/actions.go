@@ -416,7 +416,7 @@ func (e *Engine) Pause(ctx context.Context, topic string, d time.Duration) error
 	if err := e.st.Pause(ctx, store.PauseParams{Topic: topic, Until: until}); err != nil {
 		return e.recordAdmin("pause", err)
 	}
-	time.AfterFunc(time.Until(until), func() { e.waiters.wake(topic, e.waiters.count(topic)) })
+	time.AfterFunc(time.Until(until), func() { e.waiters.wakeAll(topic) })
 	return e.recordAdmin("pause", nil)
 }
 

@@ -17,6 +17,6 @@ func (e *Engine) Resume(ctx context.Context, topic string) error {
 	if err := e.st.Pause(ctx, store.PauseParams{Topic: topic}); err != nil {
 		return e.recordAdmin("resume", err)
 	}
-	e.waiters.wake(topic, e.waiters.count(topic))
+	e.waiters.wakeAll(topic)
 	return e.recordAdmin("resume", nil)
 }

@@ -268,10 +268,14 @@ func batchErr(err error, i, n int) error {
 // announce wakes waiters for ready jobs and the timer for delayed ones.
 func (e *Engine) announce(jobs ...*delayq.Job) {
 	var earliest time.Time
+	var ready map[string]int // one wake-up per topic: it wakes waiters for all its jobs (waiters.wake)
 	for _, j := range jobs {
 		switch j.State {
 		case delayq.StateReady:
-			e.waiters.wake(j.Topic, 1)
+			if ready == nil {
+				ready = map[string]int{}
+			}
+			ready[j.Topic]++
 		case delayq.StateDelayed:
 			if earliest.IsZero() || j.Due.Before(earliest) {
 				earliest = j.Due
@@ -281,6 +285,9 @@ func (e *Engine) announce(jobs ...*delayq.Job) {
 				earliest = j.Deadline
 			}
 		}
+	}
+	for topic, n := range ready {
+		e.waiters.wake(topic, n)
 	}
 	if !earliest.IsZero() {
 		e.notifyDue(earliest)

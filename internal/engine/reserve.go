@@ -37,17 +37,24 @@ func (e *Engine) reserve(ctx context.Context, r ReserveRequest) ([]*delayq.Job, 
 	if e.Draining() {
 		return nil, delayq.ErrDraining
 	}
-	jobs, err := e.reserveNow(ctx, r)
-	if err != nil || len(jobs) > 0 || r.Wait <= 0 {
-		return jobs, err
+	if r.Wait <= 0 {
+		return e.reserveNow(ctx, r)
 	}
 	return e.waitReserve(ctx, r)
 }
 
 // waitReserve long-polls. The waiter is parked before each store attempt,
 // so a job made ready between the attempt and the wait still wakes it.
+// Its first attempt is the reserve's first: a store attempt before
+// parking, when it finds nothing, is a second empty one (a store round
+// trip or two) for every consumer that comes back for more.
 func (e *Engine) waitReserve(ctx context.Context, r ReserveRequest) ([]*delayq.Job, error) {
 	if err := e.enterWait(); err != nil {
+		// Too many wait already: a job ready now is still handed out.
+		jobs, rerr := e.reserveNow(ctx, r)
+		if rerr != nil || len(jobs) > 0 {
+			return jobs, rerr
+		}
 		return nil, err
 	}
 	defer e.exitWait()
@@ -55,15 +62,21 @@ func (e *Engine) waitReserve(ctx context.Context, r ReserveRequest) ([]*delayq.J
 	defer timer.Stop()
 	e.metrics.Waiters(1)
 	defer e.metrics.Waiters(-1)
+	var woke string // the topic of the wake-up that led to this attempt
+	var wokeFor int // how many of its jobs that wake-up counted on this reserve for
 	for {
-		w := e.waiters.add(r.Topics)
+		w := e.waiters.add(r.Topics, r.N)
 		jobs, err := e.reserveNow(ctx, r)
 		if err != nil || len(jobs) > 0 {
 			e.leave(w)
+			if n := handOn(woke, wokeFor, r.N, jobs, err); n > 0 {
+				e.waiters.wake(woke, n)
+			}
 			return jobs, err
 		}
 		select {
 		case <-w.ch:
+			woke, wokeFor = w.signaled, w.jobs
 			continue
 		case <-timer.C:
 		case <-ctx.Done():
@@ -76,9 +89,37 @@ func (e *Engine) waitReserve(ctx context.Context, r ReserveRequest) ([]*delayq.J
 
 // leave unparks w and hands on a wake-up it got but will not use.
 func (e *Engine) leave(w *waiter) {
-	if topic := e.waiters.remove(w); topic != "" {
-		e.waiters.wake(topic, 1)
+	if topic, n := e.waiters.remove(w); topic != "" {
+		e.waiters.wake(topic, n)
 	}
+}
+
+// handOn is how many jobs of the wake-up that woke a reserve (topic
+// woke, counted on it for wokeFor jobs) the reserve leaves to the next
+// waiter, now that it got jobs or err. A wake-up counts on each waiter
+// for as many jobs as it takes (waiters.wake), so a reserve must pass on
+// what it did not take: all of it when it failed; when it came back
+// full (take jobs, perhaps of its other topics first), the jobs of woke
+// it did not take, which may still be ready. A reserve that came back
+// short took every job of woke it could see: the rest were taken by
+// others, or made ready after it looked and woke waiters of their own.
+func handOn(woke string, wokeFor, take int, jobs []*delayq.Job, err error) int {
+	if woke == "" {
+		return 0
+	}
+	if err != nil {
+		return wokeFor
+	}
+	if len(jobs) < take {
+		return 0
+	}
+	n := wokeFor
+	for _, j := range jobs {
+		if j.Topic == woke {
+			n--
+		}
+	}
+	return max(n, 0)
 }
 
 func (e *Engine) reserveNow(ctx context.Context, r ReserveRequest) ([]*delayq.Job, error) {

@@ -5,9 +5,12 @@ import (
 	"sync"
 )
 
-// waiters parks long-polling reserves per topic. One job made ready wakes
-// one waiter (no thundering herd): wake pops waiters in arrival order and
-// removes each from every topic it waits on.
+// waiters parks long-polling reserves per topic. n jobs made ready wake
+// the waiters, oldest first, whose takes (how many jobs each asked for)
+// cover n, and no more (no thundering herd): one job wakes one waiter,
+// and ten jobs wake a single waiter that takes up to sixteen, rather than
+// ten, nine of which would find nothing and run an empty reserve each.
+// wake removes each woken waiter from every topic it waits on.
 type waiters struct {
 	mu      sync.Mutex
 	byTopic map[string]*list.List // guarded by mu; elements are *waiter
@@ -19,17 +22,19 @@ type waiters struct {
 type waiter struct {
 	ch       chan struct{}
 	topics   []string
+	take     int             // how many jobs the reserve asks for (at least 1)
 	elems    []*list.Element // guarded by waiters.mu; nil once signalled or removed
 	signaled string          // guarded by waiters.mu: the topic that woke it
+	jobs     int             // guarded by waiters.mu: how many of its jobs the wake counted on it for
 }
 
 func newWaiters() *waiters {
 	return &waiters{byTopic: make(map[string]*list.List)}
 }
 
-// add parks a new waiter on topics.
-func (ws *waiters) add(topics []string) *waiter {
-	w := &waiter{ch: make(chan struct{}, 1), topics: topics}
+// add parks a new waiter on topics, for a reserve of up to take jobs.
+func (ws *waiters) add(topics []string, take int) *waiter {
+	w := &waiter{ch: make(chan struct{}, 1), topics: topics, take: max(take, 1)}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	for _, t := range topics {
@@ -43,31 +48,52 @@ func (ws *waiters) add(topics []string) *waiter {
 	return w
 }
 
-// wake signals up to n waiters of topic, oldest first.
+// wake signals the waiters of topic, oldest first, that n jobs made
+// ready there need: each takes as many as it asked for, until n are
+// accounted for.
 func (ws *waiters) wake(topic string, n int) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	l := ws.byTopic[topic]
-	for ; n > 0 && l != nil && l.Len() > 0; n-- {
+	for n > 0 && l != nil && l.Len() > 0 {
 		w := l.Front().Value.(*waiter)
 		ws.unlink(w)
 		w.signaled = topic
+		w.jobs = min(n, w.take)
+		n -= w.jobs
+		ws.woken++
+		w.ch <- struct{}{}
+	}
+}
+
+// wakeAll signals every waiter of topic (a pause ended: each may find
+// jobs, however many are ready).
+func (ws *waiters) wakeAll(topic string) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	l := ws.byTopic[topic]
+	for l != nil && l.Len() > 0 {
+		w := l.Front().Value.(*waiter)
+		ws.unlink(w)
+		w.signaled = topic
+		w.jobs = w.take
 		ws.woken++
 		w.ch <- struct{}{}
 	}
 }
 
 // remove takes w off every list. It returns the topic whose signal w got
-// but will not use, or "" if w was never signalled; the caller passes such
-// a signal on so that no ready job is left with sleeping waiters.
-func (ws *waiters) remove(w *waiter) string {
+// but will not use and how many jobs it was counted on for, or "" if w
+// was never signalled; the caller passes such a signal on so that no
+// ready job is left with sleeping waiters.
+func (ws *waiters) remove(w *waiter) (string, int) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if w.elems != nil {
 		ws.unlink(w)
-		return ""
+		return "", 0
 	}
-	return w.signaled
+	return w.signaled, w.jobs
 }
 
 // unlink removes w from its lists; ws.mu must be held.
