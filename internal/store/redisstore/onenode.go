@@ -228,10 +228,17 @@ var _ store.FreshPutter = (*Store)(nil)
 // PutFresh implements store.FreshPutter. On one node it is the one-script
 // put without the check of each id (an EXISTS of its claim and an HGET
 // in its topic per job): the engine made the ids just now, so none is
-// taken. On a Cluster, and for jobs of several topics, it is Put.
+// taken. On a Cluster it skips the id claim script (putFreshCluster);
+// on one node for jobs of several topics it is Put.
 func (s *Store) PutFresh(ctx context.Context, jobs []*delayq.Job) error {
 	if err := s.check(); err != nil {
 		return err
+	}
+	if !s.oneNode && len(jobs) > 0 {
+		if err := dupInBatch(jobs); err != nil {
+			return err
+		}
+		return s.putFreshCluster(ctx, jobs)
 	}
 	if s.oneNode && len(jobs) > 0 {
 		if err := dupInBatch(jobs); err != nil {
