@@ -279,3 +279,60 @@ func TestClusterFreshPutNeedsNoIdIndex(t *testing.T) {
 		t.Errorf("Put of f1 after its delete = %v", err)
 	}
 }
+
+// TestOneNodeDueEventsOnlyWhenEarlier checks that on one node a put or a
+// reserve tells the other instances' timers of its due time or deadline
+// only when that lowered the topic's bucket entry: a later one is no
+// news, since the bucket's timer steps at the entry anyway. Pub/sub keeps
+// the order in which Redis ran the scripts, so every event of an earlier
+// script arrives before that of the last one.
+func TestOneNodeDueEventsOnlyWhenEarlier(t *testing.T) {
+	stores := group(t, redisAddrs(t, "DELAYQ_TEST_REDIS"), 2, Options{})
+	a, b := stores[0], stores[1]
+	ctx := t.Context()
+	events, err := b.Notify(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "B listening", b.Listening)
+	waitFor(t, 5*time.Second, "A subscribed", func() bool { return a.fan.own() == "1" })
+	now := delayq.TruncMilli(time.Now())
+	put := func(id string, state delayq.State, due time.Time) {
+		t.Helper()
+		j := &delayq.Job{ID: id, Topic: "de", TTR: 2 * time.Hour, State: state, Due: due, Created: now}
+		if err := a.PutFresh(ctx, []*delayq.Job{j}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// until collects B's due events up to and including want.
+	until := func(want time.Time) []time.Time {
+		t.Helper()
+		var got []time.Time
+		timeout := time.After(5 * time.Second)
+		for {
+			select {
+			case ev := <-events:
+				if ev.Due.IsZero() {
+					continue
+				}
+				got = append(got, ev.Due)
+				if ev.Due.Equal(want) {
+					return got
+				}
+			case <-timeout:
+				t.Fatalf("B heard due times %v, never %v", got, want)
+			}
+		}
+	}
+	put("d1", delayq.StateDelayed, now.Add(time.Hour))
+	until(now.Add(time.Hour))
+	put("d2", delayq.StateDelayed, now.Add(3*time.Hour)) // later than the entry: no event
+	put("r1", delayq.StateReady, now)
+	if got := ok(a.Reserve(ctx, store.ReserveParams{Topics: []string{"de"}, Max: 1, Now: now, By: "w"}))(t); len(got) != 1 {
+		t.Fatalf("Reserve = %v, want r1", got)
+	} // its deadline, now + 2h, is later than the entry too
+	put("d3", delayq.StateDelayed, now.Add(30*time.Minute)) // earlier: an event
+	if got := until(now.Add(30 * time.Minute)); len(got) != 1 {
+		t.Errorf("B heard due times %v, want only %v (the later due and deadline lowered nothing)", got, now.Add(30*time.Minute))
+	}
+}
