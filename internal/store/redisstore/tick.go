@@ -257,14 +257,16 @@ func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult
 		}
 	}
 	res := result(all)
+	// The other instances' consumers first: their wake-up need not wait
+	// for the next due time's round trips.
+	for topic, n := range res.Ready {
+		s.publish(ctx, event{topic: topic, count: n})
+	}
 	next, err := s.next(ctx, buckets, now)
 	if err != nil {
 		return nil, err
 	}
 	res.Next = next
-	for topic, n := range res.Ready {
-		s.publish(ctx, event{topic: topic, count: n})
-	}
 	return res, nil
 }
 
