@@ -183,9 +183,11 @@ func (s *Store) receive(ctx context.Context, i int, ch string) {
 		hooked := rueidis.WithOnSubscriptionHook(ctx, func(sub rueidis.PubSubSubscription) {
 			s.fan.setSubscribed(i, sub.Kind == "subscribe" || sub.Kind == "ssubscribe")
 		})
-		cmd := s.c.B().Subscribe().Channel(ch).Build()
+		var cmd rueidis.Completed
 		if s.sharded {
 			cmd = s.c.B().Ssubscribe().Channel(ch).Build()
+		} else {
+			cmd = s.c.B().Subscribe().Channel(ch).Build()
 		}
 		err := s.c.Receive(hooked, cmd, s.onMessage)
 		s.fan.setSubscribed(i, false)
