@@ -17,7 +17,8 @@
 # its jobs with puts: the put row's CPU is subtracted for the per-reserve
 # figure, and its commandstats likewise); two delayq instances putting and
 # reserving against one Redis; lateness of 2,000 jobs/s due over 5 s with
-# two instances sharing the timer buckets; the delayq rows again on a
+# two instances sharing the timer buckets (with where it goes: the
+# instances' fire and reserve lateness from /metrics); the delayq rows again on a
 # Redis with hash-max-listpack-value 256 ("listpack").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -139,6 +140,19 @@ if selected lateness; then
   instance l1 "redis://127.0.0.1:$rl_port/0"; instance l2 "redis://127.0.0.1:$rl_port/0"
   sleep 3 # the buckets split between the two instances
   row "lateness 2k/s x5s two instances" "$rl_port" "$rl_pid" dq "$l1_bs" --mode spread --rate 2000 --duration 5s --delay 1s -c 32 --body 100
+  # Where the lateness goes, from both instances' /metrics: fire (the
+  # timer's tick time minus the due time, delayq_fire_lateness_seconds)
+  # and reserve (the reserve's time minus the due time,
+  # delayq_reserve_after_due_seconds); the rest of the client's figure is
+  # the answer's way back and the put's way in. Histogram buckets: each
+  # percentile is the upper bound of the bucket it falls in.
+  for m in fire_lateness reserve_after_due; do
+    { curl -s "$l1_http/metrics"; curl -s "$l2_http/metrics"; } | awk -v name="$m" -v m="delayq_${m}_seconds_bucket" '
+      index($0, m "{le=") == 1 {match($0, /le="[^"]*"/); le = substr($0, RSTART + 4, RLENGTH - 5); n[le] += $2; if (!(le in seen)) {seen[le] = 1; order[++k] = le}}
+      END {total = n["+Inf"]; out = ""
+        for (q = 1; q <= 2; q++) {p = (q == 1 ? 0.5 : 0.99); for (i = 1; i <= k; i++) if (n[order[i]] >= p * total) {out = out (order[i] == "+Inf" ? sprintf(" p%d>10s", p * 100) : sprintf(" p%d<=%.1fms", p * 100, order[i] * 1000)); break}}
+        printf "%-34s %s of %d jobs:%s\n", "", name, total, out}'
+  done
   kill "$l1_pid" "$l2_pid" "$rl_pid"
 fi
 

@@ -25,6 +25,82 @@ import (
 // Pub/sub is best effort: an event lost while an instance reconnects costs
 // latency, never a job. After a reconnect the instance tells its engine to
 // step at once.
+//
+// On a Redis Cluster (7.0 or later) the events go over sharded pub/sub
+// instead: a PUBLISH there is sent to every node over the cluster bus
+// (18-24 µs of Redis time each on a 3-master Cluster against about 1 µs
+// standalone, plus the bus message every other node reads), while an
+// SPUBLISH stays on the shard that owns its channel's slot. There are
+// shardChannels channels, P:events:{<tag>}, whose tags fall one in each
+// equal range of the slots, and every instance subscribes to all of them
+// (SSUBSCRIBE, one per channel: a sharded subscription names one slot). A
+// topic's events go to the channel of its slot's range, so with the usual
+// contiguous slot ranges they stay on the master that holds the topic; an
+// event without a topic goes to the channel of its due time's remainder.
+// Every instance hears every event either way: which channel carries one
+// only spreads the load.
+
+// shardChannels is how many sharded channels carry a Cluster's events.
+const shardChannels = 16
+
+// clusterSlots is the number of Redis Cluster hash slots.
+const clusterSlots = 16384
+
+// eventChannels are the channels this instance subscribes to and
+// publishes on: P:events on one node (or a Cluster older than Redis 7),
+// else the shardChannels sharded channels.
+func (s *Store) eventChannels() []string {
+	if !s.sharded {
+		return []string{s.k.events()}
+	}
+	out := make([]string, shardChannels)
+	for i := range out {
+		out[i] = s.k.events() + ":{" + shardTag(i) + "}"
+	}
+	return out
+}
+
+// shardTag is the hash tag of sharded channel i: the first "e<n>" whose
+// slot lies in the i-th of shardChannels equal ranges of the slots, so
+// the channels spread over the masters as the slots do.
+func shardTag(i int) string {
+	for n := 0; ; n++ {
+		tag := "e" + strconv.Itoa(n)
+		if keySlot(tag)*shardChannels/clusterSlots == i {
+			return tag
+		}
+	}
+}
+
+// keySlot is the Cluster hash slot of a hash tag's content:
+// CRC16-XMODEM (polynomial 0x1021, initial value 0) mod 16384, as the
+// Redis Cluster specification defines it.
+func keySlot(tag string) int {
+	var crc uint16
+	for i := 0; i < len(tag); i++ {
+		crc ^= uint16(tag[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % clusterSlots
+}
+
+// channelOf is the channel that carries e.
+func (s *Store) channelOf(e event) string {
+	chs := s.channels
+	if len(chs) == 1 {
+		return chs[0]
+	}
+	if e.topic != "" {
+		return chs[keySlot(e.topic)*len(chs)/clusterSlots]
+	}
+	return chs[int(uint64(e.due)%uint64(len(chs)))]
+}
 
 // event is one wake-up. Its wire form is "instance topic count due" with
 // "-" for no topic (a topic never starts with '-').
@@ -45,7 +121,12 @@ func (s *Store) publish(ctx context.Context, e event) {
 		topic = "-"
 	}
 	msg := fmt.Sprintf("%s %s %d %d", s.opt.InstanceID, topic, e.count, e.due)
-	s.c.Do(ctx, s.c.B().Publish().Channel(s.k.events()).Message(msg).Build())
+	ch := s.channelOf(e)
+	if s.sharded {
+		s.c.Do(ctx, s.c.B().Spublish().Channel(ch).Message(msg).Build())
+		return
+	}
+	s.c.Do(ctx, s.c.B().Publish().Channel(ch).Message(msg).Build())
 }
 
 // publishPut announces the jobs of a put: ready counts per topic and the
@@ -81,24 +162,42 @@ func parseEvent(msg string) (self string, e event, ok bool) {
 	return f[0], e, true
 }
 
-// subscribe runs the one subscription of this instance until ctx is done,
-// reconnecting after failures.
+// subscribe runs this instance's subscriptions until ctx is done: one to
+// P:events, or on a sharded Cluster one to each channel.
 func (s *Store) subscribe(ctx context.Context) {
+	chs := s.channels
+	s.fan.expect(len(chs))
+	var wg sync.WaitGroup
+	for i, ch := range chs {
+		wg.Go(func() { s.receive(ctx, i, ch) })
+	}
+	wg.Wait()
+}
+
+// receive runs subscription i, to channel ch, until ctx is done,
+// reconnecting after failures.
+func (s *Store) receive(ctx context.Context, i int, ch string) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		start := time.Now()
 		hooked := rueidis.WithOnSubscriptionHook(ctx, func(sub rueidis.PubSubSubscription) {
-			s.fan.setSubscribed(sub.Kind == "subscribe")
+			s.fan.setSubscribed(i, sub.Kind == "subscribe" || sub.Kind == "ssubscribe")
 		})
-		err := s.c.Receive(hooked, s.c.B().Subscribe().Channel(s.k.events()).Build(), s.onMessage)
-		s.fan.setSubscribed(false)
+		var cmd rueidis.Completed
+		if s.sharded {
+			cmd = s.c.B().Ssubscribe().Channel(ch).Build()
+		} else {
+			cmd = s.c.B().Subscribe().Channel(ch).Build()
+		}
+		err := s.c.Receive(hooked, cmd, s.onMessage)
+		s.fan.setSubscribed(i, false)
 		if ctx.Err() != nil {
 			return
 		}
 		if time.Since(start) > 5*time.Second {
 			backoff = 100 * time.Millisecond
 		}
-		s.log.Warn("redisstore: event subscription lost; reconnecting", "err", err, "retry_in", backoff)
+		s.log.Warn("redisstore: event subscription lost; reconnecting", "channel", ch, "err", err, "retry_in", backoff)
 		select {
 		case <-ctx.Done():
 			return
@@ -141,10 +240,21 @@ type fanout struct {
 	mu         sync.Mutex
 	subs       map[chan store.Event]bool // guarded by mu
 	closed     bool                      // guarded by mu
-	subscribed bool                      // guarded by mu: Redis confirmed the subscription
+	want       int                       // guarded by mu: subscriptions the instance holds (expect)
+	subscribed map[int]bool              // guarded by mu: those Redis has confirmed
 }
 
-func newFanout() *fanout { return &fanout{subs: map[chan store.Event]bool{}} }
+func newFanout() *fanout {
+	return &fanout{subs: map[chan store.Event]bool{}, want: 1, subscribed: map[int]bool{}}
+}
+
+// expect sets how many subscriptions must be confirmed for events to
+// reach this instance (one per channel).
+func (f *fanout) expect(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.want = n
+}
 
 func (f *fanout) add() chan store.Event {
 	f.mu.Lock()
@@ -158,11 +268,18 @@ func (f *fanout) add() chan store.Event {
 	return ch
 }
 
-func (f *fanout) setSubscribed(on bool) {
+func (f *fanout) setSubscribed(i int, on bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.subscribed = on
+	if on {
+		f.subscribed[i] = true
+	} else {
+		delete(f.subscribed, i)
+	}
 }
+
+// all reports whether every subscription is confirmed; f.mu must be held.
+func (f *fanout) all() bool { return len(f.subscribed) >= f.want }
 
 // own is "1" while Redis has confirmed this instance's subscription,
 // else "0": how many of the event channel's subscribers are this
@@ -170,7 +287,7 @@ func (f *fanout) setSubscribed(on bool) {
 func (f *fanout) own() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.subscribed {
+	if f.all() {
 		return "1"
 	}
 	return "0"
@@ -179,7 +296,7 @@ func (f *fanout) own() string {
 func (f *fanout) listening() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.subscribed && len(f.subs) > 0
+	return f.all() && len(f.subs) > 0
 }
 
 func (f *fanout) remove(ch chan store.Event) {

@@ -76,9 +76,11 @@ for i = 0, n - 1 do
   place(seq, {state = ARGV[b + 3], pri = ARGV[b + 4], due = ARGV[b + 5], deadline = ARGV[b + 6]})
   if ARGV[b + 3] == 'ready' then ready = ready + 1 end
 end
-if ARGV[4] ~= '' then redis.call('ZADD', KEYS[15], 'LT', ARGV[4], topic) end
-if (ARGV[4] ~= '' or ready > 0) and listened(ARGV[5], ARGV[9]) then
-  if ARGV[4] ~= '' then redis.call('PUBLISH', ARGV[5], ARGV[6] .. ' - 0 ' .. ARGV[4]) end
+-- the due is news to the bucket's timer only if it lowered the entry:
+-- else that timer steps at the entry, at or before this due, anyway
+local lowered = ARGV[4] ~= '' and redis.call('ZADD', KEYS[15], 'LT', 'CH', ARGV[4], topic) == 1
+if (lowered or ready > 0) and listened(ARGV[5], ARGV[9]) then
+  if lowered then redis.call('PUBLISH', ARGV[5], ARGV[6] .. ' - 0 ' .. ARGV[4]) end
   if ready > 0 then redis.call('PUBLISH', ARGV[5], ARGV[6] .. ' ' .. topic .. ' ' .. ready .. ' 0') end
 end
 return {'OK'}
@@ -228,10 +230,17 @@ var _ store.FreshPutter = (*Store)(nil)
 // PutFresh implements store.FreshPutter. On one node it is the one-script
 // put without the check of each id (an EXISTS of its claim and an HGET
 // in its topic per job): the engine made the ids just now, so none is
-// taken. On a Cluster, and for jobs of several topics, it is Put.
+// taken. On a Cluster it skips the id claim script (putFreshCluster);
+// on one node for jobs of several topics it is Put.
 func (s *Store) PutFresh(ctx context.Context, jobs []*delayq.Job) error {
 	if err := s.check(); err != nil {
 		return err
+	}
+	if !s.oneNode && len(jobs) > 0 {
+		if err := dupInBatch(jobs); err != nil {
+			return err
+		}
+		return s.putFreshCluster(ctx, jobs)
 	}
 	if s.oneNode && len(jobs) > 0 {
 		if err := dupInBatch(jobs); err != nil {

@@ -118,7 +118,11 @@ type Store struct {
 
 	// oneNode: every key is on one server (not a Cluster), so transitions
 	// take their global keys in their own script (onenode.go).
-	oneNode    bool
+	oneNode bool
+	// sharded: a Cluster of Redis 7 or later, whose events go over
+	// sharded pub/sub (notify.go); channels are the event channels.
+	sharded    bool
+	channels   []string
 	topicOf    seqTopics
 	registered registeredTopics
 	seqs       seqBlocks
@@ -175,6 +179,7 @@ func New(ctx context.Context, opt Options) (*Store, error) {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.fan = newFanout()
+	s.channels = s.eventChannels()
 	s.leases = newLeases(s)
 	if err := s.leases.round(ctx); err != nil {
 		s.cancel()
@@ -238,9 +243,11 @@ func (s *Store) checkServer(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("redisstore: connect %s: %w: %w", describe(s.opt), delayq.ErrUnavailable, err)
 	}
-	if v := infoField(info, "redis_version"); versionBelow(v, 6, 2) {
+	v := infoField(info, "redis_version")
+	if versionBelow(v, 6, 2) {
 		return fmt.Errorf("redisstore: %s runs redis %s; delayq needs 6.2 or later", describe(s.opt), v)
 	}
+	s.sharded = !s.oneNode && !versionBelow(v, 7, 0)
 	if err := s.checkPersistence(ctx); err != nil {
 		return err
 	}

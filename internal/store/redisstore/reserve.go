@@ -72,8 +72,11 @@ for _, m in ipairs(members) do
 end
 if earliest then
   out[1] = fmt(earliest)
-  if KEYS[14] then redis.call('ZADD', KEYS[14], 'LT', earliest, ARGV[6]) end
-  if ARGV[7] and listened(ARGV[7], ARGV[9]) then redis.call('PUBLISH', ARGV[7], ARGV[8] .. ' - 0 ' .. out[1]) end
+  -- one node: published only when it lowered the bucket's entry (else
+  -- the bucket's timer steps at the entry, at or before it, anyway)
+  if KEYS[14] and redis.call('ZADD', KEYS[14], 'LT', 'CH', earliest, ARGV[6]) == 1 and listened(ARGV[7], ARGV[9]) then
+    redis.call('PUBLISH', ARGV[7], ARGV[8] .. ' - 0 ' .. out[1])
+  end
 end
 return out
 `)

@@ -2,8 +2,10 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -52,54 +54,166 @@ return out
 //	Returns:   {earliest pending or "", now acted at, seq, at, kind, ...}; kind 0 delayed -> ready,
 //	           1 TTR ran out -> ready, 2 TTR ran out -> buried (attempts spent),
 //	           3 TTR ran out -> delayed by the backoff
-var tickScript = newScript(backoffLua + `
-local now, max, cutAt, cutM = clock(ARGV[1]), tonumber(ARGV[2]), ARGV[3], ARGV[4]
-local d = redis.call('ZRANGE', K_DELAYED, '-inf', fmt(now), 'BYSCORE', 'WITHSCORES', 'LIMIT', 0, max)
-local r = redis.call('ZRANGE', K_RESERVED, '-inf', fmt(now), 'BYSCORE', 'WITHSCORES', 'LIMIT', 0, max)
+var tickScript = newScript(backoffLua + tickTopicLua + `
+local now = clock(ARGV[1])
 local out = {'', fmt(now)}
-local i, k, n = 1, 1, 0
-local function before(a, am, b, bm)
-  local x, y = tonumber(a), tonumber(b)
-  return x < y or (x == y and am < bm)
-end
-while n < max do
-  local m, at, delayed
-  if i <= #d and (k > #r or before(d[i + 1], d[i], r[k + 1], r[k])) then
-    m, at, delayed = d[i], d[i + 1], true; i = i + 2
-  elseif k <= #r then
-    m, at, delayed = r[k], r[k + 1], false; k = k + 2
-  else break end
-  if cutAt ~= '' and before(cutAt, cutM, at, m) then break end
-  local seq = unpad(m)
-  local j = load(seq)
-  unplace(seq, j)
-  local kind = 0
-  if delayed then j.state = 'ready'
-  else
-    local dl = j.deadline
-    clear(j)
-    failed(j, 'ttr expired', dl)
-    if spent(j) then
-      hend(j, dl, 'buried', 'ttr expired')
-      bury(j, dl); kind = 2
-    else
-      incr(j, 'tmo') -- each attempt counts once: an expiry that buries is a bury
-      hend(j, dl, 'ttr_expired', 'ttr expired')
-      j.state = 'ready'; j.due = dl; kind = 1
-    end
-    if kind == 1 then
-      local bo = backoff(j.id, tonumber(j.att))
-      if bo > 0 then j.state = 'delayed'; j.due = fmt(tonumber(dl) + bo); kind = 3 end
-    end
-  end
-  place(seq, j)
-  save(seq, j)
-  out[#out + 1] = seq; out[#out + 1] = at; out[#out + 1] = kind
-  n = n + 1
-end
+tickTopic(now, tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5] ~= '' and {ARGV[5], ARGV[6], ARGV[7], ARGV[8]} or nil,
+  function(seq, at, kind) out[#out + 1] = seq; out[#out + 1] = at; out[#out + 1] = kind end)
 out[1] = earliest()
 return out
 `)
+
+// tickTopicLua defines tickTopic(now, max, cutAt, cutM, bo, emit): it
+// makes the due work of the topic whose keys K_* name ready, in (time,
+// seq) order, at most max jobs and none past (cutAt, cutM) when cutAt is
+// not "", with the topic's backoff bo (see backoff), and calls emit(seq,
+// at, kind) for each job it moved (kind as tickScript returns it).
+const tickTopicLua = `
+local function tickTopic(now, max, cutAt, cutM, bo, emit)
+  local d = redis.call('ZRANGE', K_DELAYED, '-inf', fmt(now), 'BYSCORE', 'WITHSCORES', 'LIMIT', 0, max)
+  local r = redis.call('ZRANGE', K_RESERVED, '-inf', fmt(now), 'BYSCORE', 'WITHSCORES', 'LIMIT', 0, max)
+  local i, k, n = 1, 1, 0
+  local function before(a, am, b, bm)
+    local x, y = tonumber(a), tonumber(b)
+    return x < y or (x == y and am < bm)
+  end
+  while n < max do
+    local m, at, delayed
+    if i <= #d and (k > #r or before(d[i + 1], d[i], r[k + 1], r[k])) then
+      m, at, delayed = d[i], d[i + 1], true; i = i + 2
+    elseif k <= #r then
+      m, at, delayed = r[k], r[k + 1], false; k = k + 2
+    else break end
+    if cutAt ~= '' and before(cutAt, cutM, at, m) then break end
+    local seq = unpad(m)
+    local j = load(seq)
+    unplace(seq, j)
+    local kind = 0
+    if delayed then j.state = 'ready'
+    else
+      local dl = j.deadline
+      clear(j)
+      failed(j, 'ttr expired', dl)
+      if spent(j) then
+        hend(j, dl, 'buried', 'ttr expired')
+        bury(j, dl); kind = 2
+      else
+        incr(j, 'tmo') -- each attempt counts once: an expiry that buries is a bury
+        hend(j, dl, 'ttr_expired', 'ttr expired')
+        j.state = 'ready'; j.due = dl; kind = 1
+      end
+      if kind == 1 then
+        local wait = backoff(j.id, tonumber(j.att), bo)
+        if wait > 0 then j.state = 'delayed'; j.due = fmt(tonumber(dl) + wait); kind = 3 end
+      end
+    end
+    place(seq, j)
+    save(seq, j)
+    emit(seq, at, kind)
+    n = n + 1
+  end
+  return n
+end
+`
+
+// tickOneScript is Tick in one step on a one-node Redis (onenode.go): it
+// reads the due topics of the buckets, makes their due work ready (the
+// earliest max jobs across all of them), sets each topic's bucket entry to
+// its earliest pending time, publishes the ready counts when another
+// instance listens (listenedLua) and finds the buckets' next due time,
+// repairing early entries on the way. On a Cluster the same takes a round
+// trip per step (due topics, peeks, a script per topic, each topic's entry
+// set and re-read, the next time, the publish): at 2,000 jobs due a second
+// that made a tick several round trips long, and each job waited for the
+// tick that found it (issue 31, aim 4). Here a tick is one round trip and
+// the entry is exact, since nothing runs between the move and the mark.
+// The topics' keys are named in the script from the key prefix (useTopicLua),
+// which Redis allows outside Cluster mode only.
+//
+//	KEYS       -> the due index of each bucket this instance leases
+//	ARGV[1]    -> now (unix ms)
+//	ARGV[2]    -> most jobs to move
+//	ARGV[3]    -> the key prefix
+//	ARGV[4]    -> the events channel
+//	ARGV[5]    -> this instance's id (the events' sender)
+//	ARGV[6]    -> how many of the channel's subscribers are this instance's ("1" or "0")
+//	ARGV[7..]  -> per topic with a backoff: topic, initial ms, max ms, factor, jitter
+//	Returns:   {next due (unix ms; now when more is due) or "", then per job moved:
+//	           topic, seq, at, kind, now acted at}; kind as tickScript's
+var tickOneScript = newScript(listenedLua + backoffLua + tickTopicLua + useTopicLua + `
+local now0, max, prefix = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local bos = {}
+for i = 7, #ARGV, 5 do bos[ARGV[i]] = {ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]} end
+local topics, bucket = {}, {}
+for b = 1, #KEYS do
+  for _, t in ipairs(redis.call('ZRANGE', KEYS[b], '-inf', ARGV[1], 'BYSCORE', 'LIMIT', 0, ` + strconv.Itoa(maxDueTopics) + `)) do
+    topics[#topics + 1] = t; bucket[t] = KEYS[b]
+  end
+end
+-- with several topics, no topic moves past the max-th due entry of all
+local cutAt, cutM = '', ''
+if #topics > 1 then
+  local es = {}
+  for _, t in ipairs(topics) do
+    useTopic(prefix, t)
+    for _, key in ipairs({K_DELAYED, K_RESERVED}) do
+      local page = redis.call('ZRANGE', key, '-inf', ARGV[1], 'BYSCORE', 'WITHSCORES', 'LIMIT', 0, max)
+      for i = 1, #page, 2 do es[#es + 1] = {tonumber(page[i + 1]), page[i]} end
+    end
+  end
+  if #es > max then
+    table.sort(es, function(a, b) return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2]) end)
+    cutAt, cutM = fmt(es[max][1]), es[max][2]
+  end
+end
+local out, woke = {''}, {}
+for _, t in ipairs(topics) do
+  useTopic(prefix, t)
+  local now = clock(ARGV[1])
+  local acted, n = fmt(now), 0
+  tickTopic(now, max, cutAt, cutM, bos[t], function(seq, at, kind)
+    out[#out + 1] = t; out[#out + 1] = seq; out[#out + 1] = at; out[#out + 1] = kind; out[#out + 1] = acted
+    if kind < 2 then n = n + 1 end
+  end)
+  if n > 0 then woke[#woke + 1] = {t, n} end
+  local e = earliest()
+  if e == '' then redis.call('ZREM', bucket[t], t) else redis.call('ZADD', bucket[t], e, t) end
+end
+if #woke > 0 and listened(ARGV[4], ARGV[6]) then
+  for _, w in ipairs(woke) do redis.call('PUBLISH', ARGV[4], ARGV[5] .. ' ' .. w[1] .. ' ' .. w[2] .. ' 0') end
+end
+-- the next due time: an entry may be early (its job was deleted or
+-- touched since); set it to its topic's earliest and look again
+out[1] = fmt(now0)
+for _ = 1, 100 do
+  local best, at, key
+  for b = 1, #KEYS do
+    local z = redis.call('ZRANGE', KEYS[b], 0, 0, 'WITHSCORES')
+    if #z > 0 and (not at or tonumber(z[2]) < at) then best, at, key = z[1], tonumber(z[2]), KEYS[b] end
+  end
+  if not best then out[1] = ''; break end
+  if at <= now0 then break end
+  useTopic(prefix, best)
+  local e = earliest()
+  if e ~= '' and tonumber(e) == at then out[1] = e; break end
+  if e == '' then redis.call('ZREM', key, best) else redis.call('ZADD', key, e, best) end
+end
+return out
+`)
+
+// useTopicLua defines useTopic(prefix, t), which points the prelude's K_*
+// at topic t's keys, for the one-node scripts that act on several topics.
+// It is written from keys.topic, so the names cannot drift apart.
+var useTopicLua = func() string {
+	tk := keys{}.topic("")
+	name := func(i int) string { return "b .. '" + strings.TrimPrefix(tk[i], ":{}:") + "'" }
+	var b strings.Builder
+	b.WriteString("\nlocal function useTopic(prefix, t)\n  local b = prefix .. ':{' .. t .. '}:'\n")
+	fmt.Fprintf(&b, "  K_JOB, K_IDS, K_READY, K_AGE = %s, %s, %s, %s\n", name(0), name(1), name(2), name(3))
+	fmt.Fprintf(&b, "  K_DELAYED, K_RESERVED, K_BURIED, K_PAUSE, K_NOW = %s, %s, %s, %s, %s\n", name(4), name(5), name(6), name(7), name(8))
+	fmt.Fprintf(&b, "  K_RET, K_ENDED = %s, {finished = %s, deleted = %s, failed = %s}\nend\n", name(9), name(10), name(11), name(12))
+	return b.String()
+}()
 
 // earliestScript reads a topic's earliest pending time.
 //
@@ -129,6 +243,9 @@ func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult
 		max = defaultTickMax
 	}
 	buckets := s.leases.held()
+	if s.oneNode {
+		return s.tickOne(ctx, buckets, now, max, p.Backoff)
+	}
 	due, err := s.dueTopics(ctx, buckets, now)
 	if err != nil {
 		return nil, err
@@ -140,13 +257,50 @@ func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult
 		}
 	}
 	res := result(all)
+	// The other instances' consumers first: their wake-up need not wait
+	// for the next due time's round trips.
+	for topic, n := range res.Ready {
+		s.publish(ctx, event{topic: topic, count: n})
+	}
 	next, err := s.next(ctx, buckets, now)
 	if err != nil {
 		return nil, err
 	}
 	res.Next = next
-	for topic, n := range res.Ready {
-		s.publish(ctx, event{topic: topic, count: n})
+	return res, nil
+}
+
+// tickOne is Tick on a one-node Redis: one script (tickOneScript).
+func (s *Store) tickOne(ctx context.Context, buckets []int, now int64, max int, bs map[string]store.Backoff) (*store.TickResult, error) {
+	if len(buckets) == 0 {
+		return result(nil), nil
+	}
+	keys := make([]string, len(buckets))
+	for i, b := range buckets {
+		keys[i] = s.k.bucketDue(b)
+	}
+	args := []string{strconv.FormatInt(now, 10), strconv.Itoa(max), s.k.prefix, s.k.events(), s.opt.InstanceID, s.fan.own()}
+	for t := range bs {
+		if slices.Contains(buckets, bucketOf(t, s.opt.Buckets)) {
+			args = append(append(args, t), backoffArgs(bs, t)...)
+		}
+	}
+	arr, err := s.execKeys(ctx, "tick", tickOneScript, keys, args)
+	if err != nil {
+		return nil, err
+	}
+	var all []moved
+	for i := 1; i+4 < len(arr); i += 5 {
+		topic, _ := arr[i].ToString()
+		seq, _ := arr[i+1].AsInt64()
+		at, _ := arr[i+2].AsInt64()
+		kind, _ := arr[i+3].AsInt64()
+		acted, _ := arr[i+4].AsInt64()
+		all = append(all, moved{topic, uint64(seq), at, kind, acted})
+	}
+	res := result(all)
+	if next, err := arr[0].AsInt64(); err == nil {
+		res.Next = fromMS(next)
 	}
 	return res, nil
 }
@@ -376,7 +530,8 @@ func dueNow() event { return event{due: delayq.TruncMilli(time.Now()).UnixMilli(
 
 // backoffLua computes store.BackoffDelay in the tick script, the same
 // float64 operations in the same order as the Go, so every store delays a
-// job alike. ARGV[5..8] hold the topic's backoff (ARGV[5] "" for none).
+// job alike. bo holds the topic's backoff as strings {initial ms, max ms,
+// factor, jitter}, nil for none (backoffArgs).
 // The 1000 is store.MaxBackoffSteps. mul32 multiplies mod 2^32 in halves so no product passes 2^53, where
 // Lua's doubles would round.
 const backoffLua = `
@@ -395,10 +550,10 @@ local function jhash(s)
   h = xor32(h, math.floor(h / 65536))
   return h
 end
-local function backoff(id, att)
-  if ARGV[5] == nil or ARGV[5] == '' then return 0 end
-  local initial, maxMS = tonumber(ARGV[5]), tonumber(ARGV[6])
-  local factor, jitter = tonumber(ARGV[7]), tonumber(ARGV[8])
+local function backoff(id, att, bo)
+  if bo == nil or bo[1] == nil or bo[1] == '' then return 0 end
+  local initial, maxMS = tonumber(bo[1]), tonumber(bo[2])
+  local factor, jitter = tonumber(bo[3]), tonumber(bo[4])
   if initial <= 0 then return 0 end
   if maxMS < initial then maxMS = initial end
   local d = initial
