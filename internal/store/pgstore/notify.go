@@ -29,7 +29,7 @@ func (s *Store) Notify(ctx context.Context) (<-chan store.Event, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	return s.fan.subscribe(ctx), nil
+	return s.fan.Subscribe(ctx), nil
 }
 
 // listen holds the LISTEN connection until ctx is done, reconnecting
@@ -69,10 +69,10 @@ func (s *Store) listenOnce(ctx context.Context) bool {
 	}
 	// Anything may have changed while no connection listened: step the
 	// timer, and wake the waiters of every topic with ready jobs.
-	s.fan.send(store.Event{Due: time.Now()})
+	s.fan.Send(store.Event{Due: time.Now()})
 	if topics, err := s.readyTopics(ctx); err == nil {
 		for _, t := range topics {
-			s.fan.send(store.Event{Topic: t})
+			s.fan.Send(store.Event{Topic: t})
 		}
 	}
 	for {
@@ -84,7 +84,7 @@ func (s *Store) listenOnce(ctx context.Context) bool {
 			continue
 		}
 		if e, ok := parseEvent(n.Payload); ok {
-			s.fan.send(e)
+			s.fan.Send(e)
 		}
 	}
 }
@@ -112,60 +112,6 @@ func parseEvent(p string) (store.Event, bool) {
 		return store.Event{Due: time.UnixMilli(ms).UTC()}, true
 	}
 	return store.Event{}, false
-}
-
-// fanout hands every event to every subscriber, never blocking the
-// listener: a subscriber whose buffer is full misses the event (a
-// wake-up only).
-type fanout struct {
-	mu     sync.Mutex
-	subs   map[chan store.Event]bool // guarded by mu
-	closed bool                      // guarded by mu
-}
-
-func newFanout() *fanout { return &fanout{subs: map[chan store.Event]bool{}} }
-
-func (f *fanout) subscribe(ctx context.Context) <-chan store.Event {
-	ch := make(chan store.Event, 1024)
-	f.mu.Lock()
-	if f.closed {
-		close(ch)
-		f.mu.Unlock()
-		return ch
-	}
-	f.subs[ch] = true
-	f.mu.Unlock()
-	go func() {
-		<-ctx.Done()
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if f.subs[ch] {
-			delete(f.subs, ch)
-			close(ch)
-		}
-	}()
-	return ch
-}
-
-func (f *fanout) send(e store.Event) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for ch := range f.subs {
-		select {
-		case ch <- e:
-		default:
-		}
-	}
-}
-
-func (f *fanout) close() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.closed = true
-	for ch := range f.subs {
-		delete(f.subs, ch)
-		close(ch)
-	}
 }
 
 // The instances' own writes tell the others through a bell: after a

@@ -123,7 +123,7 @@ type Store struct {
 	pids  map[uint32]bool // backend pids of this store's pool; guarded by pidMu
 
 	lease   *lease
-	fan     *fanout
+	fan     *store.Fanout
 	bell    *bell   // this instance's changes, for the others
 	promise promise // the timer's promise to the SQL puts
 
@@ -173,7 +173,7 @@ func Open(ctx context.Context, opt Options) (*Store, error) {
 		}
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.fan = newFanout()
+	s.fan = store.NewFanout(1024)
 	s.bell = newBell()
 	s.lease = &lease{s: s}
 	s.lease.try(ctx)
@@ -394,7 +394,7 @@ func (s *Store) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_, _ = s.pool.Exec(ctx, s.q.leaveInstance, s.opt.InstanceID)
-	s.fan.close()
+	s.fan.Close()
 	s.pool.Close()
 	return nil
 }

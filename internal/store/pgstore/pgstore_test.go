@@ -171,7 +171,7 @@ func (s *Store) abandon() {
 		s.lease.conn, s.lease.held = nil, false
 	}
 	s.lease.mu.Unlock()
-	s.fan.close()
+	s.fan.Close()
 	s.pool.Close()
 }
 

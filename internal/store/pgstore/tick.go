@@ -181,7 +181,7 @@ func (l *lease) try(ctx context.Context) bool {
 		// this one until it publishes its own.
 		l.s.publishOnce(ctx, time.Now())
 		// Step at once: the jobs due while nobody held the lease.
-		l.s.fan.send(store.Event{Due: time.Now()})
+		l.s.fan.Send(store.Event{Due: time.Now()})
 	}
 	return got
 }

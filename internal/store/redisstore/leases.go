@@ -145,7 +145,7 @@ func (l *leases) round(ctx context.Context) error {
 		if err := l.s.sweep(ctx, gained); err != nil {
 			return err
 		}
-		l.s.fan.send(dueNow().toStore())
+		l.s.fan.Send(dueNow().toStore())
 	}
 	return nil
 }

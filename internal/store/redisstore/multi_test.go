@@ -23,7 +23,7 @@ import (
 func (s *Store) abandon() {
 	s.cancel()
 	s.wg.Wait()
-	s.fan.close()
+	s.fan.Close()
 	s.c.Close()
 }
 

@@ -205,7 +205,7 @@ func (s *Store) receive(ctx context.Context, i int, ch string) {
 		}
 		backoff = min(backoff*2, 2*time.Second)
 		// Events may have been missed: let the timer step now.
-		s.fan.send(dueNow().toStore())
+		s.fan.Send(dueNow().toStore())
 	}
 }
 
@@ -214,7 +214,7 @@ func (s *Store) onMessage(m rueidis.PubSubMessage) {
 	if !ok || self == s.opt.InstanceID {
 		return
 	}
-	s.fan.send(e.toStore())
+	s.fan.Send(e.toStore())
 }
 
 // Listening reports whether events published by other instances reach
@@ -228,24 +228,21 @@ func (s *Store) Notify(ctx context.Context) (<-chan store.Event, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	ch := s.fan.add()
-	context.AfterFunc(ctx, func() { s.fan.remove(ch) })
-	return ch, nil
+	return s.fan.Subscribe(ctx), nil
 }
 
-// fanout hands events to every Notify channel without blocking: a full
-// channel drops the event (its reader is behind and will catch up on the
-// next one; the engine's waiters also recheck on their own).
+// fanout is the store's Fanout of events to Notify channels, with what
+// Redis has confirmed of this instance's subscriptions: events published
+// by others reach it only once every one is confirmed.
 type fanout struct {
+	*store.Fanout
 	mu         sync.Mutex
-	subs       map[chan store.Event]bool // guarded by mu
-	closed     bool                      // guarded by mu
-	want       int                       // guarded by mu: subscriptions the instance holds (expect)
-	subscribed map[int]bool              // guarded by mu: those Redis has confirmed
+	want       int          // guarded by mu: subscriptions the instance holds (expect)
+	subscribed map[int]bool // guarded by mu: those Redis has confirmed
 }
 
 func newFanout() *fanout {
-	return &fanout{subs: map[chan store.Event]bool{}, want: 1, subscribed: map[int]bool{}}
+	return &fanout{Fanout: store.NewFanout(4096), want: 1, subscribed: map[int]bool{}}
 }
 
 // expect sets how many subscriptions must be confirmed for events to
@@ -254,18 +251,6 @@ func (f *fanout) expect(n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.want = n
-}
-
-func (f *fanout) add() chan store.Event {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	ch := make(chan store.Event, 4096)
-	if f.closed {
-		close(ch)
-		return ch
-	}
-	f.subs[ch] = true
-	return ch
 }
 
 func (f *fanout) setSubscribed(i int, on bool) {
@@ -278,53 +263,21 @@ func (f *fanout) setSubscribed(i int, on bool) {
 	}
 }
 
-// all reports whether every subscription is confirmed; f.mu must be held.
-func (f *fanout) all() bool { return len(f.subscribed) >= f.want }
+// all reports whether every subscription is confirmed.
+func (f *fanout) all() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.subscribed) >= f.want
+}
 
 // own is "1" while Redis has confirmed this instance's subscription,
 // else "0": how many of the event channel's subscribers are this
 // instance (listenedLua).
 func (f *fanout) own() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	if f.all() {
 		return "1"
 	}
 	return "0"
 }
 
-func (f *fanout) listening() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.all() && len(f.subs) > 0
-}
-
-func (f *fanout) remove(ch chan store.Event) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.subs[ch] {
-		delete(f.subs, ch)
-		close(ch)
-	}
-}
-
-func (f *fanout) send(e store.Event) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for ch := range f.subs {
-		select {
-		case ch <- e:
-		default:
-		}
-	}
-}
-
-func (f *fanout) close() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for ch := range f.subs {
-		close(ch)
-	}
-	f.subs = map[chan store.Event]bool{}
-	f.closed = true
-}
+func (f *fanout) listening() bool { return f.all() && f.Subscribers() > 0 }

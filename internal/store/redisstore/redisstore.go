@@ -355,7 +355,7 @@ func (s *Store) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	s.leases.releaseAll(ctx)
-	s.fan.close()
+	s.fan.Close()
 	s.c.Close()
 	return nil
 }
