@@ -13,7 +13,7 @@ import (
 
 // Every script in this file takes a job reference first:
 //
-//	KEYS[1..13] -> the job's topic keys (keys.go)
+//	KEYS[1]    -> the job's topic key prefix (keys.go)
 //	ARGV[1]    -> "i" (by id) or "s" (by seq)
 //	ARGV[2]    -> the id or seq
 //
@@ -162,7 +162,7 @@ func (s *Store) KickJob(ctx context.Context, p store.KickJobParams) (*delayq.Job
 // kickScript kicks up to n jobs of a topic: buried ones, delayed ones, or
 // (beanstalkd's rule) buried ones if any, else delayed ones.
 //
-//	KEYS[1..13] -> the topic's keys
+//	KEYS[1]    -> the topic's key prefix (keys.go)
 //	ARGV[1]    -> now (unix ms)
 //	ARGV[2]    -> most jobs to kick
 //	ARGV[3]    -> "buried", "delayed", or "" for buried if any, else delayed

@@ -35,10 +35,10 @@ for i = 0, n - 1 do
   if seq then return {'EXISTS', id, redis.call('HGET', K_JOB .. seq, 'state') or ''} end
 end
 local t = redis.call('TIME')
-local cur = tonumber(redis.call('GET', KEYS[14]) or '0')
+local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
 local clk = tonumber(t[1]) * 1000000 + tonumber(t[2])
 if cur < clk then cur = clk end
-redis.call('SET', KEYS[14], string.format('%d', cur + n))
+redis.call('SET', KEYS[2], string.format('%d', cur + n))
 local ready = 0
 for i = 0, n - 1 do
   local base = 9 + i * stride
@@ -57,9 +57,9 @@ for i = 0, n - 1 do
   place(seq, j)
   if j.state == 'ready' then ready = ready + 1 end
 end
-redis.call('SADD', KEYS[15], topic)
+redis.call('SADD', KEYS[3], topic)
 if ARGV[5] ~= '' then
-  redis.call('ZADD', KEYS[16], 'LT', ARGV[5], topic)
+  redis.call('ZADD', KEYS[4], 'LT', ARGV[5], topic)
   redis.call('PUBLISH', ARGV[6], ARGV[7] .. ' - 0 ' .. ARGV[5])
 end
 if ready > 0 then redis.call('PUBLISH', ARGV[6], ARGV[7] .. ' ' .. topic .. ' ' .. ready .. ' 0') end

@@ -14,7 +14,7 @@ import (
 
 // peekReadyScript lists a topic's best ready jobs without moving them.
 //
-//	KEYS[1..13] -> the topic's keys
+//	KEYS[1]    -> the topic's key prefix (keys.go)
 //	ARGV[1]    -> now (unix ms)
 //	ARGV[2]    -> most members to return
 //	Returns:   ready members in serving order; none when the topic is paused
@@ -26,7 +26,7 @@ return redis.call('ZRANGE', K_READY, 0, tonumber(ARGV[2]) - 1)
 
 // reserveScript reserves the best ready jobs of one topic.
 //
-//	KEYS[1..13] -> the topic's keys
+//	KEYS[1]    -> the topic's key prefix (keys.go)
 //	ARGV[1]    -> now (unix ms)
 //	ARGV[2]    -> most jobs to reserve
 //	ARGV[3]    -> last ready member that may be taken ("" = no bound)
@@ -39,7 +39,7 @@ return redis.call('ZRANGE', K_READY, 0, tonumber(ARGV[2]) - 1)
 //	              only; listenedLua)
 //	ARGV[8]    -> this instance's id (one-node only)
 //	ARGV[9]    -> how many subscribers are this instance's (one-node only)
-//	KEYS[14]   -> on a one-node Redis, the topic's timer bucket, lowered
+//	KEYS[2]    -> on a one-node Redis, the topic's timer bucket, lowered
 //	              to the earliest new deadline here (onenode.go); on a
 //	              Cluster the caller marks it and publishes after
 //	Returns:   {earliest new deadline or "", record, record, ...}
@@ -74,7 +74,7 @@ if earliest then
   out[1] = fmt(earliest)
   -- one node: published only when it lowered the bucket's entry (else
   -- the bucket's timer steps at the entry, at or before it, anyway)
-  if KEYS[14] and redis.call('ZADD', KEYS[14], 'LT', 'CH', earliest, ARGV[6]) == 1 and listened(ARGV[7], ARGV[9]) then
+  if KEYS[2] and redis.call('ZADD', KEYS[2], 'LT', 'CH', earliest, ARGV[6]) == 1 and listened(ARGV[7], ARGV[9]) then
     redis.call('PUBLISH', ARGV[7], ARGV[8] .. ' - 0 ' .. out[1])
   end
 end
@@ -237,7 +237,7 @@ func dueTime(v int64) time.Time { return fromMS(v) }
 // reserveJobScript reserves one chosen job (beanstalkd reserve-job),
 // whatever its topic's pause.
 //
-//	KEYS[1..13] -> the topic's keys
+//	KEYS[1]    -> the topic's key prefix (keys.go)
 //	ARGV[1]    -> "i" (by id) or "s" (by seq)
 //	ARGV[2]    -> the id or seq
 //	ARGV[3]    -> now (unix ms)
