@@ -49,6 +49,16 @@ local function clock(n)
   redis.call('SET', K_NOW, string.format('%d', n))
   return n
 end
+-- clockAt is clock for a script that read the topic's latest now itself
+-- (last, false if none; one MGET with another key saves a command): it
+-- returns the time to act at as a number and as a string, s being the
+-- caller's now in unix ms as ARGV gave it (so no number is formatted).
+local function clockAt(last, s)
+  local n = tonumber(s)
+  if last and tonumber(last) >= n then return tonumber(last), last end
+  redis.call('SET', K_NOW, s)
+  return n, s
+end
 local function clockRead(n)
   n = tonumber(n)
   local last = redis.call('GET', K_NOW)

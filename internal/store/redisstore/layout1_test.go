@@ -20,7 +20,24 @@ import (
 
 // jobFields1 is layout 1's record of j.
 func jobFields1(j *delayq.Job, claim string) []string {
-	return append([]string{"seq", strconv.FormatUint(j.Seq, 10), "claim", claim}, jobFields(j)...)
+	return append([]string{"seq", strconv.FormatUint(j.Seq, 10), "claim", claim}, jobFieldsFull(j)...)
+}
+
+// jobFieldsFull is j's record with every field, those at their zero
+// too, as layout 1 and layout 2 until issue 31's third round wrote it.
+func jobFieldsFull(j *delayq.Job) []string {
+	f := []string{
+		"id", j.ID, "topic", j.Topic, "body", string(j.Body),
+		"pri", strconv.FormatUint(uint64(j.Priority), 10), "ttr", strconv.FormatInt(j.TTR.Milliseconds(), 10),
+		"maxatt", strconv.Itoa(j.MaxAttempts), "att", strconv.Itoa(j.Attempts), "state", string(j.State),
+		"due", msString(j.Due), "created", msString(j.Created), "delay", strconv.FormatInt(j.Delay.Milliseconds(), 10),
+		"res", j.Reservation, "deadline", optMS(j.Deadline), "tmo", strconv.Itoa(j.Timeouts),
+		"rel", strconv.Itoa(j.Releases), "bur", strconv.Itoa(j.Buries), "kck", strconv.Itoa(j.Kicks),
+	}
+	if j.LastReason != "" || !j.LastFailed.IsZero() {
+		f = append(f, "lreason", j.LastReason, "lfail", optMS(j.LastFailed))
+	}
+	return f
 }
 
 // putLayout1Script is layout 1's putOneScript, verbatim but for the name.

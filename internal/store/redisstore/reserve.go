@@ -44,10 +44,12 @@ return redis.call('ZRANGE', K_READY, 0, tonumber(ARGV[2]) - 1)
 //	              Cluster the caller marks it and publishes after
 //	Returns:   {earliest new deadline or "", record, record, ...}
 var reserveScript = newScript(listenedLua + `
-local now, max, last = clock(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+-- the topic's clock and its pause in one command
+local v = redis.call('MGET', K_NOW, K_PAUSE)
+local now, nowS = clockAt(v[1], ARGV[1])
+local max, last = tonumber(ARGV[2]), ARGV[3]
 local begin = math.max(now, tonumber(ARGV[4]))
-local until_ = redis.call('GET', K_PAUSE)
-if until_ and now < tonumber(until_) then return {''} end
+if v[2] and now < tonumber(v[2]) then return {''} end
 local members
 if last == '' then members = redis.call('ZRANGE', K_READY, 0, max - 1)
 else members = redis.call('ZRANGE', K_READY, '-', '[' .. last, 'BYLEX', 'LIMIT', 0, max) end
@@ -60,11 +62,13 @@ for _, m in ipairs(members) do
   j.state = 'reserved'
   incr(j, 'att')
   j.res = seq .. '-' .. j.att
-  hstart(j, fmt(now), ARGV[5])
+  hstart(j, nowS, ARGV[5])
   -- a ready job put with Due just past a caller's Now still gets a full TTR
   local deadline = math.max(begin, tonumber(j.due)) + tonumber(j.ttr)
   j.deadline = fmt(deadline)
-  redis.call('ZADD', K_RESERVED, deadline, pad(seq))
+  -- scores and TTLs go to Redis as strings: a Lua number is formatted
+  -- with sprintf on every call
+  redis.call('ZADD', K_RESERVED, j.deadline, pad(seq))
   local p = pack(j)
   redis.call('SET', K_JOB .. seq, p)
   if not earliest or deadline < earliest then earliest = deadline end
@@ -74,7 +78,7 @@ if earliest then
   out[1] = fmt(earliest)
   -- one node: published only when it lowered the bucket's entry (else
   -- the bucket's timer steps at the entry, at or before it, anyway)
-  if KEYS[2] and redis.call('ZADD', KEYS[2], 'LT', 'CH', earliest, ARGV[6]) == 1 and listened(ARGV[7], ARGV[9]) then
+  if KEYS[2] and redis.call('ZADD', KEYS[2], 'LT', 'CH', out[1], ARGV[6]) == 1 and listened(ARGV[7], ARGV[9]) then
     redis.call('PUBLISH', ARGV[7], ARGV[8] .. ' - 0 ' .. out[1])
   end
 end

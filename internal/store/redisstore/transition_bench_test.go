@@ -3,6 +3,8 @@ package redisstore
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,6 +26,13 @@ import (
 // uses (issue 31; docs/benchmarks.md):
 //
 //	go test -run '^$' -bench TransitionCost -benchtime 1x ./internal/store/redisstore/
+//
+// CPU time moves with the machine's load (the figures above move little,
+// not nothing). Instructions do not: with DELAYQ_BENCH_CALLGRIND=DIR, for
+// a Redis run under `valgrind --tool=callgrind
+// --callgrind-out-file=DIR/cg.out.%p`, each phase also reports the
+// instructions Redis executed per call (callgrind_control zeroes and
+// dumps the counts around the phase).
 func BenchmarkTransitionCost(b *testing.B) {
 	for _, keep := range []time.Duration{time.Hour, 0} {
 		b.Run("retain="+keep.String(), func(b *testing.B) {
@@ -57,17 +66,26 @@ func transitionCost(b *testing.B, keep time.Duration) {
 		sy, _ := strconv.ParseFloat(infoField(v, "used_cpu_sys_main_thread"), 64)
 		return (u + sy) * 1e6
 	}
+	cg := os.Getenv("DELAYQ_BENCH_CALLGRIND")
 	// phase runs f and reports Redis's CPU and script time per call, and
 	// logs the commands per call.
 	phase := func(name string, f func(i int)) {
 		if err := s.c.Do(ctx, s.c.B().ConfigResetstat().Build()).Error(); err != nil {
 			b.Fatal(err)
 		}
+		if cg != "" {
+			callgrind(b, "-z")
+		}
 		c0 := cpu()
 		for i := range n {
 			f(i)
 		}
 		used := cpu() - c0
+		if cg != "" {
+			ir := callgrindTotal(b, cg)
+			b.ReportMetric(ir/float64(n), "Ir/"+name)
+			b.Logf("%s: %.0f instructions per call", name, ir/float64(n))
+		}
 		var cmds []string
 		var script float64
 		for _, line := range strings.Split(info("commandstats"), "\n") {
@@ -112,6 +130,43 @@ func transitionCost(b *testing.B, keep time.Duration) {
 			b.Fatal(err)
 		}
 	})
+}
+
+// callgrind runs callgrind_control with arg (-z zeroes, -d dumps).
+func callgrind(b *testing.B, arg string) {
+	if out, err := exec.Command("callgrind_control", arg).CombinedOutput(); err != nil {
+		b.Fatalf("callgrind_control %s: %v: %s", arg, err, out)
+	}
+}
+
+// callgrindTotal dumps the counts and returns the instructions of the
+// newest dump in dir.
+func callgrindTotal(b *testing.B, dir string) float64 {
+	start := time.Now()
+	callgrind(b, "-d")
+	paths, _ := filepath.Glob(filepath.Join(dir, "cg.out.*.*"))
+	var newest string
+	var at time.Time
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil && fi.ModTime().After(at) {
+			newest, at = p, fi.ModTime()
+		}
+	}
+	if newest == "" || at.Before(start.Add(-time.Second)) {
+		b.Fatalf("no callgrind dump in %s", dir)
+	}
+	data, err := os.ReadFile(newest)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "totals: "); ok {
+			ir, _ := strconv.ParseFloat(strings.Fields(v)[0], 64)
+			return ir
+		}
+	}
+	b.Fatalf("no totals in %s", newest)
+	return 0
 }
 
 // infoStat is the value of key in a commandstats line's "k=v,k=v".
