@@ -92,7 +92,7 @@ local function pack(j) return cmsgpack.pack(j) end
 local function place(seq, j)
   local m = pad(seq)
   if j.state == 'ready' then
-    redis.call('ZADD', K_READY, 0, rmember(j.pri, seq))
+    redis.call('ZADD', K_READY, '0', rmember(j.pri, seq))
     redis.call('ZADD', K_AGE, j.due, m)
   elseif j.state == 'delayed' then redis.call('ZADD', K_DELAYED, j.due, m)
   elseif j.state == 'reserved' then redis.call('ZADD', K_RESERVED, j.deadline, m)
@@ -237,6 +237,8 @@ var (
 	// localDef matches a line that starts a definition: "local function
 	// name" or "local a, b = ...".
 	localDef = regexp.MustCompile(`^local (?:function (\w+)|(\w+(?:, \w+)*) =)`)
+	// luaComment is a Lua line comment (the scripts have no "--" in strings).
+	luaComment = regexp.MustCompile(`--[^\n]*`)
 )
 
 // splitPrelude cuts prelude into its definitions.
@@ -253,7 +255,8 @@ func splitPrelude(src string) []preludePart {
 				names = m[2]
 			}
 			for _, n := range strings.Split(names, ", ") {
-				p.names = append(p.names, regexp.MustCompile(`\b`+n+`\b`))
+				// a use of n, not a field or method of that name (string.find)
+				p.names = append(p.names, regexp.MustCompile(`(?:^|[^.\w])`+n+`\b`))
 			}
 			p.code = strings.Join(append(pending, line), "\n") + "\n"
 			pending = nil
@@ -275,7 +278,7 @@ func splitPrelude(src string) []preludePart {
 // called (issue 31, measured with redis-benchmark).
 func link(body string) string {
 	used := make([]bool, len(preludeParts))
-	text := body
+	text := luaComment.ReplaceAllString(body, "") // a name in a comment is no use
 	for changed := true; changed; {
 		changed = false
 		for i, p := range preludeParts {
@@ -285,7 +288,7 @@ func link(body string) string {
 			for _, re := range p.names {
 				if re.MatchString(text) {
 					used[i], changed = true, true
-					text += p.code
+					text += luaComment.ReplaceAllString(p.code, "")
 					break
 				}
 			}

@@ -50,10 +50,11 @@ local now, nowS = clockAt(v[1], ARGV[1])
 local max, last = tonumber(ARGV[2]), ARGV[3]
 local begin = math.max(now, tonumber(ARGV[4]))
 if v[2] and now < tonumber(v[2]) then return {''} end
-local members
-if last == '' then members = redis.call('ZRANGE', K_READY, 0, max - 1)
-else members = redis.call('ZRANGE', K_READY, '-', '[' .. last, 'BYLEX', 'LIMIT', 0, max) end
-local out, earliest = {''}, nil
+-- every score is 0: lexical order is rank order
+local upto = '+'
+if last ~= '' then upto = '[' .. last end
+local members = redis.call('ZRANGE', K_READY, '-', upto, 'BYLEX', 'LIMIT', '0', ARGV[2])
+local out, soonest = {''}, nil
 for _, m in ipairs(members) do
   local seq = unpad(string.sub(m, 11))
   local j = load(seq)
@@ -71,11 +72,11 @@ for _, m in ipairs(members) do
   redis.call('ZADD', K_RESERVED, j.deadline, pad(seq))
   local p = pack(j)
   redis.call('SET', K_JOB .. seq, p)
-  if not earliest or deadline < earliest then earliest = deadline end
+  if not soonest or deadline < soonest then soonest = deadline end
   out[#out + 1] = p
 end
-if earliest then
-  out[1] = fmt(earliest)
+if soonest then
+  out[1] = fmt(soonest)
   -- one node: published only when it lowered the bucket's entry (else
   -- the bucket's timer steps at the entry, at or before it, anyway)
   if KEYS[2] and redis.call('ZADD', KEYS[2], 'LT', 'CH', out[1], ARGV[6]) == 1 and listened(ARGV[7], ARGV[9]) then
