@@ -23,7 +23,8 @@ import (
 // the job has failed, hist, hn and cur once it was reserved (its
 // attempts, see hstart), ended once it is retained, and ix when its id is
 // in K_IDS. Times are unix ms, durations ms, the empty string a zero
-// time. Every value is a string.
+// time. Every value is a string. A field at its zero may be missing
+// (jobFields), and reads as zero.
 const prelude = `
 -- KEYS[1] is the topic's key prefix P:{t}: (keys.go: topicKeys.slice);
 -- each key is named from it only in the scripts that use it (link).
@@ -310,7 +311,7 @@ func link(body string) string {
 // is left out, as the scripts leave it out when they set it back (nil
 // in prelude's helpers): every field costs the scripts' cmsgpack unpack
 // and pack on every transition, and a new job has nine such fields of
-// about 22 (issue 31). A missing field reads as its zero, in Go
+// 19 (issue 31). A missing field reads as its zero, in Go
 // (decodeJob) and in Lua (prelude: incr, spent, hstart). The id, topic,
 // body, priority, TTR, state, due and creation time are always there.
 func jobFields(j *delayq.Job) []string {
