@@ -56,10 +56,11 @@ if last ~= '' then upto = '[' .. last end
 local members = redis.call('ZRANGE', K_READY, '-', upto, 'BYLEX', 'LIMIT', '0', ARGV[2])
 local out, soonest = {''}, nil
 for _, m in ipairs(members) do
-  local seq = unpad(string.sub(m, 11))
+  local ps = string.sub(m, 11) -- the seq as the other indexes pad it
+  local seq = unpad(ps)
   local j = load(seq)
   redis.call('ZREM', K_READY, m)
-  redis.call('ZREM', K_AGE, pad(seq))
+  redis.call('ZREM', K_AGE, ps)
   j.state = 'reserved'
   incr(j, 'att')
   j.res = seq .. '-' .. j.att
@@ -69,7 +70,7 @@ for _, m in ipairs(members) do
   j.deadline = fmt(deadline)
   -- scores and TTLs go to Redis as strings: a Lua number is formatted
   -- with sprintf on every call
-  redis.call('ZADD', K_RESERVED, j.deadline, pad(seq))
+  redis.call('ZADD', K_RESERVED, j.deadline, ps)
   local p = pack(j)
   redis.call('SET', K_JOB .. seq, p)
   if not soonest or deadline < soonest then soonest = deadline end
