@@ -12,6 +12,7 @@
 #   N=30000 bash scripts/bench-redis.sh      # jobs per row (default 30,000)
 #   bash scripts/bench-redis.sh cluster      # only when asked: 3-master Cluster vs standalone
 #   TOPICS=90 BALANCE=1 bash scripts/bench-redis.sh cluster   # see the cluster rows below
+#   DELAYQ_BIN=/tmp/old/delayq bash scripts/bench-redis.sh side   # a delayq built elsewhere (A/B)
 #
 # Rows: put / enqueue; reserve+delete / work (delayq's reserve row preloads
 # its jobs with puts: the put row's CPU is subtracted for the per-reserve
@@ -25,9 +26,9 @@ cd "$(dirname "$0")/.."
 filter="${1:-}"
 n="${N:-30000}"
 work=$(mktemp -d)
-go build -o "$work/delayq" ./cmd/delayq
 (cd peers/asynq && go build -o "$work/asynq-peer" .)
-bin="$work/delayq"
+bin="${DELAYQ_BIN:-$work/delayq}"
+[[ -n "${DELAYQ_BIN:-}" ]] || go build -o "$bin" ./cmd/delayq
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"' EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }

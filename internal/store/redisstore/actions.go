@@ -13,7 +13,7 @@ import (
 
 // Every script in this file takes a job reference first:
 //
-//	KEYS[1..13] -> the job's topic keys (keys.go)
+//	KEYS[1]    -> the job's topic key prefix (keys.go)
 //	ARGV[1]    -> "i" (by id) or "s" (by seq)
 //	ARGV[2]    -> the id or seq
 //
@@ -162,7 +162,7 @@ func (s *Store) KickJob(ctx context.Context, p store.KickJobParams) (*delayq.Job
 // kickScript kicks up to n jobs of a topic: buried ones, delayed ones, or
 // (beanstalkd's rule) buried ones if any, else delayed ones.
 //
-//	KEYS[1..13] -> the topic's keys
+//	KEYS[1]    -> the topic's key prefix (keys.go)
 //	ARGV[1]    -> now (unix ms)
 //	ARGV[2]    -> most jobs to kick
 //	ARGV[3]    -> "buried", "delayed", or "" for buried if any, else delayed
@@ -210,13 +210,19 @@ func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
 	return int(n), nil
 }
 
+// trimEvery is how many retained deletes of a topic's state share one
+// trim of its ended index to the window (one in trimEvery by seq, and
+// seqs are consecutive), so the index holds the window's members plus
+// about trimEvery more.
+const trimEvery = "16"
+
 // deleteScript removes a job, or, with a retention, keeps it as a
 // retained job (store.Retention): its record gets the retained state,
 // ended, no reservation, no body unless bodies are kept, and the
 // retention as its TTL, so Redis drops it by itself; on a Cluster
 // P:{t}:r:<id> names its seq for as long (on one node the retained
 // claim does); and the topic's ZSET of that state lists it by ended,
-// trimmed of members older than the window on this write.
+// trimmed of members older than the window on one write in trimEvery.
 //
 //	ARGV[3] -> reservation ("" for none)
 //	ARGV[4] -> "1" to delete whatever the state (operator delete)
@@ -256,13 +262,16 @@ if keep <= 0 then
   end
   return {'OK', rec}
 end
-local now = clock(ARGV[5])
-if finished then hend(j, fmt(now), 'finished', '') else hend(j, fmt(now), 'deleted', '') end
+-- On one node one command reads the topic's clock and the id's claim.
+local v
+if prefix ~= '' then v = redis.call('MGET', K_NOW, claimKey) else v = {redis.call('GET', K_NOW)} end
+local now, nowS = clockAt(v[1], ARGV[5])
+if finished then hend(j, nowS, 'finished', '') else hend(j, nowS, 'deleted', '') end
 if finished then j.state = 'finished'
 elseif j.state == 'buried' then j.state = 'failed'
 else j.state = 'deleted' end
 clear(j)
-j.ended = fmt(now)
+j.ended = nowS
 -- The record is written anew, one string with the retention as its TTL,
 -- without what a retained job no longer needs (its claim, the body
 -- unless kept).
@@ -270,21 +279,27 @@ local claim = j.claim
 j.claim = nil
 j.ix = nil
 if ARGV[7] ~= '1' then j.body = nil end
-redis.call('SET', K_JOB .. seq, pack(j), 'PX', keep)
+-- TTLs and scores go to Redis as the strings ARGV gave (a Lua number
+-- is formatted with sprintf on every call).
+local px = ARGV[6]
+redis.call('SET', K_JOB .. seq, pack(j), 'PX', px)
 local idx = K_ENDED[j.state]
-redis.call('ZADD', idx, now, pad(seq))
-redis.call('ZREMRANGEBYSCORE', idx, '-inf', fmt(now - keep))
-redis.call('PEXPIRE', idx, keep)
+redis.call('ZADD', idx, nowS, pad(seq))
+-- Trimmed on one delete in trimEvery (by seq), not on each: readers skip
+-- members older than the window anyway (listRetainedScript), and the
+-- PEXPIRE drops the whole index a window after its last write.
+if tonumber(seq) % ` + trimEvery + ` == 0 then redis.call('ZREMRANGEBYSCORE', idx, '-inf', fmt(now - keep)) end
+redis.call('PEXPIRE', idx, px)
 if prefix == '' then
   -- on a Cluster the id's claim (another slot) cannot name the seq
-  redis.call('SET', K_RET .. j.id, seq, 'PX', keep)
+  redis.call('SET', K_RET .. j.id, seq, 'PX', px)
 else
   -- retainIndex's two steps, here in one (onenode.go); the retained
   -- claim names the seq, so a read by id finds the job through it
-  redis.call('SET', rseq, j.topic, 'PX', keep)
+  redis.call('SET', rseq, j.topic, 'PX', px)
   redis.call('HDEL', shard, seq)
-  if redis.call('GET', claimKey) == claim then
-    redis.call('SET', claimKey, j.topic .. '|0|' .. ARGV[9] .. '|' .. seq, 'PX', keep)
+  if v[2] == claim then
+    redis.call('SET', claimKey, j.topic .. '|0|' .. ARGV[9] .. '|' .. seq, 'PX', px)
   end
 end
 return {'OK', rec}

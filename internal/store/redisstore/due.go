@@ -14,7 +14,7 @@ var _ store.DueCounter = (*Store)(nil)
 // limit: one ZCOUNT of the due-ordered delayed set per limit, in one
 // script so the counts are of one moment.
 //
-//	KEYS[1..13] -> the topic's keys
+//	KEYS[1]    -> the topic's key prefix (keys.go)
 //	ARGV[i]    -> the i-th limit, unix ms
 //	Returns:   {count, ...}, one per limit
 var dueCountsScript = newReadScript(`

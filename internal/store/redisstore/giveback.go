@@ -12,7 +12,7 @@ import (
 // other field touched, so it costs no attempt and never buries. The job
 // keeps its due time, so it also keeps its place in the age index.
 //
-//	KEYS[1..13] -> the job's topic keys (keys.go)
+//	KEYS[1]    -> the job's topic key prefix (keys.go)
 //	ARGV[1]    -> "i" (by id) or "s" (by seq)
 //	ARGV[2]    -> the id or seq
 //	ARGV[3]    -> reservation

@@ -23,20 +23,42 @@ import (
 // the job has failed, hist, hn and cur once it was reserved (its
 // attempts, see hstart), ended once it is retained, and ix when its id is
 // in K_IDS. Times are unix ms, durations ms, the empty string a zero
-// time. Every value is a string.
+// time. Every value is a string. A field at its zero may be missing
+// (jobFields), and reads as zero.
 const prelude = `
-local K_JOB, K_IDS, K_READY, K_AGE = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_DELAYED, K_RESERVED, K_BURIED, K_PAUSE, K_NOW = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
-local K_RET, K_ENDED = KEYS[10], {finished = KEYS[11], deleted = KEYS[12], failed = KEYS[13]}
+-- KEYS[1] is the topic's key prefix P:{t}: (keys.go: topicKeys.slice);
+-- each key is named from it only in the scripts that use it (link).
+local K_B = KEYS[1]
+local K_JOB = K_B .. 'j:'
+local K_IDS = K_B .. 'ids'
+local K_READY = K_B .. 'ready'
+local K_AGE = K_B .. 'age'
+local K_DELAYED = K_B .. 'delayed'
+local K_RESERVED = K_B .. 'reserved'
+local K_BURIED = K_B .. 'buried'
+local K_PAUSE = K_B .. 'pause'
+local K_NOW = K_B .. 'now'
+local K_RET = K_B .. 'r:'
+local K_ENDED = {finished = K_B .. 'finished', deleted = K_B .. 'deleted', failed = K_B .. 'failed'}
 -- clock returns the time to act at: ARGV's now, or the latest now the
 -- topic was acted at if that is later (the contract's "Now never goes
 -- back", kept per topic, across all instances).
 local function clock(n)
   n = tonumber(n)
   local last = redis.call('GET', K_NOW)
-  if last and tonumber(last) > n then return tonumber(last) end
+  if last and tonumber(last) >= n then return tonumber(last) end
   redis.call('SET', K_NOW, string.format('%d', n))
   return n
+end
+-- clockAt is clock for a script that read the topic's latest now itself
+-- (last, false if none; one MGET with another key saves a command): it
+-- returns the time to act at as a number and as a string, s being the
+-- caller's now in unix ms as ARGV gave it (so no number is formatted).
+local function clockAt(last, s)
+  local n = tonumber(s)
+  if last and tonumber(last) >= n then return tonumber(last), last end
+  redis.call('SET', K_NOW, s)
+  return n, s
 end
 local function clockRead(n)
   n = tonumber(n)
@@ -71,7 +93,7 @@ local function pack(j) return cmsgpack.pack(j) end
 local function place(seq, j)
   local m = pad(seq)
   if j.state == 'ready' then
-    redis.call('ZADD', K_READY, 0, rmember(j.pri, seq))
+    redis.call('ZADD', K_READY, '0', rmember(j.pri, seq))
     redis.call('ZADD', K_AGE, j.due, m)
   elseif j.state == 'delayed' then redis.call('ZADD', K_DELAYED, j.due, m)
   elseif j.state == 'reserved' then redis.call('ZADD', K_RESERVED, j.deadline, m)
@@ -106,7 +128,7 @@ local function hstart(j, at, by)
     h = string.sub(h, c + 1 + tonumber(string.sub(h, 1, c - 1)))
     n = n - 1
   end
-  j.hist = h; j.hn = fmt(n)
+  if n > 0 then j.hist = h; j.hn = fmt(n) else j.hist = nil; j.hn = nil end
   j.cur = j.att .. ',' .. at .. ',' .. #by .. ':' .. by
 end
 local function hend(j, at, how, reason)
@@ -114,7 +136,7 @@ local function hend(j, at, how, reason)
   local rec = j.cur .. ',' .. at .. ',' .. how .. ',' .. reason
   j.hist = (j.hist or '') .. #rec .. ':' .. rec
   j.hn = fmt(tonumber(j.hn or '0') + 1)
-  j.cur = ''
+  j.cur = nil
 end
 -- hreserved is when the attempt in progress began ('' without one).
 local function hreserved(j)
@@ -124,11 +146,13 @@ end
 -- failed records why and when a job last failed (a job that never failed
 -- has neither field, so it costs no memory).
 local function failed(j, reason, at) j.lreason = reason; j.lfail = at end
-local function incr(j, f) j[f] = fmt(tonumber(j[f]) + 1) end
-local function clear(j) j.res = ''; j.deadline = '' end
+-- A field at its zero is left out of the record (jobFields): a missing
+-- count reads as 0, a missing time or reservation as none.
+local function incr(j, f) j[f] = fmt(tonumber(j[f] or '0') + 1) end
+local function clear(j) j.res = nil; j.deadline = nil end
 local function spent(j)
-  local max = tonumber(j.maxatt)
-  return max > 0 and tonumber(j.att) >= max
+  local max = tonumber(j.maxatt or '0')
+  return max > 0 and tonumber(j.att or '0') >= max
 end
 local function bury(j, at) j.state = 'buried'; j.due = at; incr(j, 'bur') end
 -- locate turns a job reference into a seq and the id it must carry:
@@ -214,6 +238,8 @@ var (
 	// localDef matches a line that starts a definition: "local function
 	// name" or "local a, b = ...".
 	localDef = regexp.MustCompile(`^local (?:function (\w+)|(\w+(?:, \w+)*) =)`)
+	// luaComment is a Lua line comment (the scripts have no "--" in strings).
+	luaComment = regexp.MustCompile(`--[^\n]*`)
 )
 
 // splitPrelude cuts prelude into its definitions.
@@ -230,7 +256,8 @@ func splitPrelude(src string) []preludePart {
 				names = m[2]
 			}
 			for _, n := range strings.Split(names, ", ") {
-				p.names = append(p.names, regexp.MustCompile(`\b`+n+`\b`))
+				// a use of n, not a field or method of that name (string.find)
+				p.names = append(p.names, regexp.MustCompile(`(?:^|[^.\w])`+n+`\b`))
 			}
 			p.code = strings.Join(append(pending, line), "\n") + "\n"
 			pending = nil
@@ -252,7 +279,7 @@ func splitPrelude(src string) []preludePart {
 // called (issue 31, measured with redis-benchmark).
 func link(body string) string {
 	used := make([]bool, len(preludeParts))
-	text := body
+	text := luaComment.ReplaceAllString(body, "") // a name in a comment is no use
 	for changed := true; changed; {
 		changed = false
 		for i, p := range preludeParts {
@@ -262,7 +289,7 @@ func link(body string) string {
 			for _, re := range p.names {
 				if re.MatchString(text) {
 					used[i], changed = true, true
-					text += p.code
+					text += luaComment.ReplaceAllString(p.code, "")
 					break
 				}
 			}
@@ -279,15 +306,34 @@ func link(body string) string {
 }
 
 // jobFields encodes j as the field/value pairs of its record, without
-// seq and claim (the put scripts add those).
+// seq and claim (the put scripts add those). A field whose value is its
+// zero (a count of 0, no reservation, deadline, delay or attempt limit)
+// is left out, as the scripts leave it out when they set it back (nil
+// in prelude's helpers): every field costs the scripts' cmsgpack unpack
+// and pack on every transition, and a new job has nine such fields of
+// 19 (issue 31). A missing field reads as its zero, in Go
+// (decodeJob) and in Lua (prelude: incr, spent, hstart). The id, topic,
+// body, priority, TTR, state, due and creation time are always there.
 func jobFields(j *delayq.Job) []string {
 	f := []string{
 		"id", j.ID, "topic", j.Topic, "body", string(j.Body),
 		"pri", strconv.FormatUint(uint64(j.Priority), 10), "ttr", strconv.FormatInt(j.TTR.Milliseconds(), 10),
-		"maxatt", strconv.Itoa(j.MaxAttempts), "att", strconv.Itoa(j.Attempts), "state", string(j.State),
-		"due", msString(j.Due), "created", msString(j.Created), "delay", strconv.FormatInt(j.Delay.Milliseconds(), 10),
-		"res", j.Reservation, "deadline", optMS(j.Deadline), "tmo", strconv.Itoa(j.Timeouts),
-		"rel", strconv.Itoa(j.Releases), "bur", strconv.Itoa(j.Buries), "kck", strconv.Itoa(j.Kicks),
+		"state", string(j.State), "due", msString(j.Due), "created", msString(j.Created),
+	}
+	for _, c := range []struct {
+		name string
+		v    int64
+	}{{"maxatt", int64(j.MaxAttempts)}, {"att", int64(j.Attempts)}, {"delay", j.Delay.Milliseconds()},
+		{"tmo", int64(j.Timeouts)}, {"rel", int64(j.Releases)}, {"bur", int64(j.Buries)}, {"kck", int64(j.Kicks)}} {
+		if c.v != 0 {
+			f = append(f, c.name, strconv.FormatInt(c.v, 10))
+		}
+	}
+	if j.Reservation != "" {
+		f = append(f, "res", j.Reservation)
+	}
+	if !j.Deadline.IsZero() {
+		f = append(f, "deadline", msString(j.Deadline))
 	}
 	if j.LastReason != "" || !j.LastFailed.IsZero() {
 		f = append(f, "lreason", j.LastReason, "lfail", optMS(j.LastFailed))

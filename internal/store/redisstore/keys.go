@@ -3,6 +3,7 @@ package redisstore
 import (
 	"hash/crc32"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -51,11 +52,17 @@ type keys struct {
 	prefix string
 }
 
-// topicKeys are the keys of one topic, in the order every topic script
-// receives them as KEYS[1..13].
+// topicKeys are the keys of one topic. A topic script receives one key,
+// the topic's prefix P:{t}: (slice), and names the keys it uses from it
+// (prelude in job.go): Redis copies every key and argument of a call
+// into the script's KEYS and ARGV, about as dear as a short command
+// inside it, so 13 keys per call, most of them unused, cost each
+// transition more than naming the few it uses (issue 31). The keys share
+// the hash tag {t}, so on a Cluster they are in the slot of the key
+// declared.
 type topicKeys [13]string
 
-// topic returns the keys of topic t. KEYS[1] is the prefix of the job
+// topic returns the keys of topic t. The first is the prefix of the job
 // records; scripts append the seq (same hash tag, so the same slot).
 func (k keys) topic(t string) topicKeys {
 	b := k.prefix + ":{" + t + "}:"
@@ -63,12 +70,14 @@ func (k keys) topic(t string) topicKeys {
 		b + "r:", b + "finished", b + "deleted", b + "failed"}
 }
 
-func (tk topicKeys) slice() []string { return tk[:] }
+// slice is what a topic script receives as KEYS: the topic's prefix
+// (KEYS[1]); a one-node script's global keys follow from KEYS[2].
+func (tk topicKeys) slice() []string { return []string{strings.TrimSuffix(tk[0], "j:")} }
 
-// idsKey is KEYS[2] of a topic: its id -> seq hash.
+// idsKey is the topic's id -> seq hash.
 func (tk topicKeys) idsKey() string { return tk[1] }
 
-// pauseKey is KEYS[8] of a topic.
+// pauseKey is the topic's pause key.
 func (tk topicKeys) pauseKey() string { return tk[7] }
 
 func (k keys) claim(id string) string { return k.prefix + ":id:{" + id + "}" }

@@ -20,7 +20,24 @@ import (
 
 // jobFields1 is layout 1's record of j.
 func jobFields1(j *delayq.Job, claim string) []string {
-	return append([]string{"seq", strconv.FormatUint(j.Seq, 10), "claim", claim}, jobFields(j)...)
+	return append([]string{"seq", strconv.FormatUint(j.Seq, 10), "claim", claim}, jobFieldsFull(j)...)
+}
+
+// jobFieldsFull is j's record with every field, those at their zero
+// too, as layout 1 and layout 2 until issue 31's third round wrote it.
+func jobFieldsFull(j *delayq.Job) []string {
+	f := []string{
+		"id", j.ID, "topic", j.Topic, "body", string(j.Body),
+		"pri", strconv.FormatUint(uint64(j.Priority), 10), "ttr", strconv.FormatInt(j.TTR.Milliseconds(), 10),
+		"maxatt", strconv.Itoa(j.MaxAttempts), "att", strconv.Itoa(j.Attempts), "state", string(j.State),
+		"due", msString(j.Due), "created", msString(j.Created), "delay", strconv.FormatInt(j.Delay.Milliseconds(), 10),
+		"res", j.Reservation, "deadline", optMS(j.Deadline), "tmo", strconv.Itoa(j.Timeouts),
+		"rel", strconv.Itoa(j.Releases), "bur", strconv.Itoa(j.Buries), "kck", strconv.Itoa(j.Kicks),
+	}
+	if j.LastReason != "" || !j.LastFailed.IsZero() {
+		f = append(f, "lreason", j.LastReason, "lfail", optMS(j.LastFailed))
+	}
+	return f
 }
 
 // putLayout1Script is layout 1's putOneScript, verbatim but for the name.
@@ -35,10 +52,10 @@ for i = 0, n - 1 do
   if seq then return {'EXISTS', id, redis.call('HGET', K_JOB .. seq, 'state') or ''} end
 end
 local t = redis.call('TIME')
-local cur = tonumber(redis.call('GET', KEYS[14]) or '0')
+local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
 local clk = tonumber(t[1]) * 1000000 + tonumber(t[2])
 if cur < clk then cur = clk end
-redis.call('SET', KEYS[14], string.format('%d', cur + n))
+redis.call('SET', KEYS[2], string.format('%d', cur + n))
 local ready = 0
 for i = 0, n - 1 do
   local base = 9 + i * stride
@@ -57,9 +74,9 @@ for i = 0, n - 1 do
   place(seq, j)
   if j.state == 'ready' then ready = ready + 1 end
 end
-redis.call('SADD', KEYS[15], topic)
+redis.call('SADD', KEYS[3], topic)
 if ARGV[5] ~= '' then
-  redis.call('ZADD', KEYS[16], 'LT', ARGV[5], topic)
+  redis.call('ZADD', KEYS[4], 'LT', ARGV[5], topic)
   redis.call('PUBLISH', ARGV[6], ARGV[7] .. ' - 0 ' .. ARGV[5])
 end
 if ready > 0 then redis.call('PUBLISH', ARGV[6], ARGV[7] .. ' ' .. topic .. ' ' .. ready .. ' 0') end

@@ -37,9 +37,9 @@ import (
 // claim names the seq ("topic|at|nonce|seq"), so the job is found by id
 // through its claim: no entry in the topic's K_IDS.
 //
-//	KEYS[1..13] -> the topic's keys
-//	KEYS[14]   -> P:topics
-//	KEYS[15]   -> the topic's timer bucket (P:{b<n>}:due)
+//	KEYS[1]    -> the topic's key prefix (keys.go)
+//	KEYS[2]    -> P:topics
+//	KEYS[3]    -> the topic's timer bucket (P:{b<n>}:due)
 //	ARGV[1]    -> number of jobs n
 //	ARGV[2]    -> the key prefix
 //	ARGV[3]    -> the topic
@@ -58,7 +58,7 @@ import (
 //	           tells a live job from a stale claim) or {"EXISTS", id, state}
 var putOneScript = newScript(listenedLua + `
 local n, prefix, topic = tonumber(ARGV[1]), ARGV[2], ARGV[3]
-if ARGV[8] == '1' then redis.call('SADD', KEYS[14], topic) end
+if ARGV[8] == '1' then redis.call('SADD', KEYS[2], topic) end
 for i = 0, n - 1 do
   if ARGV[7] == '1' then break end
   local id = ARGV[10 + i * 8]
@@ -78,7 +78,7 @@ for i = 0, n - 1 do
 end
 -- the due is news to the bucket's timer only if it lowered the entry:
 -- else that timer steps at the entry, at or before this due, anyway
-local lowered = ARGV[4] ~= '' and redis.call('ZADD', KEYS[15], 'LT', 'CH', ARGV[4], topic) == 1
+local lowered = ARGV[4] ~= '' and redis.call('ZADD', KEYS[3], 'LT', 'CH', ARGV[4], topic) == 1
 if (lowered or ready > 0) and listened(ARGV[5], ARGV[9]) then
   if lowered then redis.call('PUBLISH', ARGV[5], ARGV[6] .. ' - 0 ' .. ARGV[4]) end
   if ready > 0 then redis.call('PUBLISH', ARGV[5], ARGV[6] .. ' ' .. topic .. ' ' .. ready .. ' 0') end

@@ -167,7 +167,7 @@ func topicsOf(jobs []*delayq.Job) []string {
 
 // insertScript inserts new jobs into one topic.
 //
-//	KEYS[1..13] -> the topic's keys (keys.go)
+//	KEYS[1]    -> the topic's key prefix (keys.go)
 //	ARGV[1]    -> number of jobs n
 //	ARGV[2..]  -> per job: seq, id, state, pri, due, deadline (placeArgs),
 //	              then its packed record
@@ -355,7 +355,7 @@ func (s *Store) takeOver(ctx context.Context, j *delayq.Job, other, claim string
 // idStateScript says what holds an id in a topic: the state of its live
 // job, else that of its retained job visible at now, else "".
 //
-//	KEYS[1..13] -> the topic's keys
+//	KEYS[1]    -> the topic's key prefix (keys.go)
 //	ARGV[1]    -> "i" (by id) or "p" (by the seq its claim names, "<seq>|<id>")
 //	ARGV[2]    -> the id, or "<seq>|<id>"
 //	ARGV[3]    -> now (unix ms), by the retention's clock

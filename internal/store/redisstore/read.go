@@ -15,7 +15,7 @@ import (
 
 // getScript reads one job: a live one, else a retained one visible at now.
 //
-//	KEYS[1..13] -> the topic's keys
+//	KEYS[1]    -> the topic's key prefix (keys.go)
 //	ARGV[1]    -> "i" (by id) or "s" (by seq)
 //	ARGV[2]    -> the id or seq
 //	ARGV[3]    -> now (unix ms), by the retention's clock
@@ -48,7 +48,7 @@ func (s *Store) retainedView() (now, keep string) {
 
 // listScript pages through one state of a topic, after a cursor.
 //
-//	KEYS[1..13] -> the topic's keys
+//	KEYS[1]    -> the topic's key prefix (keys.go)
 //	ARGV[1]    -> state rank: 0 ready, 1 delayed, 2 reserved, 3 buried
 //	ARGV[2]    -> cursor score ("" = from the start); for ready the priority
 //	ARGV[3]    -> cursor seq, zero-padded to 20 digits
@@ -90,7 +90,7 @@ return out
 // delete script trims them on its next write) or whose record Redis has
 // expired are skipped.
 //
-//	KEYS[1..13] -> the topic's keys
+//	KEYS[1]    -> the topic's key prefix (keys.go)
 //	ARGV[1]    -> the retained state (finished, deleted, failed)
 //	ARGV[2]    -> cursor ended ("" = from the start)
 //	ARGV[3]    -> cursor seq, zero-padded to 20 digits
@@ -242,7 +242,7 @@ func parseCursor(s string) (cursor, error) {
 
 // statsScript counts a topic's jobs.
 //
-//	KEYS[1..13] -> the topic's keys
+//	KEYS[1]    -> the topic's key prefix (keys.go)
 //	Returns:   {ready, delayed, reserved, buried, urgent, oldest ready due or "", pause end or ""}
 var statsScript = newReadScript(`
 local oldest = redis.call('ZRANGE', K_AGE, 0, 0, 'WITHSCORES')

@@ -14,7 +14,7 @@ import (
 
 // peekReadyScript lists a topic's best ready jobs without moving them.
 //
-//	KEYS[1..13] -> the topic's keys
+//	KEYS[1]    -> the topic's key prefix (keys.go)
 //	ARGV[1]    -> now (unix ms)
 //	ARGV[2]    -> most members to return
 //	Returns:   ready members in serving order; none when the topic is paused
@@ -26,7 +26,7 @@ return redis.call('ZRANGE', K_READY, 0, tonumber(ARGV[2]) - 1)
 
 // reserveScript reserves the best ready jobs of one topic.
 //
-//	KEYS[1..13] -> the topic's keys
+//	KEYS[1]    -> the topic's key prefix (keys.go)
 //	ARGV[1]    -> now (unix ms)
 //	ARGV[2]    -> most jobs to reserve
 //	ARGV[3]    -> last ready member that may be taken ("" = no bound)
@@ -39,42 +39,48 @@ return redis.call('ZRANGE', K_READY, 0, tonumber(ARGV[2]) - 1)
 //	              only; listenedLua)
 //	ARGV[8]    -> this instance's id (one-node only)
 //	ARGV[9]    -> how many subscribers are this instance's (one-node only)
-//	KEYS[14]   -> on a one-node Redis, the topic's timer bucket, lowered
+//	KEYS[2]    -> on a one-node Redis, the topic's timer bucket, lowered
 //	              to the earliest new deadline here (onenode.go); on a
 //	              Cluster the caller marks it and publishes after
 //	Returns:   {earliest new deadline or "", record, record, ...}
 var reserveScript = newScript(listenedLua + `
-local now, max, last = clock(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+-- the topic's clock and its pause in one command
+local v = redis.call('MGET', K_NOW, K_PAUSE)
+local now, nowS = clockAt(v[1], ARGV[1])
+local max, last = tonumber(ARGV[2]), ARGV[3]
 local begin = math.max(now, tonumber(ARGV[4]))
-local until_ = redis.call('GET', K_PAUSE)
-if until_ and now < tonumber(until_) then return {''} end
-local members
-if last == '' then members = redis.call('ZRANGE', K_READY, 0, max - 1)
-else members = redis.call('ZRANGE', K_READY, '-', '[' .. last, 'BYLEX', 'LIMIT', 0, max) end
-local out, earliest = {''}, nil
+if v[2] and now < tonumber(v[2]) then return {''} end
+-- every score is 0: lexical order is rank order
+local upto = '+'
+if last ~= '' then upto = '[' .. last end
+local members = redis.call('ZRANGE', K_READY, '-', upto, 'BYLEX', 'LIMIT', '0', ARGV[2])
+local out, soonest = {''}, nil
 for _, m in ipairs(members) do
-  local seq = unpad(string.sub(m, 11))
+  local ps = string.sub(m, 11) -- the seq as the other indexes pad it
+  local seq = unpad(ps)
   local j = load(seq)
   redis.call('ZREM', K_READY, m)
-  redis.call('ZREM', K_AGE, pad(seq))
+  redis.call('ZREM', K_AGE, ps)
   j.state = 'reserved'
   incr(j, 'att')
   j.res = seq .. '-' .. j.att
-  hstart(j, fmt(now), ARGV[5])
+  hstart(j, nowS, ARGV[5])
   -- a ready job put with Due just past a caller's Now still gets a full TTR
   local deadline = math.max(begin, tonumber(j.due)) + tonumber(j.ttr)
   j.deadline = fmt(deadline)
-  redis.call('ZADD', K_RESERVED, deadline, pad(seq))
+  -- scores and TTLs go to Redis as strings: a Lua number is formatted
+  -- with sprintf on every call
+  redis.call('ZADD', K_RESERVED, j.deadline, ps)
   local p = pack(j)
   redis.call('SET', K_JOB .. seq, p)
-  if not earliest or deadline < earliest then earliest = deadline end
+  if not soonest or deadline < soonest then soonest = deadline end
   out[#out + 1] = p
 end
-if earliest then
-  out[1] = fmt(earliest)
+if soonest then
+  out[1] = fmt(soonest)
   -- one node: published only when it lowered the bucket's entry (else
   -- the bucket's timer steps at the entry, at or before it, anyway)
-  if KEYS[14] and redis.call('ZADD', KEYS[14], 'LT', 'CH', earliest, ARGV[6]) == 1 and listened(ARGV[7], ARGV[9]) then
+  if KEYS[2] and redis.call('ZADD', KEYS[2], 'LT', 'CH', out[1], ARGV[6]) == 1 and listened(ARGV[7], ARGV[9]) then
     redis.call('PUBLISH', ARGV[7], ARGV[8] .. ' - 0 ' .. out[1])
   end
 end
@@ -237,7 +243,7 @@ func dueTime(v int64) time.Time { return fromMS(v) }
 // reserveJobScript reserves one chosen job (beanstalkd reserve-job),
 // whatever its topic's pause.
 //
-//	KEYS[1..13] -> the topic's keys
+//	KEYS[1]    -> the topic's key prefix (keys.go)
 //	ARGV[1]    -> "i" (by id) or "s" (by seq)
 //	ARGV[2]    -> the id or seq
 //	ARGV[3]    -> now (unix ms)

@@ -30,7 +30,7 @@ const maxDueTopics = 1000
 
 // tickPeekScript lists a topic's due work without moving it.
 //
-//	KEYS[1..13] -> the topic's keys
+//	KEYS[1]    -> the topic's key prefix (keys.go)
 //	ARGV[1]    -> now (unix ms)
 //	ARGV[2]    -> most entries
 //	Returns:   {at, member, at, member, ...} of due delayed and reserved jobs (unsorted)
@@ -45,7 +45,7 @@ return out
 
 // tickScript makes a topic's due work ready, in (time, seq) order.
 //
-//	KEYS[1..13] -> the topic's keys
+//	KEYS[1]    -> the topic's key prefix (keys.go)
 //	ARGV[1]    -> now (unix ms)
 //	ARGV[2]    -> most jobs to move
 //	ARGV[3]    -> time of the last entry that may move ("" = no bound)
@@ -217,7 +217,7 @@ var useTopicLua = func() string {
 
 // earliestScript reads a topic's earliest pending time.
 //
-//	KEYS[1..13] -> the topic's keys
+//	KEYS[1]    -> the topic's key prefix (keys.go)
 //	Returns:   the earliest delayed due or reserved deadline (unix ms), or ""
 var earliestScript = newReadScript(`return earliest()`)
 
