@@ -122,10 +122,13 @@ type Store struct {
 	pidMu sync.Mutex
 	pids  map[uint32]bool // backend pids of this store's pool; guarded by pidMu
 
-	lease   *lease
-	fan     *store.Fanout
-	bell    *bell   // this instance's changes, for the others
-	promise promise // the timer's promise to the SQL puts
+	lease *lease
+	fan   *store.Fanout
+	// publishWait is publishWait, but tests that must not race its
+	// timeout set it longer.
+	publishWait time.Duration
+	bell        *bell   // this instance's changes, for the others
+	promise     promise // the timer's promise to the SQL puts
 
 	peersMu sync.Mutex
 	peers   map[string]bool // the other instances alive at the last heartbeat; guarded by peersMu
@@ -174,6 +177,7 @@ func Open(ctx context.Context, opt Options) (*Store, error) {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.fan = store.NewFanout(1024)
+	s.publishWait = publishWait
 	s.bell = newBell()
 	s.lease = &lease{s: s}
 	s.lease.try(ctx)

@@ -225,3 +225,66 @@ func TestTimerPromisesAheadWhileJobsFallDue(t *testing.T) {
 		t.Fatalf("Next %v, promise %v; want Next %v (the job) and promise %v", res.Next, promised(t, s), soon, want)
 	}
 }
+
+// TestTimerPublishesWhileSQLPutsAreInFlight: application transactions
+// calling delayq.put hold the promise's lock shared until they commit,
+// and under a steady stream of them one always does. The timer's publish
+// used to give up whenever one did, so the promise stayed at none and
+// every delayed SQL put sent a NOTIFY (serializing their commits); it
+// now waits for the puts in flight to commit.
+func TestTimerPublishesWhileSQLPutsAreInFlight(t *testing.T) {
+	s := openStore(t, Options{})
+	defer s.Close()
+	s.publishWait = time.Minute // the test commits the put once it sees the wait
+	ctx := t.Context()
+	now := time.Now()
+	first := delayq.TruncMilli(now.Add(time.Hour))
+	putDelayed(t, s, "first", now, first)
+	app := appConn(t)
+	tx, err := app.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, "SELECT job_id FROM "+s.Schema()+".put('orders', 'x', delay => interval '90 minutes', id => 'inflight')"); err != nil {
+		t.Fatal(err)
+	}
+	type ticked struct {
+		res *store.TickResult
+		err error
+	}
+	done := make(chan ticked, 1)
+	go func() {
+		res, err := s.Tick(ctx, store.TickParams{Now: now})
+		done <- ticked{res, err}
+	}()
+	// The publish waits on the advisory lock the open put holds: commit
+	// the put once Postgres shows that wait (or once the tick is over,
+	// which is the old code giving up at once).
+	waited := false
+	for !waited {
+		select {
+		case r := <-done:
+			done <- r
+			waited = true
+			continue
+		default:
+		}
+		var n int
+		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' AND datname = current_database()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		waited = n > 0
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if got := promised(t, s); !got.Equal(first) {
+		t.Fatalf("promise after a tick with a SQL put in flight: %v, want the earliest due %v (an unpublished promise makes every delayed SQL put notify)", got, first)
+	}
+}
