@@ -13,9 +13,10 @@ import (
 	"github.com/delayq/delayq/internal/server"
 )
 
-// TestBenchBothProtocols runs small bounded benches against one in-process
-// server over HTTP and over the beanstalkd protocol.
-func TestBenchBothProtocols(t *testing.T) {
+// benchServer starts an in-process server on the embedded store with HTTP
+// and the beanstalkd protocol on free ports, stopped when t ends.
+func benchServer(t *testing.T) *server.Server {
+	t.Helper()
 	cfg := config.Default()
 	cfg.HTTPAddr, cfg.BeanstalkAddr, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", t.TempDir()
 	s := server.New(cfg, nil)
@@ -26,6 +27,13 @@ func TestBenchBothProtocols(t *testing.T) {
 		http.DefaultClient.CloseIdleConnections()
 		s.Shutdown(context.Background())
 	})
+	return s
+}
+
+// TestBenchBothProtocols runs small bounded benches against one in-process
+// server over HTTP and over the beanstalkd protocol.
+func TestBenchBothProtocols(t *testing.T) {
+	s := benchServer(t)
 	targets := map[string]string{"http": s.URL(), "beanstalk": "beanstalk://" + s.BeanstalkAddr().String()}
 	for proto, target := range targets {
 		for _, mode := range []string{"put", "reserve", "burst"} {
@@ -82,16 +90,7 @@ func TestBenchBothProtocols(t *testing.T) {
 // --topics 3 takes jobs from all three: over the beanstalkd protocol it
 // finishes only if the connections watch every tube.
 func TestBenchTopics(t *testing.T) {
-	cfg := config.Default()
-	cfg.HTTPAddr, cfg.BeanstalkAddr, cfg.DataDir = "127.0.0.1:0", "127.0.0.1:0", t.TempDir()
-	s := server.New(cfg, nil)
-	if err := s.Start(t.Context()); err != nil {
-		t.Fatalf("Start() = %v", err)
-	}
-	t.Cleanup(func() {
-		http.DefaultClient.CloseIdleConnections()
-		s.Shutdown(context.Background())
-	})
+	s := benchServer(t)
 	bs := "beanstalk://" + s.BeanstalkAddr().String()
 	topics := func() map[string]api.Topic {
 		t.Helper()

@@ -318,15 +318,9 @@ func (s *Store) publishOnce(ctx context.Context, now time.Time) {
 	b.Queue("SELECT pg_advisory_xact_lock(hashtext($1), 1)", channel(s.opt.Schema))
 	b.Queue(s.q.publish, now.Add(promiseAhead)).QueryRow(func(row pgx.Row) error { return row.Scan(&at) })
 	b.Queue("COMMIT")
-	conn, err := s.pool.Acquire(ctx)
-	if err == nil {
-		err = conn.SendBatch(ctx, b).Close()
-		if err != nil {
-			rollback(ctx, conn)
-		}
-		conn.Release()
-	}
-	if err != nil {
+	// A failed batch leaves its connection inside the transaction, and the
+	// pool closes such a connection on release rather than reuse it.
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		if ctx.Err() == nil {
 			s.log.Debug("postgres timer publish failed; the promise in force stays", "err", err)
 		}

@@ -129,12 +129,7 @@ func TestOneNodeTickWakesOtherInstances(t *testing.T) {
 	stores := group(t, redisAddrs(t, "DELAYQ_TEST_REDIS"), 2, Options{Buckets: 1})
 	a, b := stores[0], stores[1]
 	ctx := t.Context()
-	events, err := b.Notify(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 5*time.Second, "B listening", b.Listening)
-	waitFor(t, 5*time.Second, "A subscribed", func() bool { return a.fan.own() == "1" })
+	events := listening(t, a, b)
 	waitFor(t, 5*time.Second, "A holding the bucket", func() bool { return len(a.Buckets()) == 1 })
 	now := delayq.TruncMilli(time.Now())
 	j := &delayq.Job{ID: "w", Topic: "tw", TTR: time.Minute, State: delayq.StateDelayed, Due: now.Add(-time.Millisecond), Created: now}
@@ -290,12 +285,7 @@ func TestOneNodeDueEventsOnlyWhenEarlier(t *testing.T) {
 	stores := group(t, redisAddrs(t, "DELAYQ_TEST_REDIS"), 2, Options{})
 	a, b := stores[0], stores[1]
 	ctx := t.Context()
-	events, err := b.Notify(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 5*time.Second, "B listening", b.Listening)
-	waitFor(t, 5*time.Second, "A subscribed", func() bool { return a.fan.own() == "1" })
+	events := listening(t, a, b)
 	now := delayq.TruncMilli(time.Now())
 	put := func(id string, state delayq.State, due time.Time) {
 		t.Helper()
@@ -335,4 +325,17 @@ func TestOneNodeDueEventsOnlyWhenEarlier(t *testing.T) {
 	if got := until(now.Add(30 * time.Minute)); len(got) != 1 {
 		t.Errorf("B heard due times %v, want only %v (the later due and deadline lowered nothing)", got, now.Add(30*time.Minute))
 	}
+}
+
+// listening returns b's Notify events once b listens and Redis has
+// confirmed a's subscription (a's scripts publish only then).
+func listening(t *testing.T, a, b *Store) <-chan store.Event {
+	t.Helper()
+	events, err := b.Notify(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "B listening", b.Listening)
+	waitFor(t, 5*time.Second, "A subscribed", func() bool { return a.fan.own() == "1" })
+	return events
 }
