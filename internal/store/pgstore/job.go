@@ -21,7 +21,7 @@ type queries struct {
 
 	findByID, findBySeq, getBySeq, getByID, save, remove, retain  string
 	reserve, putDelete, putInsert, putTaken, putGroup, publish    string
-	tickDelayed, tickReserved, tickExpire, tickNext               string
+	tickDelayed, tickReserved, tickExpire, tickNext, tickPaused   string
 	kickBuried, kickDelayed                                       string
 	pause, unpause, topics, topicStats, dueCounts                 string
 	getDoc, listDocs, insertDoc, updateDoc, deleteDoc             string
@@ -95,6 +95,7 @@ func newQueries(schema string) queries {
 	q.tickExpire = t(`WITH x AS MATERIALIZED (SELECT seq FROM S.jobs WHERE ended IS NOT NULL AND expires <= $1
 		ORDER BY expires, seq LIMIT $2 FOR UPDATE SKIP LOCKED)
 		DELETE FROM S.jobs j USING x WHERE j.seq = x.seq`)
+	q.tickPaused = t(`SELECT topic FROM S.pauses WHERE until > $1`)
 	q.tickNext = t(`SELECT least(
 		(SELECT due FROM S.jobs WHERE state = 'delayed' ORDER BY due, seq LIMIT 1),
 		(SELECT deadline FROM S.jobs WHERE state = 'reserved' ORDER BY deadline, seq LIMIT 1),
