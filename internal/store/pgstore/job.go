@@ -19,7 +19,8 @@ const jobCols = "seq, id, topic, state, priority, due, created, delay_ms, ttr_ms
 type queries struct {
 	schema, jobs string
 
-	findByID, findBySeq, getBySeq, getByID, save, remove, retain  string
+	findByID, findBySeq, findMany, getBySeq, getByID, save        string
+	removeMany, retainMany                                        string
 	reserve, putDelete, putInsert, putTaken, putGroup, publish    string
 	tickDelayed, tickReserved, tickExpire, tickNext, tickPaused   string
 	kickBuried, kickDelayed                                       string
@@ -40,14 +41,17 @@ func newQueries(schema string) queries {
 	// CASE, so each call was planned afresh.
 	q.findByID = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE id = $1 AND ended IS NULL FOR UPDATE`)
 	q.findBySeq = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE seq = $1 AND ended IS NULL FOR UPDATE`)
+	q.findMany = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE (id = ANY($1) OR seq = ANY($2)) AND ended IS NULL ORDER BY seq FOR UPDATE`)
 	q.getByID = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE id = $1 AND (ended IS NULL OR expires > $2)`)
 	q.getBySeq = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE seq = $1 AND (ended IS NULL OR expires > $2)`)
 	q.save = t(`UPDATE S.jobs SET state = $2, priority = $3, due = $4, delay_ms = $5, attempts = $6, reservation = $7,
 		deadline = $8, timeouts = $9, releases = $10, buries = $11, kicks = $12, last_reason = $13, last_failed = $14,
 		history = $15, body = $16 WHERE seq = $1`)
-	q.remove = t(`DELETE FROM S.jobs WHERE seq = $1`)
-	q.retain = t(`UPDATE S.jobs SET state = $2, ended = $3, expires = $4, reservation = '', deadline = NULL,
-		history = $5, body = CASE WHEN $6 THEN body END WHERE seq = $1`)
+	q.removeMany = t(`DELETE FROM S.jobs WHERE seq = ANY($1)`)
+	q.retainMany = t(`UPDATE S.jobs j SET state = x.state, ended = x.ended, expires = x.expires, reservation = '', deadline = NULL,
+		history = x.history, body = CASE WHEN $6 THEN j.body END
+		FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::jsonb[]) AS x(seq, state, ended, expires, history)
+		WHERE j.seq = x.seq`)
 	// One ordered index scan per topic (jobs_ready), skipping rows other
 	// reserves hold, and paused topics; then the best Max of them all.
 	q.reserve = t(`SELECT x.* FROM unnest($1::text[]) AS tp(name)
