@@ -172,13 +172,15 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.J
 		})
 	}, func(b *pgx.Batch) error {
 		c := counter{}
+		var v saver
 		for _, j := range jobs {
 			before := countOf(j)
 			store.ApplyReserve(j, store.ReserveStart(j, begin))
 			j.StartAttempt(now, p.By)
-			b.Queue(s.q.save, saveArgs(j)...)
+			v.add(j)
 			c.move(before, j)
 		}
+		v.queue(b, &s.q)
 		c.queue(b, &s.q)
 		return nil
 	})
@@ -298,12 +300,14 @@ func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
 		}
 		b := &pgx.Batch{}
 		c := counter{}
+		var v saver
 		for _, j := range jobs {
 			before := countOf(j)
 			store.ApplyKick(j, now)
-			b.Queue(s.q.save, saveArgs(j)...)
+			v.add(j)
 			c.move(before, j)
 		}
+		v.queue(b, &s.q)
 		c.queue(b, &s.q)
 		n = len(jobs)
 		kicked = jobs

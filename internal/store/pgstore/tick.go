@@ -96,10 +96,12 @@ func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult
 			}
 		}
 		c := counter{}
+		var v saver
 		for i, j := range due {
-			b.Queue(s.q.save, saveArgs(j)...)
+			v.add(j)
 			c.move(before[i], j)
 		}
+		v.queue(b, &s.q)
 		c.queue(b, &s.q)
 		if more {
 			res.Next = now
