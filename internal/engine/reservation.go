@@ -237,6 +237,26 @@ func (s *sealed) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.
 	return jobs, err
 }
 
+// Tick signs the reservations of the jobs it hands to waiting reserves
+// (store.TickParams.Claim). Without the key it hands none: the jobs go
+// ready and the reserves reserve them, or fail, themselves.
+func (s *sealed) Tick(ctx context.Context, p store.TickParams) (*store.TickResult, error) {
+	if p.Claim != nil {
+		if _, err := s.keys.get(ctx); err != nil {
+			p.Claim = nil
+		}
+	}
+	res, err := s.Store.Tick(ctx, p)
+	if res != nil {
+		for _, js := range res.Taken {
+			for _, j := range js {
+				s.sealJob(j)
+			}
+		}
+	}
+	return res, err
+}
+
 func (s *sealed) ReserveJob(ctx context.Context, p store.ReserveJobParams) (*delayq.Job, error) {
 	var err error
 	if p.Ref, err = s.ref(ctx, p.Ref); err != nil {

@@ -65,10 +65,14 @@ func (e *Engine) waitReserve(ctx context.Context, r ReserveRequest) ([]*delayq.J
 	var woke string // the topic of the wake-up that led to this attempt
 	var wokeFor int // how many of its jobs that wake-up counted on this reserve for
 	for {
-		w := e.waiters.add(r.Topics, r.N)
+		w := e.waiters.add(r.Topics, r.N, r.By)
 		jobs, err := e.reserveNow(ctx, r)
 		if err != nil || len(jobs) > 0 {
-			e.leave(w)
+			if handed := e.leave(w); len(handed) > 0 {
+				// A timer step handed w jobs while the store attempt
+				// ran: this reserve has its answer already.
+				e.giveBack(handed...)
+			}
 			if n := handOn(woke, wokeFor, r.N, jobs, err); n > 0 {
 				e.waiters.wake(woke, n)
 			}
@@ -76,22 +80,48 @@ func (e *Engine) waitReserve(ctx context.Context, r ReserveRequest) ([]*delayq.J
 		}
 		select {
 		case <-w.ch:
+			if handed := e.waiters.takeHanded(w); len(handed) > 0 {
+				return e.takeHanded(ctx, handed)
+			}
 			woke, wokeFor = w.signaled, w.jobs
 			continue
 		case <-timer.C:
 		case <-ctx.Done():
 		case <-e.draining:
 		}
-		e.leave(w)
+		if handed := e.leave(w); len(handed) > 0 {
+			// Handed as the wait ran out: the caller is still there
+			// unless ctx ended.
+			return e.takeHanded(ctx, handed)
+		}
 		return nil, ctx.Err()
 	}
 }
 
-// leave unparks w and hands on a wake-up it got but will not use.
-func (e *Engine) leave(w *waiter) {
-	if topic, n := e.waiters.remove(w); topic != "" {
+// leave unparks w, hands on a wake-up it got but will not use, and
+// returns the jobs a timer step handed it that it has not taken.
+func (e *Engine) leave(w *waiter) []*delayq.Job {
+	topic, n, handed := e.waiters.remove(w)
+	if topic != "" {
 		e.waiters.wake(topic, n)
 	}
+	return handed
+}
+
+// takeHanded answers a reserve with the jobs a timer step reserved for
+// it in its own store write (store.TickParams.Claim), or gives them back
+// when the caller has gone.
+func (e *Engine) takeHanded(ctx context.Context, jobs []*delayq.Job) ([]*delayq.Job, error) {
+	if ctx.Err() != nil {
+		e.giveBack(jobs...)
+		return nil, ctx.Err()
+	}
+	now := time.Now()
+	for _, j := range jobs {
+		e.metrics.ReadyWait(max(now.Sub(j.Due), 0))
+	}
+	e.announce(jobs...)
+	return jobs, nil
 }
 
 // handOn is how many jobs of the wake-up that woke a reserve (topic

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/metrics"
 	"github.com/delayq/delayq/internal/store"
 )
@@ -83,7 +84,17 @@ func (e *Engine) tickUntilIdle(ctx context.Context) time.Time {
 			// Better a TTR expiry ready at once than a timer that stops.
 			e.log.Warn("timer step without topic backoffs: policies unreadable", "err", err)
 		}
-		res, err := e.st.Tick(ctx, store.TickParams{Now: now, Max: batch, Backoff: backoffs})
+		var claimed []*waiter
+		claim := func(ready map[string]int) []store.Take {
+			claimed = e.waiters.claim(ready)
+			takes := make([]store.Take, len(claimed))
+			for i, w := range claimed {
+				takes[i] = store.Take{Topics: w.topics, Max: w.take, Now: now, By: w.by}
+			}
+			return takes
+		}
+		res, err := e.st.Tick(ctx, store.TickParams{Now: now, Max: batch, Backoff: backoffs, Claim: claim})
+		e.handOff(claimed, res, err)
 		if err != nil {
 			if ctx.Err() == nil && e.tickErrs.log(now, err) {
 				e.log.Error("timer step failed; retrying", "err", err, "retry_in", tickRetry)
@@ -101,6 +112,23 @@ func (e *Engine) tickUntilIdle(ctx context.Context) time.Time {
 		runtime.Gosched()
 	}
 	return time.Time{}
+}
+
+// handOff ends the claims of a Tick (store.TickParams.Claim): each
+// claimed reserve gets the jobs the store reserved for it, or, with
+// none (the Tick failed, or the jobs went to reserves before it), is
+// signalled to try the store itself. The jobs of a reserve that left
+// meanwhile go back, off the timer's goroutine.
+func (e *Engine) handOff(claimed []*waiter, res *store.TickResult, err error) {
+	for i, w := range claimed {
+		var jobs []*delayq.Job
+		if err == nil && i < len(res.Taken) {
+			jobs = res.Taken[i]
+		}
+		if back := e.waiters.handOff(w, jobs); len(back) > 0 {
+			go e.giveBack(back...)
+		}
+	}
 }
 
 // afterTick wakes waiters and records what a timer step did.

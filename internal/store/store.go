@@ -432,6 +432,29 @@ type TickParams struct {
 	// until the expired Deadline plus BackoffDelay (ApplyTimeoutBackoff)
 	// instead of ready at once. Nil or a topic not in it: ready at once.
 	Backoff map[string]Backoff
+	// Claim, when set, lets the store hand jobs this Tick makes ready
+	// straight to the instance's waiting reserves, reserved in the
+	// Tick's own write, instead of making them ready for the waiters to
+	// reserve in a write of their own a moment later. A store may ignore
+	// it (the stores whose reserve costs no round trip do). One that
+	// uses it calls Claim at most once, after it knows which jobs this
+	// Tick makes ready and before it writes, with the number made ready
+	// per topic leaving out paused topics; Claim answers the reserves
+	// that will take them. The store then reserves for each Take, in
+	// order, up to its Max of those jobs (never one of a paused topic),
+	// in priority-then-seq order, as Reserve would with the Take's Now
+	// and By; the write that reserves any job is durable, as Reserve's
+	// is. TickResult.Taken holds each Take's jobs, and Ready leaves the
+	// jobs taken out.
+	Claim func(ready map[string]int) []Take
+}
+
+// Take is one waiting reserve a Tick may hand jobs to (TickParams.Claim).
+type Take struct {
+	Topics []string
+	Max    int
+	Now    time.Time // when the reserve's TTR starts, as ReserveParams.Now
+	By     string    // as ReserveParams.By
 }
 
 // TickResult is what Store.Tick did.
@@ -453,6 +476,10 @@ type TickResult struct {
 	// BackedOffByTopic counts them by topic (AddBackedOff).
 	BackedOff        int
 	BackedOffByTopic map[string]int
+	// Taken holds, when the store called TickParams.Claim, the jobs it
+	// reserved for each Take Claim returned, in that order (an entry may
+	// be empty); nil when it did not call Claim.
+	Taken [][]*delayq.Job
 	// Expired counts retained jobs removed because their retention ran
 	// out (see Retention).
 	Expired int

@@ -19,9 +19,10 @@ const jobCols = "seq, id, topic, state, priority, due, created, delay_ms, ttr_ms
 type queries struct {
 	schema, jobs string
 
-	findByID, findBySeq, getBySeq, getByID, save, remove, retain  string
+	findByID, findBySeq, findMany, getBySeq, getByID, save        string
+	saveKeep, saveMany, removeMany, retainMany                    string
 	reserve, putDelete, putInsert, putTaken, putGroup, publish    string
-	tickDelayed, tickReserved, tickExpire, tickNext               string
+	tickDelayed, tickReserved, tickExpire, tickNext, tickPaused   string
 	kickBuried, kickDelayed                                       string
 	pause, unpause, topics, topicStats, dueCounts                 string
 	getDoc, listDocs, insertDoc, updateDoc, deleteDoc             string
@@ -40,14 +41,30 @@ func newQueries(schema string) queries {
 	// CASE, so each call was planned afresh.
 	q.findByID = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE id = $1 AND ended IS NULL FOR UPDATE`)
 	q.findBySeq = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE seq = $1 AND ended IS NULL FOR UPDATE`)
+	q.findMany = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE (id = ANY($1) OR seq = ANY($2)) AND ended IS NULL ORDER BY seq FOR UPDATE`)
 	q.getByID = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE id = $1 AND (ended IS NULL OR expires > $2)`)
 	q.getBySeq = t(`SELECT ` + jobCols + ` FROM S.jobs WHERE seq = $1 AND (ended IS NULL OR expires > $2)`)
 	q.save = t(`UPDATE S.jobs SET state = $2, priority = $3, due = $4, delay_ms = $5, attempts = $6, reservation = $7,
 		deadline = $8, timeouts = $9, releases = $10, buries = $11, kicks = $12, last_reason = $13, last_failed = $14,
 		history = $15, body = $16 WHERE seq = $1`)
-	q.remove = t(`DELETE FROM S.jobs WHERE seq = $1`)
-	q.retain = t(`UPDATE S.jobs SET state = $2, ended = $3, expires = $4, reservation = '', deadline = NULL,
-		history = $5, body = CASE WHEN $6 THEN body END WHERE seq = $1`)
+	q.saveKeep = t(`UPDATE S.jobs SET state = $2, priority = $3, due = $4, delay_ms = $5, attempts = $6, reservation = $7,
+		deadline = $8, timeouts = $9, releases = $10, buries = $11, kicks = $12, last_reason = $13, last_failed = $14,
+		history = $15 WHERE seq = $1`)
+	// saveMany writes what a transition that keeps the body changes, for
+	// many jobs in one statement (Tick, Reserve, Kick).
+	q.saveMany = t(`UPDATE S.jobs j SET state = x.state, priority = x.priority, due = x.due, delay_ms = x.delay_ms,
+		attempts = x.attempts, reservation = x.reservation, deadline = x.deadline, timeouts = x.timeouts, releases = x.releases,
+		buries = x.buries, kicks = x.kicks, last_reason = x.last_reason, last_failed = x.last_failed, history = x.history
+		FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::timestamptz[], $5::bigint[], $6::integer[], $7::text[],
+			$8::timestamptz[], $9::integer[], $10::integer[], $11::integer[], $12::integer[], $13::text[], $14::timestamptz[], $15::jsonb[])
+			AS x(seq, state, priority, due, delay_ms, attempts, reservation, deadline, timeouts, releases, buries, kicks,
+				last_reason, last_failed, history)
+		WHERE j.seq = x.seq`)
+	q.removeMany = t(`DELETE FROM S.jobs WHERE seq = ANY($1)`)
+	q.retainMany = t(`UPDATE S.jobs j SET state = x.state, ended = x.ended, expires = x.expires, reservation = '', deadline = NULL,
+		history = x.history, body = CASE WHEN $6 THEN j.body END
+		FROM unnest($1::bigint[], $2::text[], $3::timestamptz[], $4::timestamptz[], $5::jsonb[]) AS x(seq, state, ended, expires, history)
+		WHERE j.seq = x.seq`)
 	// One ordered index scan per topic (jobs_ready), skipping rows other
 	// reserves hold, and paused topics; then the best Max of them all.
 	q.reserve = t(`SELECT x.* FROM unnest($1::text[]) AS tp(name)
@@ -95,6 +112,7 @@ func newQueries(schema string) queries {
 	q.tickExpire = t(`WITH x AS MATERIALIZED (SELECT seq FROM S.jobs WHERE ended IS NOT NULL AND expires <= $1
 		ORDER BY expires, seq LIMIT $2 FOR UPDATE SKIP LOCKED)
 		DELETE FROM S.jobs j USING x WHERE j.seq = x.seq`)
+	q.tickPaused = t(`SELECT topic FROM S.pauses WHERE until > $1`)
 	q.tickNext = t(`SELECT least(
 		(SELECT due FROM S.jobs WHERE state = 'delayed' ORDER BY due, seq LIMIT 1),
 		(SELECT deadline FROM S.jobs WHERE state = 'reserved' ORDER BY deadline, seq LIMIT 1),
@@ -248,6 +266,51 @@ func saveArgs(j *delayq.Job) []any {
 	return []any{int64(j.Seq), string(j.State), int64(j.Priority), delayq.TruncMilli(j.Due).UTC(), msOf(j.Delay), j.Attempts,
 		j.Reservation, ts(j.Deadline), j.Timeouts, j.Releases, j.Buries, j.Kicks, j.LastReason, ts(j.LastFailed),
 		historyJSON(j.History), j.Body}
+}
+
+// saver gathers jobs whose transition kept their body, to write them
+// with one statement (q.saveMany) rather than one per job.
+type saver struct {
+	seq                                         []int64
+	state, reservation, lastReason              []string
+	priority, delay                             []int64
+	due                                         []time.Time
+	deadline, lastFailed                        []*time.Time
+	attempts, timeouts, releases, buries, kicks []int
+	history                                     [][]byte
+}
+
+func (v *saver) add(j *delayq.Job) {
+	v.seq = append(v.seq, int64(j.Seq))
+	v.state = append(v.state, string(j.State))
+	v.priority = append(v.priority, int64(j.Priority))
+	v.due = append(v.due, delayq.TruncMilli(j.Due).UTC())
+	v.delay = append(v.delay, msOf(j.Delay))
+	v.attempts = append(v.attempts, j.Attempts)
+	v.reservation = append(v.reservation, j.Reservation)
+	v.deadline = append(v.deadline, ts(j.Deadline))
+	v.timeouts = append(v.timeouts, j.Timeouts)
+	v.releases = append(v.releases, j.Releases)
+	v.buries = append(v.buries, j.Buries)
+	v.kicks = append(v.kicks, j.Kicks)
+	v.lastReason = append(v.lastReason, j.LastReason)
+	v.lastFailed = append(v.lastFailed, ts(j.LastFailed))
+	v.history = append(v.history, historyJSON(j.History))
+}
+
+// queue queues the write of the jobs added: one q.save for one job (its
+// plan is the primary key's, already prepared), one q.saveMany for more.
+func (v *saver) queue(b *pgx.Batch, q *queries) {
+	switch len(v.seq) {
+	case 0:
+		return
+	case 1:
+		b.Queue(q.saveKeep, v.seq[0], v.state[0], v.priority[0], v.due[0], v.delay[0], v.attempts[0], v.reservation[0],
+			v.deadline[0], v.timeouts[0], v.releases[0], v.buries[0], v.kicks[0], v.lastReason[0], v.lastFailed[0], v.history[0])
+		return
+	}
+	b.Queue(q.saveMany, v.seq, v.state, v.priority, v.due, v.delay, v.attempts, v.reservation, v.deadline,
+		v.timeouts, v.releases, v.buries, v.kicks, v.lastReason, v.lastFailed, v.history)
 }
 
 // change runs a transition of the one job ref names: fn checks the job

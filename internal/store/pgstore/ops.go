@@ -172,13 +172,15 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.J
 		})
 	}, func(b *pgx.Batch) error {
 		c := counter{}
+		var v saver
 		for _, j := range jobs {
 			before := countOf(j)
 			store.ApplyReserve(j, store.ReserveStart(j, begin))
 			j.StartAttempt(now, p.By)
-			b.Queue(s.q.save, saveArgs(j)...)
+			v.add(j)
 			c.move(before, j)
 		}
+		v.queue(b, &s.q)
 		c.queue(b, &s.q)
 		return nil
 	})
@@ -298,12 +300,14 @@ func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
 		}
 		b := &pgx.Batch{}
 		c := counter{}
+		var v saver
 		for _, j := range jobs {
 			before := countOf(j)
 			store.ApplyKick(j, now)
-			b.Queue(s.q.save, saveArgs(j)...)
+			v.add(j)
 			c.move(before, j)
 		}
+		v.queue(b, &s.q)
 		c.queue(b, &s.q)
 		n = len(jobs)
 		kicked = jobs
@@ -345,17 +349,21 @@ func (s *Store) DeleteBatch(ctx context.Context, ps []store.DeleteParams) ([]*de
 // deleteJobs deletes the jobs ps name, or keeps them as retained jobs
 // when the store retains, in one transaction of two round trips: it
 // returns each job as the delete found it, its attempt ended, or the
-// entry's own error.
+// entry's own error. A batch reads its jobs with one statement and
+// removes (or retains) them with one more, whatever its size: a
+// statement per job was most of a finish's cost in Postgres.
 func (s *Store) deleteJobs(ctx context.Context, op string, ps []store.DeleteParams) ([]*delayq.Job, []error, error) {
 	jobs, errs := make([]*delayq.Job, len(ps)), make([]error, len(ps))
 	err := s.pipeTx(ctx, op, func(b *pgx.Batch) {
-		for i, p := range ps {
-			s.queueFind(b, p.Ref, func(j *delayq.Job, err error) { jobs[i], errs[i] = j, err })
+		if len(ps) == 1 {
+			s.queueFind(b, ps[0].Ref, func(j *delayq.Job, err error) { jobs[0], errs[0] = j, err })
+			return
 		}
+		s.queueFindMany(b, ps, jobs, errs)
 	}, func(b *pgx.Batch) error {
 		gone := map[uint64]bool{} // a job named twice is gone the second time
 		c := counter{}
-		defer c.queue(b, &s.q)
+		var rm removal
 		for i, p := range ps {
 			if errs[i] == nil && gone[jobs[i].Seq] {
 				errs[i] = fmt.Errorf("pgstore: job %s: %w", p.Ref, delayq.ErrNotFound)
@@ -363,7 +371,7 @@ func (s *Store) deleteJobs(ctx context.Context, op string, ps []store.DeletePara
 			var before jobCount
 			if errs[i] == nil {
 				before = countOf(jobs[i])
-				errs[i] = s.queueRemove(b, jobs[i], p, s.at(p.Now))
+				errs[i] = rm.add(jobs[i], p, s.at(p.Now), s.opt.Retention)
 			}
 			if errs[i] != nil {
 				jobs[i] = nil
@@ -372,6 +380,8 @@ func (s *Store) deleteJobs(ctx context.Context, op string, ps []store.DeletePara
 			gone[jobs[i].Seq] = true
 			c.add(before, -1) // deleted, or retained: no longer live
 		}
+		rm.queue(b, &s.q, s.opt.Retention)
+		c.queue(b, &s.q)
 		return nil
 	})
 	if err != nil {
@@ -380,10 +390,55 @@ func (s *Store) deleteJobs(ctx context.Context, op string, ps []store.DeletePara
 	return jobs, errs, nil
 }
 
-// queueRemove checks that p may delete j, ends j's attempt, and queues
-// the row's removal, or its keeping as a retained job when the store
-// retains.
-func (s *Store) queueRemove(b *pgx.Batch, j *delayq.Job, p store.DeleteParams, now time.Time) error {
+// queueFindMany queues the locking read of the live jobs ps name, in
+// seq order (so concurrent batches lock in one order), and fills jobs
+// with them, or errs with ErrNotFound.
+func (s *Store) queueFindMany(b *pgx.Batch, ps []store.DeleteParams, jobs []*delayq.Job, errs []error) {
+	var ids []string
+	var seqs []int64
+	for _, p := range ps {
+		if p.Ref.ID != "" {
+			ids = append(ids, p.Ref.ID)
+		} else if p.Ref.Seq != 0 {
+			seqs = append(seqs, int64(p.Ref.Seq))
+		}
+	}
+	b.Queue(s.q.findMany, ids, seqs).Query(func(rows pgx.Rows) error {
+		found, err := scanJobs(rows)
+		if err != nil {
+			return err
+		}
+		byID := make(map[string]*delayq.Job, len(found))
+		bySeq := make(map[uint64]*delayq.Job, len(found))
+		for _, j := range found {
+			byID[j.ID], bySeq[j.Seq] = j, j
+		}
+		for i, p := range ps {
+			j := bySeq[p.Ref.Seq]
+			if p.Ref.ID != "" {
+				j = byID[p.Ref.ID]
+			}
+			if j == nil {
+				errs[i] = fmt.Errorf("pgstore: job %s: %w", p.Ref, delayq.ErrNotFound)
+				continue
+			}
+			jobs[i] = j
+		}
+		return nil
+	})
+}
+
+// removal gathers the jobs a delete removes, or retains, for one
+// statement.
+type removal struct {
+	seqs           []int64
+	states         []string
+	ended, expires []time.Time
+	history        [][]byte
+}
+
+// add checks that p may delete j, ends j's attempt, and adds j.
+func (r *removal) add(j *delayq.Job, p store.DeleteParams, now time.Time, keep store.Retention) error {
 	if err := store.CheckDeletable(j, p); err != nil {
 		return err
 	}
@@ -394,13 +449,26 @@ func (s *Store) queueRemove(b *pgx.Batch, j *delayq.Job, p store.DeleteParams, n
 	case j.State == delayq.StateReserved:
 		j.EndAttempt(now, delayq.OutcomeDeleted, "")
 	}
-	if s.opt.Retention.For <= 0 {
-		b.Queue(s.q.remove, int64(j.Seq))
-	} else {
-		b.Queue(s.q.retain, int64(j.Seq), string(delayq.EndedState(j.State, finished)), now,
-			now.Add(s.opt.Retention.For), historyJSON(j.History), s.opt.Retention.Bodies)
+	r.seqs = append(r.seqs, int64(j.Seq))
+	if keep.For > 0 {
+		r.states = append(r.states, string(delayq.EndedState(j.State, finished)))
+		r.ended = append(r.ended, now)
+		r.expires = append(r.expires, now.Add(keep.For))
+		r.history = append(r.history, historyJSON(j.History))
 	}
 	return nil
+}
+
+// queue queues the removal of the jobs added, or their keeping as
+// retained jobs when the store retains.
+func (r *removal) queue(b *pgx.Batch, q *queries, keep store.Retention) {
+	switch {
+	case len(r.seqs) == 0:
+	case keep.For <= 0:
+		b.Queue(q.removeMany, r.seqs)
+	default:
+		b.Queue(q.retainMany, r.seqs, r.states, r.ended, r.expires, r.history, keep.Bodies)
+	}
 }
 
 // Update implements store.Store.

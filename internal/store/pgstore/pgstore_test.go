@@ -132,6 +132,7 @@ func factory() storetest.Factory {
 		OpenRetaining: func(t *testing.T, r store.Retention) store.Store {
 			return openStore(t, Options{Retention: r})
 		},
+		HandsOff: true,
 	}
 }
 

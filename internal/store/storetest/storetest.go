@@ -42,6 +42,10 @@ type Factory struct {
 	// itself (Redis key TTLs) rather than in Tick: the tests of Tick's
 	// removals (TickResult.Expired, Next at the earliest expiry) skip.
 	ExpiresItself bool
+	// HandsOff says the store hands jobs a Tick makes ready to the
+	// waiting reserves TickParams.Claim names; the hand-off group runs
+	// only when it is set.
+	HandsOff bool
 }
 
 // Run runs the whole suite against stores from f.
@@ -58,6 +62,7 @@ func Run(t *testing.T, f Factory) {
 		{"Get", testGet},
 		{"Reserve", testReserve},
 		{"Tick", testTick},
+		{"TickHandOff", testTickHandOff},
 		{"TickBackoff", testTickBackoff},
 		{"Release", testRelease},
 		{"Touch", testTouch},
