@@ -57,6 +57,27 @@ dq() {
   printf '%-36s %s delayq_cpu_ms=%s\n' "$name" \
     "$("$work/delayq" bench "$@" --line | sed 's/^bench //' || echo failed)" "$(( $(cpu_ms "$dq_pid") - c0 ))"
 }
+# dqlate NAME ARGS...: a dq row, then where its lateness went, from the
+# server's /metrics counted over the row alone: fire (the timer's tick
+# minus the due time, delayq_fire_lateness_seconds) and reserve (the
+# reservation minus the due time, delayq_reserve_after_due_seconds; a
+# job the tick handed to a waiting consumer is reserved in the tick's
+# transaction). The rest of the client's figure is the commit and the
+# answer's way back. Each percentile is the upper bound of its bucket.
+dqlate() {
+  want "$1" || return 0
+  local before; before=$(curl -s "http://127.0.0.1:$http/metrics")
+  dq "$@"
+  local after; after=$(curl -s "http://127.0.0.1:$http/metrics")
+  for m in fire_lateness reserve_after_due; do
+    { echo "$before" | sed 's/^/B /'; echo "$after" | sed 's/^/A /'; } | awk -v name="$m" -v m="delayq_${m}_seconds_bucket" '
+      index($2, m "{le=") == 1 {match($2, /le="[^"]*"/); le = substr($2, RSTART + 4, RLENGTH - 5)
+        n[le] += ($1 == "A" ? $3 : -$3); if (!(le in seen)) {seen[le] = 1; order[++k] = le}}
+      END {total = n["+Inf"]; out = ""
+        for (q = 1; q <= 2; q++) {p = (q == 1 ? 0.5 : 0.99); for (i = 1; i <= k; i++) if (n[order[i]] >= p * total) {out = out (order[i] == "+Inf" ? sprintf(" p%d>10s", p * 100) : sprintf(" p%d<=%.1fms", p * 100, order[i] * 1000)); break}}
+        printf "%-36s %s of %d jobs:%s\n", "", name, total, out}'
+  done
+}
 # river NAME ARGS...: one riverbench row.
 river() {
   local name=$1; shift
@@ -95,9 +116,9 @@ river "work c=$conc river"               -mode work -jobs "$jobs" -conc "$conc"
 # by 16 consumers (delayq: up to 16 jobs a reserve; River: its workers
 # fetch in batches too); then delayq with the jobs put during the run,
 # each due 2 s after it is sent, by 32 producers.
-dq    "late 1k/s x5s delayq-http"        "http://127.0.0.1:$http" --mode spread --rate 1000 --duration 5s --lead 3s --batch 100 -c 16 --take 16 "${B[@]}"
+dqlate "late 1k/s x5s delayq-http"        "http://127.0.0.1:$http" --mode spread --rate 1000 --duration 5s --lead 3s --batch 100 -c 16 --take 16 "${B[@]}"
 river "late 1k/s x5s river"              -mode late -rate 1000 -spread 5s -conc 16
-dq    "late-put-during 1k/s x5s delayq"  "http://127.0.0.1:$http" --mode spread --rate 1000 --duration 5s --delay 2s -c 16 --take 16 --producers 32 "${B[@]}"
+dqlate "late-put-during 1k/s x5s delayq"  "http://127.0.0.1:$http" --mode spread --rate 1000 --duration 5s --delay 2s -c 16 --take 16 --producers 32 "${B[@]}"
 
 # The transactional put: pgbench runs an application's transaction of
 # one INSERT, alone and with delayq.put in it, from 8 clients.
