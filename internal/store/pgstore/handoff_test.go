@@ -17,7 +17,7 @@ import (
 type watchedStore struct {
 	*Store
 	reserves atomic.Int32
-	claimed  func() // run (on the timer's goroutine) after a Claim that named reserves
+	claimed  atomic.Pointer[func()] // run once (on the timer's goroutine) after a Claim that named reserves
 }
 
 func (w *watchedStore) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.Job, error) {
@@ -26,11 +26,13 @@ func (w *watchedStore) Reserve(ctx context.Context, p store.ReserveParams) ([]*d
 }
 
 func (w *watchedStore) Tick(ctx context.Context, p store.TickParams) (*store.TickResult, error) {
-	if claim := p.Claim; claim != nil && w.claimed != nil {
+	if claim := p.Claim; claim != nil {
 		p.Claim = func(ready map[string]int) []store.Take {
 			takes := claim(ready)
 			if len(takes) > 0 {
-				w.claimed()
+				if hook := w.claimed.Swap(nil); hook != nil {
+					(*hook)()
+				}
 			}
 			return takes
 		}
@@ -113,16 +115,18 @@ func TestHandedJobOfAGoneReserveGoesBack(t *testing.T) {
 	e, ws := handOffEngine(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	got := waitingReserve(ctx, t, e, ws)
-	var left reserved
-	ws.claimed = func() {
+	leftCh := make(chan reserved, 1)
+	hook := func() {
 		cancel()
-		left = <-got
+		leftCh <- <-got
 	}
+	ws.claimed.Store(&hook)
 	put := putIn(t, e, 50*time.Millisecond)
 	waitFor(t, "the hand-off's tick", func() bool {
 		j, err := ws.Get(t.Context(), delayq.Ref{ID: put.ID})
 		return err == nil && j.State == delayq.StateReady
 	})
+	left := <-leftCh
 	if !errors.Is(left.err, context.Canceled) || len(left.jobs) != 0 {
 		t.Errorf("the leaving reserve = %v, %v; want no jobs, context.Canceled", left.jobs, left.err)
 	}

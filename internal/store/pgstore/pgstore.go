@@ -206,6 +206,18 @@ func prepare(opt Options) (*Store, error) {
 	}
 	cfg.MaxConns = int32(opt.MaxConns)
 	cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(opt.StatementTimeout.Milliseconds(), 10)
+	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
+		// Every statement the store sends is prepared once per connection
+		// and has one good plan, through the index that matches it
+		// (plan_test.go checks reserve's). Left to choose, Postgres
+		// planned the reserve, the tick's reads and the finish's read
+		// afresh at every call, because their generic plan's estimate
+		// (arrays and LIMIT parameters) looked dearer than the custom
+		// one: planning then cost Postgres more CPU than running them
+		// (pg_stat_statements: 1.3 s of plan time against 1.8 s of
+		// execution for 5,000 jobs fired and finished).
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	}
 	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set {
 		// Names the instance in pg_stat_activity, for the DBA.
 		cfg.ConnConfig.RuntimeParams["application_name"] = "delayq/" + opt.InstanceID

@@ -2,9 +2,9 @@ package pgstore
 
 import (
 	"context"
-
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -93,5 +93,35 @@ func TestReservePlanUsesServingOrderIndex(t *testing.T) {
 		if !slices.Contains(idx, "jobs_ready") || slices.Contains(idx, "jobs_ready_due") {
 			t.Errorf("%s: reserve scans indexes %v, want jobs_ready and not jobs_ready_due; plan:\n%s", mode, idx, out)
 		}
+	}
+}
+
+// TestSessionsUseGenericPlans: the store's sessions plan each prepared
+// statement once (plan_cache_mode force_generic_plan), unless the URL
+// names a plan_cache_mode of its own, which is kept. Left to choose,
+// Postgres planned reserve and the tick's reads afresh at every call.
+func TestSessionsUseGenericPlans(t *testing.T) {
+	mode := func(s *Store) string {
+		t.Helper()
+		var m string
+		if err := s.pool.QueryRow(t.Context(), "SHOW plan_cache_mode").Scan(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	s := openStore(t, Options{})
+	defer s.Close()
+	if m := mode(s); m != "force_generic_plan" {
+		t.Errorf("plan_cache_mode = %s, want force_generic_plan", m)
+	}
+	url := pgURL(t)
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	own := openStore(t, Options{URL: url + sep + "plan_cache_mode=force_custom_plan"})
+	defer own.Close()
+	if m := mode(own); m != "force_custom_plan" {
+		t.Errorf("plan_cache_mode with the URL's own = %s, want force_custom_plan", m)
 	}
 }
