@@ -246,6 +246,24 @@ func TestCountsFoldKeepsTotals(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	// A reserve sees the jobs committed when it starts; when those were
+	// all held by other workers' reserves it finds none, and a gone job
+	// put just after is left. Finish what is left, so gone has no live
+	// job.
+	for {
+		got, err := s.Reserve(ctx, store.ReserveParams{Topics: []string{"gone"}, Max: 10, Now: time.Now(), By: "w"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			break
+		}
+		for _, r := range got {
+			if _, err := s.Delete(ctx, store.DeleteParams{Ref: delayq.Ref{Seq: r.Seq, Reservation: r.Reservation}, Now: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	// One more write on each of several sessions: session rows to fold.
 	for i := range 3 {
 		if err := s.Put(ctx, []*delayq.Job{readyJob(fmt.Sprintf("late%d", i), "g")}); err != nil {
