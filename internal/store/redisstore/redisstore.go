@@ -126,6 +126,7 @@ type Store struct {
 	topicOf    seqTopics
 	registered registeredTopics
 	seqs       seqBlocks
+	puts       putLine // one-node puts waiting for a group (putgroup.go)
 
 	store.CommitHook // times each write round trip (delayq_store_commit_seconds)
 
