@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,37 +39,44 @@ import (
 // own answer: a call with an id taken writes none of its jobs and leaves
 // the others' alone. The wake-ups of the whole group go after its
 // inserts, one test of the channel's subscribers (listened) for all.
+// KEYS[1] names the first call's topic, so a group of one topic (a lone
+// put above all) names its keys once, as the prelude does; a call of
+// another topic points the keys at its own (putTopicLua).
 //
-//	KEYS[1]    -> P:topics
+//	KEYS[1]    -> the first call's topic's key prefix (keys.go)
+//	KEYS[2]    -> P:topics
 //	ARGV[1]    -> the key prefix
 //	ARGV[2]    -> the events channel
 //	ARGV[3]    -> this instance's id (the events' sender)
 //	ARGV[4]    -> how many of the channel's subscribers are this
 //	              instance's own ("1" or "0"; see listenedLua)
-//	ARGV[5]    -> number of calls
-//	ARGV[6..]  -> per call: topic, number of jobs n, "1" when the ids are
-//	              fresh (PutFresh: no check), "1" to add the topic to
-//	              P:topics (this instance has not lately:
+//	ARGV[5..]  -> per call: topic, number of jobs n, flags (bit 1: the
+//	              ids are fresh, PutFresh: no check; bit 2: add the topic
+//	              to P:topics, which this instance has not done lately:
 //	              Store.registered), the topic's timer bucket
 //	              (P:{b<n>}:due), the earliest due of its delayed jobs
 //	              (unix ms) or ""; then per job: id, seq, claim, state,
 //	              pri, due, deadline (placeArgs), the packed record
-//	Returns:   per call {status, id, state}: "OK"; "CLAIMED" when an id
-//	           is claimed already (nothing of the call written: it takes
+//	Returns:   per call, in order: "OK"; "CLAIMED" when an id is
+//	           claimed already (nothing of the call written: it takes
 //	           the full path, which tells a live job from a stale claim);
-//	           or "EXISTS" with the live id and its state
-var putOneScript = newScript(listenedLua + useTopicLua + `
-local prefix, out, reg, ready, lowered, cur = ARGV[1], {}, {}, {}, nil, nil
-local a = 6
-for _ = 1, tonumber(ARGV[5]) do
-  local topic, n, fresh = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2] == '1'
-  local bucket, due, first = ARGV[a + 4], ARGV[a + 5], a + 6
-  if ARGV[a + 3] == '1' then reg[#reg + 1] = topic end
+//	           or "EXISTS" followed by the live id and its state
+var putOneScript = newScript(listenedLua + `
+local prefix, out, ready, lowered = ARGV[1], {}, {}, nil
+local a, cur = 5, ARGV[5]
+while a <= #ARGV do
+  local topic, n, fl = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2]
+  local bucket, due, first = ARGV[a + 3], ARGV[a + 4], a + 5
+  if fl == '2' or fl == '3' then redis.call('SADD', KEYS[2], topic) end
   a = first + n * 8
-  if topic ~= cur then useTopic(prefix, topic); cur = topic end
-  local st, sid, sstate = 'OK', '', ''
+  if topic ~= cur then
+    local b = prefix .. ':{' .. topic .. '}:'
+    ` + putTopicLua + `
+    cur = topic
+  end
+  local st, sid, sstate = 'OK', nil, nil
   for i = 0, n - 1 do
-    if fresh then break end
+    if fl == '1' or fl == '3' then break end
     local id = ARGV[first + i * 8]
     if redis.call('EXISTS', prefix .. ':id:{' .. id .. '}') == 1 then st = 'CLAIMED'; break end
     local seq = redis.call('HGET', K_IDS, id)
@@ -95,15 +103,30 @@ for _ = 1, tonumber(ARGV[5]) do
       if not lowered or tonumber(due) < tonumber(lowered) then lowered = due end
     end
   end
-  out[#out + 1] = st; out[#out + 1] = sid; out[#out + 1] = sstate
+  out[#out + 1] = st
+  if sid then out[#out + 1] = sid; out[#out + 1] = sstate end
 end
-if #reg > 0 then redis.call('SADD', KEYS[1], unpack(reg)) end
 if (lowered or #ready > 0) and listened(ARGV[2], ARGV[4]) then
   if lowered then redis.call('PUBLISH', ARGV[2], ARGV[3] .. ' - 0 ' .. lowered) end
   for _, t in ipairs(ready) do redis.call('PUBLISH', ARGV[2], ARGV[3] .. ' ' .. t .. ' ' .. ready[t] .. ' 0') end
 end
 return out
 `)
+
+// putTopicLua points the prelude's keys that a put uses at the topic
+// whose key prefix is b (P:{t}:), inline: no closure for a lone put to
+// make. It is written from keys.topic, as useTopicLua is, so the names
+// cannot drift apart; it sets only the seven keys a put names (useTopic
+// sets all thirteen).
+var putTopicLua = func() string {
+	tk := keys{}.topic("")
+	var names, values []string
+	for i, name := range []string{"K_JOB", "K_IDS", "K_READY", "K_AGE", "K_DELAYED", "K_RESERVED", "K_BURIED"} {
+		names = append(names, name)
+		values = append(values, "b .. '"+strings.TrimPrefix(tk[i], ":{}:")+"'")
+	}
+	return strings.Join(names, ", ") + " = " + strings.Join(values, ", ")
+}()
 
 // putOne is Put on a one-node Redis for jobs of one topic, through the
 // instance's put line (putLine): the calls that arrive while one group is

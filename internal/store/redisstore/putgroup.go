@@ -113,6 +113,7 @@ func (s *Store) writePuts(ctx context.Context, calls []*putCall) {
 		return
 	}
 	args, asked := s.putArgs(calls, first)
+	keys := []string{s.k.topic(calls[0].jobs[0].Topic).slice()[0], s.k.topics()}
 	var start time.Time
 	if s.Observing() {
 		start = time.Now()
@@ -120,7 +121,7 @@ func (s *Store) writePuts(ctx context.Context, calls []*putCall) {
 	var arr []rueidis.RedisMessage
 	var serr error
 	werr := s.acked(ctx, "put", func(c rueidis.Client) error {
-		arr, serr = putOneScript.Exec(ctx, c, []string{s.k.topics()}, args).ToArray()
+		arr, serr = putOneScript.Exec(ctx, c, keys, args).ToArray()
 		return serr
 	})
 	if serr != nil {
@@ -133,16 +134,16 @@ func (s *Store) writePuts(ctx context.Context, calls []*putCall) {
 	if !start.IsZero() {
 		s.Committed(start)
 	}
-	if len(arr) != 3*len(calls) {
-		fail(unavailable("put", fmt.Errorf("the script answered %d values for %d calls", len(arr), len(calls))))
-		return
-	}
-	seq := first
-	for i, c := range calls {
-		st, _ := arr[3*i].ToString()
+	seq, k := first, 0
+	for _, c := range calls {
+		st := ""
+		if k < len(arr) {
+			st, _ = arr[k].ToString()
+		}
 		switch st {
 		case "CLAIMED":
 			c.claimed = true
+			k++
 		case "OK":
 			for _, j := range c.jobs {
 				j.Seq = seq
@@ -150,9 +151,13 @@ func (s *Store) writePuts(ctx context.Context, calls []*putCall) {
 				seq++
 			}
 			c.err = werr
+			k++
 			continue
+		case "EXISTS":
+			c.err = statusErr("put", delayq.Ref{}, arr[k:min(k+3, len(arr))])
+			k += 3
 		default:
-			c.err = statusErr("put", delayq.Ref{}, arr[3*i:3*i+3])
+			c.err = unavailable("put", fmt.Errorf("the script answered %q for call %d of %d", st, k, len(calls)))
 		}
 		seq += uint64(len(c.jobs))
 	}
@@ -163,7 +168,7 @@ func (s *Store) writePuts(ctx context.Context, calls []*putCall) {
 // when this instance asked (Store.registered).
 func (s *Store) putArgs(calls []*putCall, first uint64) (args []string, asked map[string]time.Time) {
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
-	args = []string{s.k.prefix, s.k.events(), s.opt.InstanceID, s.fan.own(), strconv.Itoa(len(calls))}
+	args = []string{s.k.prefix, s.k.events(), s.opt.InstanceID, s.fan.own()}
 	seq := first
 	var buf []byte
 	for _, c := range calls {
@@ -174,20 +179,20 @@ func (s *Store) putArgs(calls []*putCall, first uint64) (args []string, asked ma
 				earliest = ms(j.Due)
 			}
 		}
-		fresh, register, due := "0", "0", ""
+		flags, due := 0, ""
 		if c.fresh {
-			fresh = "1"
+			flags |= 1
 		}
 		if _, ok := asked[topic]; !ok && s.registered.due(topic) {
 			if asked == nil {
 				asked = map[string]time.Time{}
 			}
-			asked[topic], register = time.Now(), "1"
+			asked[topic], flags = time.Now(), flags|2
 		}
 		if earliest != 0 {
 			due = strconv.FormatInt(earliest, 10)
 		}
-		args = append(args, topic, strconv.Itoa(len(c.jobs)), fresh, register, s.k.bucketDue(bucketOf(topic, s.opt.Buckets)), due)
+		args = append(args, topic, strconv.Itoa(len(c.jobs)), strconv.Itoa(flags), s.k.bucketDue(bucketOf(topic, s.opt.Buckets)), due)
 		for _, j := range c.jobs {
 			sq := strconv.FormatUint(seq, 10)
 			seq++
