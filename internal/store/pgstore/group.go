@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"iter"
 	"strings"
 	"sync"
 	"time"
@@ -13,15 +13,16 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
 )
 
 // Group insert.
 //
-// Concurrent Put calls are written together: one statement, one
-// transaction, one durable commit for many calls. A put on a 2-core
-// machine spent most of its cost on things paid once per transaction
-// (the round trip's writes and wake-ups on both sides, Postgres's
-// transaction start and commit, the WAL flush), not per row.
+// Concurrent Put calls are written together (store.Line): one
+// statement, one transaction, one durable commit for many calls. A put
+// on a 2-core machine spent most of its cost on things paid once per
+// transaction (the round trip's writes and wake-ups on both sides,
+// Postgres's transaction start and commit, the WAL flush), not per row.
 //
 // At most groupsInFlight groups are written at a time. A call that finds
 // a free slot writes itself at once, in its own goroutine, as a group of
@@ -68,16 +69,15 @@ const maxGroupBody = 4 << 20
 // putCall is one Put waiting for its group's commit.
 type putCall struct {
 	jobs []*delayq.Job
-	body int           // body bytes
-	err  error         // the call's answer, set before done closes
-	done chan struct{} // closed once answered
+	body int   // body bytes
+	err  error // the call's answer, set by writeCalls
 }
 
-// putLine gathers the calls that wait for a slot.
+// putLine gathers the calls that wait for a slot (store.Line), set up
+// on the first put.
 type putLine struct {
-	mu       sync.Mutex
-	waiting  []*putCall // in arrival order; guarded by mu
-	inflight int        // groups being written; guarded by mu
+	once sync.Once
+	l    store.Line[*putCall]
 }
 
 // putGrouped writes c through a group and returns its answer. A caller
@@ -89,89 +89,32 @@ func (s *Store) putGrouped(ctx context.Context, c *putCall) error {
 	for _, j := range c.jobs {
 		c.body += len(j.Body)
 	}
-	l := &s.line
-	l.mu.Lock()
-	if l.inflight < groupsInFlight {
-		l.inflight++
-		l.mu.Unlock()
-		s.writeGroup([]*putCall{c})
-		return c.err
+	s.line.once.Do(func() {
+		s.line.l = store.Line[*putCall]{
+			Write:    func(_ context.Context, calls []*putCall) { s.writeCalls(calls) },
+			InFlight: groupsInFlight,
+			Size:     func(c *putCall) (int, int) { return len(c.jobs), c.body },
+			MaxJobs:  maxGroupJobs,
+			MaxBytes: maxGroupBody,
+			Joins:    store.DistinctKeys(putIDs),
+		}
+	})
+	if err := s.line.l.Do(ctx, c); err != nil {
+		return fmt.Errorf("pgstore: put: %w", err)
 	}
-	c.done = make(chan struct{})
-	l.waiting = append(l.waiting, c)
-	l.mu.Unlock()
-	select {
-	case <-c.done:
-		return c.err
-	case <-ctx.Done():
-	}
-	l.mu.Lock()
-	if i := slices.Index(l.waiting, c); i >= 0 {
-		l.waiting = slices.Delete(l.waiting, i, i+1)
-	}
-	l.mu.Unlock()
-	select {
-	case <-c.done: // answered meanwhile
-		return c.err
-	default:
-		return fmt.Errorf("pgstore: put: %w", ctx.Err())
-	}
+	return c.err
 }
 
-// writeGroup writes one group in the slot its caller holds, answers its
-// calls, and hands the slot on: to the calls that waited meanwhile, in a
-// goroutine of their own, or back to the line.
-func (s *Store) writeGroup(calls []*putCall) {
-	s.writeCalls(calls)
-	for _, c := range calls {
-		if c.done != nil {
-			close(c.done)
-		}
-	}
-	l := &s.line
-	l.mu.Lock()
-	next := l.take()
-	if len(next) == 0 {
-		l.inflight--
-	}
-	l.mu.Unlock()
-	if len(next) > 0 {
-		go s.writeGroup(next)
-	}
-}
-
-// take removes from the front of the line the calls of the next group:
-// in arrival order, up to maxGroupJobs jobs and maxGroupBody bytes (the
-// first call whatever its size), stopping before a call that repeats an
-// id of the group. Requires mu.
-func (l *putLine) take() []*putCall {
-	if len(l.waiting) == 0 {
-		return nil
-	}
-	ids := map[string]bool{}
-	jobs, body, n := 0, 0, 0
-	for _, c := range l.waiting {
-		if n > 0 && (jobs+len(c.jobs) > maxGroupJobs || body+c.body > maxGroupBody) {
-			break
-		}
-		clash := false
+// putIDs are the ids of c's jobs: two calls of one id never share a
+// group.
+func putIDs(c *putCall) iter.Seq[string] {
+	return func(yield func(string) bool) {
 		for _, j := range c.jobs {
-			clash = clash || ids[j.ID]
+			if !yield(j.ID) {
+				return
+			}
 		}
-		if clash {
-			break
-		}
-		for _, j := range c.jobs {
-			ids[j.ID] = true
-		}
-		jobs, body, n = jobs+len(c.jobs), body+c.body, n+1
 	}
-	out := make([]*putCall, n)
-	copy(out, l.waiting)
-	rest := copy(l.waiting, l.waiting[n:])
-	clear(l.waiting[rest:])
-	l.waiting = l.waiting[:rest]
-	return out
 }
 
 // writeCalls writes a group's calls in one transaction (one round trip:

@@ -17,9 +17,7 @@ import (
 
 // queued is how many puts wait in s's line for a group.
 func queued(s *Store) int {
-	s.line.mu.Lock()
-	defer s.line.mu.Unlock()
-	return len(s.line.waiting)
+	return s.line.l.Waiting()
 }
 
 // holdPuts makes the next write to s's jobs table wait: another session

@@ -159,6 +159,9 @@ func (s *Store) putFreshCluster(ctx context.Context, jobs []*delayq.Job) error {
 	for _, t := range register {
 		s.registered.done(t, asked)
 	}
+	if s.testHookIndexed != nil {
+		s.testHookIndexed()
+	}
 	for k, topic := range topics {
 		args := []string{""}
 		n := 0
@@ -189,6 +192,7 @@ func (s *Store) putFreshCluster(ctx context.Context, jobs []*delayq.Job) error {
 			return err
 		}
 	}
+	s.markAgain(ctx, jobs)
 	for _, j := range jobs {
 		s.topicOf.add(j.Seq, j.Topic)
 	}

@@ -10,7 +10,8 @@
 // only ever trusted after a check against the topic, so a crash between
 // the two steps leaves nothing wrong (docs/redis.md). On one Redis server
 // (not a Cluster) the put, reserve and delete scripts write those global
-// entries themselves, one step per transition (onenode.go).
+// entries themselves, one step per transition (onenode.go), and the puts
+// that arrive while one is in flight share one script call (putgroup.go).
 //
 // The timer work is split into buckets leased by the live instances
 // (leases.go); Tick promotes due work of the leased buckets only. Instances

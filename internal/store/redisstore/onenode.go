@@ -2,11 +2,10 @@ package redisstore
 
 import (
 	"context"
-	"strconv"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
-
-	"github.com/redis/rueidis"
 
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/store"
@@ -31,138 +30,125 @@ import (
 // prefix (a seq's shard key depends on the job's seq), which Redis allows
 // outside Cluster mode only; the Cluster path never does it.
 
-// putOneScript puts jobs of one topic in one step on a one-node Redis.
-// The seqs come from this instance's block (seqs.go) and each record
-// comes packed whole from Go, so the script only writes and indexes. The
-// claim names the seq ("topic|at|nonce|seq"), so the job is found by id
-// through its claim: no entry in the topic's K_IDS.
+// putOneScript puts a group of calls (putLine) in one step on a
+// one-node Redis, each call's jobs of one topic. The seqs come from this
+// instance's block (seqs.go) and each record comes packed whole from Go,
+// so the script only checks, writes and indexes. The claim names the seq
+// ("topic|at|nonce|seq"), so the job is found by id through its claim:
+// no entry in the topic's K_IDS. Each call is all or nothing and gets its
+// own answer: a call with an id taken writes none of its jobs and leaves
+// the others' alone. The wake-ups of the whole group go after its
+// inserts, one test of the channel's subscribers (listened) for all.
+// KEYS[1] names the first call's topic, so a group of one topic (a lone
+// put above all) names its keys once, as the prelude does; a call of
+// another topic points the keys at its own (putTopicLua).
 //
-//	KEYS[1]    -> the topic's key prefix (keys.go)
+//	KEYS[1]    -> the first call's topic's key prefix (keys.go)
 //	KEYS[2]    -> P:topics
-//	KEYS[3]    -> the topic's timer bucket (P:{b<n>}:due)
-//	ARGV[1]    -> number of jobs n
-//	ARGV[2]    -> the key prefix
-//	ARGV[3]    -> the topic
-//	ARGV[4]    -> earliest due of the delayed jobs (unix ms), or ""
-//	ARGV[5]    -> the events channel
-//	ARGV[6]    -> this instance's id (the events' sender)
-//	ARGV[7]    -> "1" when the ids are fresh (PutFresh): no check
-//	ARGV[8]    -> "1" to add the topic to P:topics (this instance has not
-//	              lately: Store.registered)
-//	ARGV[9]    -> how many of the channel's subscribers are this
+//	ARGV[1]    -> the key prefix
+//	ARGV[2]    -> the events channel
+//	ARGV[3]    -> this instance's id (the events' sender)
+//	ARGV[4]    -> how many of the channel's subscribers are this
 //	              instance's own ("1" or "0"; see listenedLua)
-//	ARGV[10..] -> per job: id, seq, claim, state, pri, due, deadline
-//	              (placeArgs), the packed record
-//	Returns:   {"OK"} or {"CLAIMED"} when an id is claimed already
-//	           (nothing written: the caller takes the full path, which
-//	           tells a live job from a stale claim) or {"EXISTS", id, state}
+//	ARGV[5..]  -> per call: topic, number of jobs n, flags (bit 1: the
+//	              ids are fresh, PutFresh: no check; bit 2: add the topic
+//	              to P:topics, which this instance has not done lately:
+//	              Store.registered), the topic's timer bucket
+//	              (P:{b<n>}:due), the earliest due of its delayed jobs
+//	              (unix ms) or ""; then per job: id, seq, claim, state,
+//	              pri, due, deadline (placeArgs), the packed record
+//	Returns:   per call, in order: "OK"; "CLAIMED" when an id is
+//	           claimed already (nothing of the call written: it takes
+//	           the full path, which tells a live job from a stale claim);
+//	           or "EXISTS" followed by the live id and its state
 var putOneScript = newScript(listenedLua + `
-local n, prefix, topic = tonumber(ARGV[1]), ARGV[2], ARGV[3]
-if ARGV[8] == '1' then redis.call('SADD', KEYS[2], topic) end
-for i = 0, n - 1 do
-  if ARGV[7] == '1' then break end
-  local id = ARGV[10 + i * 8]
-  if redis.call('EXISTS', prefix .. ':id:{' .. id .. '}') == 1 then return {'CLAIMED'} end
-  local seq = redis.call('HGET', K_IDS, id)
-  if seq then return {'EXISTS', id, (load(seq) or {}).state or ''} end
+local prefix, out, ready, lowered = ARGV[1], {}, {}, nil
+local a, cur = 5, ARGV[5]
+while a <= #ARGV do
+  local topic, n, fl = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2]
+  local bucket, due, first = ARGV[a + 3], ARGV[a + 4], a + 5
+  if fl == '2' or fl == '3' then redis.call('SADD', KEYS[2], topic) end
+  a = first + n * 8
+  if topic ~= cur then
+    local b = prefix .. ':{' .. topic .. '}:'
+    ` + putTopicLua + `
+    cur = topic
+  end
+  local st, sid, sstate = 'OK', nil, nil
+  for i = 0, n - 1 do
+    if fl == '1' or fl == '3' then break end
+    local id = ARGV[first + i * 8]
+    if redis.call('EXISTS', prefix .. ':id:{' .. id .. '}') == 1 then st = 'CLAIMED'; break end
+    local seq = redis.call('HGET', K_IDS, id)
+    if seq then st, sid, sstate = 'EXISTS', id, (load(seq) or {}).state or ''; break end
+  end
+  if st == 'OK' then
+    local r = 0
+    for i = 0, n - 1 do
+      local b = first + i * 8
+      local seq = ARGV[b + 1]
+      redis.call('SET', prefix .. ':id:{' .. ARGV[b] .. '}', ARGV[b + 2])
+      redis.call('HSET', prefix .. ':seqs:{' .. string.format('%d', math.floor(tonumber(seq) / 4096)) .. '}', seq, topic)
+      redis.call('SET', K_JOB .. seq, ARGV[b + 7])
+      place(seq, {state = ARGV[b + 3], pri = ARGV[b + 4], due = ARGV[b + 5], deadline = ARGV[b + 6]})
+      if ARGV[b + 3] == 'ready' then r = r + 1 end
+    end
+    if r > 0 then
+      if not ready[topic] then ready[#ready + 1] = topic; ready[topic] = 0 end
+      ready[topic] = ready[topic] + r
+    end
+    -- the due is news to the bucket's timer only if it lowered the entry:
+    -- else that timer steps at the entry, at or before this due, anyway
+    if due ~= '' and redis.call('ZADD', bucket, 'LT', 'CH', due, topic) == 1 then
+      if not lowered or tonumber(due) < tonumber(lowered) then lowered = due end
+    end
+  end
+  out[#out + 1] = st
+  if sid then out[#out + 1] = sid; out[#out + 1] = sstate end
 end
-local ready = 0
-for i = 0, n - 1 do
-  local b = 10 + i * 8
-  local seq = ARGV[b + 1]
-  redis.call('SET', prefix .. ':id:{' .. ARGV[b] .. '}', ARGV[b + 2])
-  redis.call('HSET', prefix .. ':seqs:{' .. string.format('%d', math.floor(tonumber(seq) / 4096)) .. '}', seq, topic)
-  redis.call('SET', K_JOB .. seq, ARGV[b + 7])
-  place(seq, {state = ARGV[b + 3], pri = ARGV[b + 4], due = ARGV[b + 5], deadline = ARGV[b + 6]})
-  if ARGV[b + 3] == 'ready' then ready = ready + 1 end
+if (lowered or #ready > 0) and listened(ARGV[2], ARGV[4]) then
+  if lowered then redis.call('PUBLISH', ARGV[2], ARGV[3] .. ' - 0 ' .. lowered) end
+  for _, t in ipairs(ready) do redis.call('PUBLISH', ARGV[2], ARGV[3] .. ' ' .. t .. ' ' .. ready[t] .. ' 0') end
 end
--- the due is news to the bucket's timer only if it lowered the entry:
--- else that timer steps at the entry, at or before this due, anyway
-local lowered = ARGV[4] ~= '' and redis.call('ZADD', KEYS[3], 'LT', 'CH', ARGV[4], topic) == 1
-if (lowered or ready > 0) and listened(ARGV[5], ARGV[9]) then
-  if lowered then redis.call('PUBLISH', ARGV[5], ARGV[6] .. ' - 0 ' .. ARGV[4]) end
-  if ready > 0 then redis.call('PUBLISH', ARGV[5], ARGV[6] .. ' ' .. topic .. ' ' .. ready .. ' 0') end
-end
-return {'OK'}
+return out
 `)
 
-// putOne is Put on a one-node Redis for jobs of one topic. ok is false
-// when the one step does not apply (some id is claimed: a live job, or a
-// claim the full path may take over) and nothing was written. fresh skips
-// the check of the ids (PutFresh).
+// putTopicLua points the prelude's keys that a put uses at the topic
+// whose key prefix is b (P:{t}:), inline: no closure for a lone put to
+// make. It is written from keys.topic, as useTopicLua is, so the names
+// cannot drift apart; it sets only the seven keys a put names (useTopic
+// sets all thirteen).
+var putTopicLua = func() string {
+	tk := keys{}.topic("")
+	var names, values []string
+	for i, name := range []string{"K_JOB", "K_IDS", "K_READY", "K_AGE", "K_DELAYED", "K_RESERVED", "K_BURIED"} {
+		names = append(names, name)
+		values = append(values, "b .. '"+strings.TrimPrefix(tk[i], ":{}:")+"'")
+	}
+	return strings.Join(names, ", ") + " = " + strings.Join(values, ", ")
+}()
+
+// putOne is Put on a one-node Redis for jobs of one topic, through the
+// instance's put line (putLine): the calls that arrive while one group is
+// in flight go as one script call. ok is false when the one step does
+// not apply (the jobs are of several topics, or some id is claimed: a
+// live job, or a claim the full path may take over) and nothing was
+// written. fresh skips the check of the ids (PutFresh).
 func (s *Store) putOne(ctx context.Context, jobs []*delayq.Job, fresh bool) (ok bool, err error) {
-	topic := jobs[0].Topic
-	var earliest int64
+	c := &putCall{jobs: jobs, fresh: fresh}
 	for _, j := range jobs {
-		if j.Topic != topic {
+		if j.Topic != jobs[0].Topic {
 			return false, nil
 		}
-		if j.State == delayq.StateDelayed && (earliest == 0 || ms(j.Due) < earliest) {
-			earliest = ms(j.Due)
-		}
+		c.body += len(j.Body)
 	}
-	first, err := s.takeSeqs(ctx, len(jobs))
-	if err != nil {
-		return true, err
+	if err := s.putLine().Do(ctx, c); err != nil {
+		return true, fmt.Errorf("redisstore: put: %w", err)
 	}
-	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
-	args := make([]string, 9, 9+8*len(jobs))
-	var buf []byte
-	for i, j := range jobs {
-		seq := strconv.FormatUint(first+uint64(i), 10)
-		claim := topic + "|" + now + "|" + nonce() + "|" + seq
-		args = append(args, j.ID, seq, claim)
-		args = append(args, placeArgs(j)...)
-		buf = appendPacked(buf[:0], append(jobFields(j), "seq", seq, "claim", claim), 0)
-		args = append(args, string(buf))
+	if c.claimed {
+		return false, nil
 	}
-	due := ""
-	if earliest != 0 {
-		due = strconv.FormatInt(earliest, 10)
-	}
-	tk := s.k.topic(topic)
-	keys := append(tk.slice(), s.k.topics(), s.k.bucketDue(bucketOf(topic, s.opt.Buckets)))
-	flag, register := "0", "0"
-	if fresh {
-		flag = "1"
-	}
-	asked := time.Now()
-	if s.registered.due(topic) {
-		register = "1"
-	}
-	copy(args, []string{strconv.Itoa(len(jobs)), s.k.prefix, topic, due, s.k.events(), s.opt.InstanceID, flag, register, s.fan.own()})
-	var start time.Time
-	if s.Observing() {
-		start = time.Now()
-	}
-	var arr []rueidis.RedisMessage
-	var serr error
-	werr := s.acked(ctx, "put", func(c rueidis.Client) error {
-		arr, serr = putOneScript.Exec(ctx, c, keys, args).ToArray()
-		return serr
-	})
-	if serr != nil {
-		return true, unavailable("put", serr)
-	}
-	if register == "1" {
-		s.registered.done(topic, asked) // the script's first step ran
-	}
-	if !start.IsZero() {
-		s.Committed(start)
-	}
-	if len(arr) > 0 {
-		if st, _ := arr[0].ToString(); st == "CLAIMED" {
-			return false, nil
-		}
-	}
-	if err := statusErr("put", delayq.Ref{}, arr); err != nil {
-		return true, err
-	}
-	for i, j := range jobs {
-		j.Seq = first + uint64(i)
-		s.topicOf.add(j.Seq, topic)
-	}
-	return true, werr
+	return true, c.err
 }
 
 // registeredTopics remembers when this instance last added each topic to

@@ -92,6 +92,9 @@ func (s *Store) insert(ctx context.Context, jobs []*delayq.Job, claims []string,
 	if err := s.indexPut(ctx, jobs); err != nil {
 		return nil, err
 	}
+	if s.testHookIndexed != nil {
+		s.testHookIndexed()
+	}
 	if time.Since(start) > staleClaim/2 {
 		return nil, unavailable("put", fmt.Errorf("took longer than %s before insert; gave up so a stale-claim takeover cannot race it", staleClaim/2))
 	}
@@ -105,7 +108,39 @@ func (s *Store) insert(ctx context.Context, jobs []*delayq.Job, claims []string,
 		}
 		inserted[topic] = true
 	}
+	s.markAgain(ctx, jobs)
 	return inserted, nil
+}
+
+// markAgain lowers the bucket entries of the topics of jobs once more,
+// after their insert, to their earliest delayed due. The mark before the
+// insert (indexPut) keeps a crash between the two from leaving a job
+// unmarked; but a timer that checks the topic between the two (Tick,
+// next: refresh) finds the job not there yet and may raise the entry
+// past its due, or drop it, and the job would then fire at the next
+// sweep (sweepEvery) instead of its due. One ZADD LT per topic with
+// delayed jobs; a put of ready jobs only sends nothing. Best effort: the
+// jobs are in and acknowledged, and an entry this fails to lower is
+// what the sweep repairs (as after a crash between a transition and its
+// mark).
+func (s *Store) markAgain(ctx context.Context, jobs []*delayq.Job) {
+	earliest := map[string]int64{}
+	for _, j := range jobs {
+		if j.State != delayq.StateDelayed {
+			continue
+		}
+		if e, ok := earliest[j.Topic]; !ok || ms(j.Due) < e {
+			earliest[j.Topic] = ms(j.Due)
+		}
+	}
+	if len(earliest) == 0 {
+		return
+	}
+	cmds := make(rueidis.Commands, 0, len(earliest))
+	for topic, due := range earliest {
+		cmds = append(cmds, s.markDue(topic, due))
+	}
+	_ = s.doAll(ctx, "put: index", cmds)
 }
 
 // indexPut writes seq -> topic, registers the topics and lowers each

@@ -126,6 +126,11 @@ type Store struct {
 	topicOf    seqTopics
 	registered registeredTopics
 	seqs       seqBlocks
+	puts       putLine // one-node puts waiting for a group (putgroup.go)
+
+	// testHookIndexed, set only by tests, runs in a multi-step put
+	// between its bucket marks and its inserts (put.go, cluster.go).
+	testHookIndexed func()
 
 	store.CommitHook // times each write round trip (delayq_store_commit_seconds)
 

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,7 +21,8 @@ import (
 // call at a time (no concurrency, so the figures move little with the
 // machine's load): n puts of fresh ids (as the engine's PutFresh), n
 // reserves of one job, n finishes by seq with the reservation (as a
-// beanstalkd client's delete), with the default retention and with none.
+// beanstalkd client's delete), with the default retention and with none;
+// then n puts more from 32 goroutines (put-c32: what grouping saves).
 // Per transition it reports the Redis main thread's CPU (INFO cpu) and
 // the scripts' time (EVALSHA usec in INFO commandstats), and logs the
 // commands each transition ran. Run it against a Redis nothing else
@@ -78,9 +81,9 @@ func transitionCost(b *testing.B, keep time.Duration) {
 		idle = callgrindTotal(b, cg) / time.Since(began).Seconds()
 		b.Logf("idle: %.0f instructions per second", idle)
 	}
-	// phase runs f and reports Redis's CPU and script time per call, and
-	// logs the commands per call.
-	phase := func(name string, f func(i int)) {
+	// phase runs f for 0..n-1 in conc goroutines and reports Redis's CPU
+	// and script time per call, and logs the commands per call.
+	phase := func(name string, conc int, f func(i int)) {
 		if err := s.c.Do(ctx, s.c.B().ConfigResetstat().Build()).Error(); err != nil {
 			b.Fatal(err)
 		}
@@ -89,9 +92,16 @@ func transitionCost(b *testing.B, keep time.Duration) {
 		}
 		began := time.Now()
 		c0 := cpu()
-		for i := range n {
-			f(i)
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range conc {
+			wg.Go(func() {
+				for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+					f(i)
+				}
+			})
 		}
+		wg.Wait()
 		used := cpu() - c0
 		if cg != "" {
 			ir := callgrindTotal(b, cg) - idle*time.Since(began).Seconds()
@@ -122,24 +132,35 @@ func transitionCost(b *testing.B, keep time.Duration) {
 	}
 	jobs := make([]*delayq.Job, n)
 	now := delayq.TruncMilli(time.Now())
-	phase("put", func(i int) {
+	phase("put", 1, func(i int) {
 		j := &delayq.Job{ID: fmt.Sprintf("0193b6a2-7c1e-7%03x-8a4b-%012d", i%4096, i), Topic: "emails",
 			Body: []byte(strings.Repeat("x", 100)), TTR: time.Minute, Priority: 1024, State: delayq.StateReady, Due: now, Created: now}
 		if err := s.PutFresh(ctx, []*delayq.Job{j}); err != nil {
 			b.Fatal(err)
 		}
 	})
-	phase("reserve", func(i int) {
+	phase("reserve", 1, func(i int) {
 		js, err := s.Reserve(ctx, store.ReserveParams{Topics: []string{"emails"}, Max: 1, Now: time.Now(), By: "worker-7"})
 		if err != nil || len(js) != 1 {
 			b.Fatalf("Reserve = %d jobs, %v", len(js), err)
 		}
 		jobs[i] = js[0]
 	})
-	phase("finish", func(i int) {
+	phase("finish", 1, func(i int) {
 		j := jobs[i]
 		if _, err := s.Delete(ctx, store.DeleteParams{Ref: delayq.Ref{Seq: j.Seq, Reservation: j.Reservation}, Now: time.Now()}); err != nil {
 			b.Fatal(err)
+		}
+	})
+	// Puts from 32 goroutines, as 32 producers send them: on one node
+	// those that arrive while one is in flight go as one script call
+	// (putgroup.go). Last, so the phases above see the same topic as
+	// before it was added.
+	phase("put-c32", 32, func(i int) {
+		j := &delayq.Job{ID: fmt.Sprintf("0193b6a2-7c1e-7%03x-9a4b-%012d", i%4096, i), Topic: "emails",
+			Body: []byte(strings.Repeat("x", 100)), TTR: time.Minute, Priority: 1024, State: delayq.StateReady, Due: now, Created: now}
+		if err := s.PutFresh(ctx, []*delayq.Job{j}); err != nil {
+			b.Error(err)
 		}
 	})
 }
