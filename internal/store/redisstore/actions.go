@@ -315,32 +315,26 @@ return {'OK', rec}
 // the job (its id claim, compare-and-delete; its seq) are dropped, or,
 // for a retained job, given the retention as their TTL; if that fails
 // they dangle harmlessly (docs/redis.md).
+//
+// On one node the script also drops or retains the global entries, and
+// concurrent calls are written in groups (finish.go).
 func (s *Store) Delete(ctx context.Context, p store.DeleteParams) (*delayq.Job, error) {
+	if s.oneNode {
+		return s.deleteOne(ctx, p)
+	}
 	force := "0"
 	if p.Force {
 		force = "1"
 	}
-	keep, bodies := s.opt.Retention.For.Milliseconds(), "0"
-	if keep < 0 {
-		keep = 0
-	}
-	if s.opt.Retention.Bodies {
-		bodies = "1"
-	}
-	prefix := ""
-	if s.oneNode {
-		prefix = s.k.prefix
-	}
+	keep, bodies := s.retentionArgs()
 	r, err := s.runJob(ctx, "delete", deleteScript, p.Ref, p.Ref.Reservation, force,
-		msString(p.Now), strconv.FormatInt(keep, 10), bodies, prefix, nonce())
+		msString(p.Now), keep, bodies, "", nonce())
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case s.oneNode:
-	case keep > 0:
-		s.retainIndex(ctx, r, keep)
-	default:
+	if keep != "0" {
+		s.retainIndex(ctx, r, s.opt.Retention.For.Milliseconds())
+	} else {
 		s.unindex(ctx, r)
 	}
 	return r.job, nil

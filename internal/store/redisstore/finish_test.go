@@ -1,0 +1,178 @@
+package redisstore
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/delayq/delayq"
+	"github.com/delayq/delayq/internal/store"
+)
+
+// TestOneNodeFinishesShareOneScript: finishes that arrive while one is in
+// flight are written together, one script for the group (one ZREM of the
+// reserved index for all of them, read in INFO commandstats), and each is
+// answered on its own: a finish with a reservation that no longer holds
+// its job fails alone with ErrNotReserved, a second finish of a job the
+// group ends fails alone with ErrNotFound, and every other job ends
+// (retained with its history, or gone without retention).
+func TestOneNodeFinishesShareOneScript(t *testing.T) {
+	addrs := redisAddrs(t, "DELAYQ_TEST_REDIS")
+	// Another connection pauses Redis's writes while the finishes queue
+	// up, and reads the counters.
+	admin, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	for _, keep := range []time.Duration{time.Hour, 0} {
+		t.Run("retain="+keep.String(), func(t *testing.T) {
+			s := retaining(t, 1, store.Retention{For: keep})[0]
+			ctx := t.Context()
+			const n = 24
+			var jobs []*delayq.Job
+			for i := range n {
+				jobs = append(jobs, hjob(fmt.Sprintf("f%d", i), "t"))
+			}
+			if err := s.Put(ctx, jobs); err != nil {
+				t.Fatal(err)
+			}
+			got := ok(s.Reserve(ctx, store.ReserveParams{Topics: []string{"t"}, Max: n, Now: time.Now(), By: "w"}))(t)
+			if len(got) != n {
+				t.Fatalf("Reserve = %d jobs, want %d", len(got), n)
+			}
+			// The calls, all by seq (this instance reserved them, so their
+			// topics are known without asking Redis, whose writes are
+			// paused): each job finished with its reservation, then a
+			// stale reservation of job 1 and a second finish of job 2.
+			type call struct {
+				ref  delayq.Ref
+				want error
+			}
+			var calls []call
+			for _, j := range got {
+				calls = append(calls, call{ref: delayq.Ref{Seq: j.Seq, Reservation: j.Reservation}})
+			}
+			calls = append(calls, call{ref: delayq.Ref{Seq: got[1].Seq, Reservation: got[1].Reservation + "0"}, want: delayq.ErrNotReserved},
+				call{ref: delayq.Ref{Seq: got[2].Seq, Reservation: got[2].Reservation}, want: delayq.ErrNotFound})
+			// Job 1's stale finish must come before its own in the group.
+			calls[1], calls[n] = calls[n], calls[1]
+			calls[1].want, calls[n].want = delayq.ErrNotReserved, nil
+
+			do := func(c rueidis.Completed) {
+				t.Helper()
+				if err := admin.Do(ctx, c).Error(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			do(admin.B().ConfigResetstat().Build())
+			do(admin.B().ClientPause().Timeout(10000).Write().Build())
+			defer admin.Do(ctx, admin.B().ClientUnpause().Build())
+			errs := make([]error, len(calls))
+			var wg sync.WaitGroup
+			start := func(i int) {
+				wg.Go(func() {
+					_, errs[i] = s.Delete(ctx, store.DeleteParams{Ref: calls[i].ref, Now: time.Now()})
+				})
+			}
+			line := s.finishLine()
+			// The first goes alone and waits in Redis; the rest queue
+			// behind it, in order.
+			start(0)
+			waitFor(t, 10*time.Second, "the first finish in flight", func() bool { return line.Writing() == 1 })
+			for i := 1; i < len(calls); i++ {
+				start(i)
+				waitFor(t, 10*time.Second, "the finishes to queue", func() bool { return line.Waiting() == i })
+			}
+			do(admin.B().ClientUnpause().Build())
+			wg.Wait()
+			for i, c := range calls {
+				if (c.want == nil && errs[i] != nil) || (c.want != nil && !errors.Is(errs[i], c.want)) {
+					t.Errorf("finish %d (%v) = %v, want %v", i, c.ref, errs[i], c.want)
+				}
+			}
+			stats := ok(admin.Do(ctx, admin.B().Info().Section("commandstats").Build()).ToString())(t)
+			if zrem := cmdCalls(stats, "zrem"); zrem != 2 {
+				t.Errorf("ZREM calls = %d, want 2: the first finish alone, then one for the group of %d", zrem, len(calls)-1)
+			}
+			for _, j := range got {
+				g, err := s.Get(ctx, delayq.Ref{Seq: j.Seq})
+				switch {
+				case keep == 0 && !errors.Is(err, delayq.ErrNotFound):
+					t.Errorf("Get(%s) without retention = %+v, %v; want ErrNotFound", j.ID, g, err)
+				case keep > 0 && (err != nil || g.State != delayq.StateFinished || len(g.History) != 1 || g.History[0].Outcome != delayq.OutcomeFinished):
+					t.Errorf("Get(%s) = %+v, %v; want it finished with its attempt", j.ID, g, err)
+				}
+			}
+			if keep > 0 {
+				l := ok(s.List(ctx, store.ListParams{Topic: "t", State: delayq.StateFinished}))(t)
+				if len(l.Jobs) != n {
+					t.Errorf("List(finished) = %d jobs, want %d", len(l.Jobs), n)
+				}
+				var ex *delayq.ExistsError
+				if err := s.Put(ctx, []*delayq.Job{hjob(got[3].ID, "other")}); !errors.As(err, &ex) || ex.State != delayq.StateFinished {
+					t.Errorf("Put of a finished id = %v, want ExistsError{finished}", err)
+				}
+			} else {
+				waitNoKeys(t, s, "the finished jobs'")
+			}
+		})
+	}
+}
+
+// TestOneNodeFinishGroupWithAnUnreadableRecord: a group whose script
+// fails on a record it cannot read wrote nothing (it reads every record
+// before it writes), and is written again one call at a time, so only
+// the call of that record fails.
+func TestOneNodeFinishGroupWithAnUnreadableRecord(t *testing.T) {
+	s := retaining(t, 1, store.Retention{For: time.Hour})[0]
+	ctx := t.Context()
+	jobs := []*delayq.Job{hjob("a", "t"), hjob("b", "t"), hjob("c", "t")}
+	if err := s.Put(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	got := ok(s.Reserve(ctx, store.ReserveParams{Topics: []string{"t"}, Max: 3, Now: time.Now(), By: "w"}))(t)
+	// b's record cut short: MessagePack that cannot be unpacked.
+	key := s.k.topic("t")[0] + strconv.FormatUint(got[1].Seq, 10)
+	raw := ok(s.c.Do(ctx, s.c.B().Get().Key(key).Build()).ToString())(t)
+	if err := s.c.Do(ctx, s.c.B().Set().Key(key).Value(raw[:len(raw)/2]).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	var calls []*finishCall
+	for i, j := range got {
+		ref := delayq.Ref{Seq: j.Seq, Reservation: j.Reservation}
+		if i == 2 {
+			ref = delayq.Ref{ID: j.ID, Reservation: j.Reservation} // by id: the seq its claim names
+		}
+		tg := ok(s.resolve(ctx, ref))(t)
+		calls = append(calls, &finishCall{t: tg, res: j.Reservation, now: msString(time.Now()), ref: ref})
+	}
+	s.writeFinishes(ctx, calls)
+	for i, c := range calls {
+		if (i == 1) != (c.err != nil) {
+			t.Errorf("finish of %s = %v; want an error for b only", got[i].ID, c.err)
+		}
+	}
+	for _, i := range []int{0, 2} {
+		if g := ok(s.Get(ctx, delayq.Ref{ID: got[i].ID}))(t); g.State != delayq.StateFinished || len(g.History) != 1 {
+			t.Errorf("Get(%s) = %+v, want it finished once", got[i].ID, g)
+		}
+	}
+}
+
+// cmdCalls is the calls of cmd in an INFO commandstats answer.
+func cmdCalls(stats, cmd string) int {
+	for _, line := range strings.Split(stats, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":"); ok {
+			n, _ := strconv.Atoi(infoStat(rest, "calls"))
+			return n
+		}
+	}
+	return 0
+}
