@@ -176,3 +176,97 @@ func cmdCalls(stats, cmd string) int {
 	}
 	return 0
 }
+
+// TestOneNodeReservesShareOneScript: single-topic reserves that arrive
+// while one is in flight are written together, one script for the group
+// (one ZREM of the ready index for all of them, read in INFO
+// commandstats), and each is served as if alone, in order: up to its own
+// Max of the best jobs the calls before it left, acted at its own Now,
+// by its own name, and its jobs' TTRs begin at its own Now rounded up
+// (store.BeginTTR), not at the Now of the call that led the group.
+func TestOneNodeReservesShareOneScript(t *testing.T) {
+	addrs := redisAddrs(t, "DELAYQ_TEST_REDIS")
+	admin, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	s := retaining(t, 1, store.Retention{For: time.Hour})[0]
+	ctx := t.Context()
+	const n = 10
+	var jobs []*delayq.Job
+	for i := range n {
+		j := hjob(fmt.Sprintf("r%d", i), "t")
+		j.Priority = uint32(i) // serving order r0, r1, ...
+		jobs = append(jobs, j)
+	}
+	if err := s.Put(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	// Each call's Now half a millisecond past a millisecond, later call
+	// by call: its TTRs begin at the next millisecond.
+	type call struct {
+		max  int
+		now  time.Time
+		want []string
+	}
+	calls := []call{{max: 1, want: []string{"r0"}}, {max: 3, want: []string{"r1", "r2", "r3"}}, {max: 1, want: []string{"r4"}},
+		{max: 4, want: []string{"r5", "r6", "r7", "r8"}}, {max: 2, want: []string{"r9"}}, {max: 1}}
+	for i := range calls {
+		calls[i].now = hat(int64(1000 + 10*i)).Add(500 * time.Microsecond)
+	}
+	do := func(c rueidis.Completed) {
+		t.Helper()
+		if err := admin.Do(ctx, c).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	do(admin.B().ConfigResetstat().Build())
+	do(admin.B().ClientPause().Timeout(10000).Write().Build())
+	defer admin.Do(ctx, admin.B().ClientUnpause().Build())
+	got := make([][]*delayq.Job, len(calls))
+	errs := make([]error, len(calls))
+	var wg sync.WaitGroup
+	start := func(i int) {
+		wg.Go(func() {
+			got[i], errs[i] = s.Reserve(ctx, store.ReserveParams{Topics: []string{"t"}, Max: calls[i].max, Now: calls[i].now, By: fmt.Sprintf("w%d", i)})
+		})
+	}
+	line := s.reserveLine()
+	start(0)
+	waitFor(t, 10*time.Second, "the first reserve in flight", func() bool { return line.Writing() == 1 })
+	for i := 1; i < len(calls); i++ {
+		start(i)
+		waitFor(t, 10*time.Second, "the reserves to queue", func() bool { return line.Waiting() == i })
+	}
+	do(admin.B().ClientUnpause().Build())
+	wg.Wait()
+	for i, c := range calls {
+		if errs[i] != nil {
+			t.Fatalf("reserve %d = %v", i, errs[i])
+		}
+		var ids []string
+		for _, j := range got[i] {
+			ids = append(ids, j.ID)
+			acted := delayq.TruncMilli(c.now)
+			if !j.Deadline.Equal(store.BeginTTR(acted, c.now).Add(j.TTR)) || j.Attempts != 1 || len(j.History) != 1 ||
+				!j.History[0].Reserved.Equal(acted) || j.History[0].By != fmt.Sprintf("w%d", i) {
+				t.Errorf("reserve %d: %s deadline %v, attempts %d, history %+v; want deadline %v, reserved at %v by w%d",
+					i, j.ID, j.Deadline, j.Attempts, j.History, store.BeginTTR(acted, c.now).Add(j.TTR), acted, i)
+			}
+		}
+		if strings.Join(ids, ",") != strings.Join(c.want, ",") {
+			t.Errorf("reserve %d (max %d) = %v, want %v", i, c.max, ids, c.want)
+		}
+	}
+	stats := ok(admin.Do(ctx, admin.B().Info().Section("commandstats").Build()).ToString())(t)
+	// The first reserve alone removes its job from the ready and age
+	// indexes (two ZREMs), the group all of its jobs likewise.
+	if zrem := cmdCalls(stats, "zrem"); zrem != 4 {
+		t.Errorf("ZREM calls = %d, want 4: two for the first reserve alone, two for the group of %d", zrem, len(calls)-1)
+	}
+	st := ok(s.TopicStats(ctx, "t"))(t)
+	if st.Ready != 0 || st.Reserved != n {
+		t.Errorf("topic stats = %+v, want %d reserved, none ready", st, n)
+	}
+}

@@ -166,8 +166,9 @@ func transitionCost(b *testing.B, keep time.Duration) {
 	if !s.oneNode {
 		return
 	}
-	// The same again, finished in groups of g (finish.go) as concurrent
-	// consumers' finishes are: the cost per finish.
+	// The same again, reserved and finished in groups of g (finish.go,
+	// reservegroup.go) as concurrent consumers' calls are: the cost per
+	// reserve and per finish.
 	for _, g := range []int{2, 8} {
 		for i := range n {
 			j := &delayq.Job{ID: fmt.Sprintf("g%d-%d", g, i), Topic: "emails", Body: []byte(strings.Repeat("x", 100)),
@@ -175,12 +176,24 @@ func transitionCost(b *testing.B, keep time.Duration) {
 			if err := s.PutFresh(ctx, []*delayq.Job{j}); err != nil {
 				b.Fatal(err)
 			}
-			js, err := s.Reserve(ctx, store.ReserveParams{Topics: []string{"emails"}, Max: 1, Now: time.Now(), By: "worker-7"})
-			if err != nil || len(js) != 1 {
-				b.Fatalf("Reserve = %d jobs, %v", len(js), err)
-			}
-			jobs[i] = js[0]
 		}
+		phase(fmt.Sprintf("reserve-group%d", g), 1, func(i int) {
+			if i%g != 0 {
+				return
+			}
+			var calls []*reserveCall
+			for range min(g, n-i) {
+				t := time.Now()
+				calls = append(calls, &reserveCall{topic: "emails", now: msString(t), begin: ceilMSString(t), max: 1, by: "worker-7"})
+			}
+			s.writeReserves(ctx, calls)
+			for k, c := range calls {
+				if c.err != nil || len(c.jobs) != 1 {
+					b.Fatalf("grouped Reserve = %d jobs, %v", len(c.jobs), c.err)
+				}
+				jobs[i+k] = c.jobs[0]
+			}
+		})
 		phase(fmt.Sprintf("finish-group%d", g), 1, func(i int) {
 			if i%g != 0 {
 				return
