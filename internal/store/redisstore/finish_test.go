@@ -270,3 +270,74 @@ func TestOneNodeReservesShareOneScript(t *testing.T) {
 		t.Errorf("topic stats = %+v, want %d reserved, none ready", st, n)
 	}
 }
+
+// TestOneNodeDeleteGroupOfEveryState: one group of deletes of jobs in
+// every state, as an operator's deletes may meet: a ready, a delayed and
+// a buried job deleted (retained as deleted, deleted and failed, and out
+// of their live indexes), a reserved job deleted without its reservation
+// (refused alone), the same job then finished with it, and a forced
+// delete of another reserved job.
+func TestOneNodeDeleteGroupOfEveryState(t *testing.T) {
+	s := retaining(t, 1, store.Retention{For: time.Hour})[0]
+	ctx := t.Context()
+	ready, delayed, buried, held, forced := hjob("ready", "t"), hjob("delayed", "t"), hjob("buried", "t"), hjob("held", "t"), hjob("forced", "t")
+	delayed.State, delayed.Due = delayq.StateDelayed, hat(time.Hour.Milliseconds())
+	ready.Priority, held.Priority, forced.Priority, buried.Priority = 10, 0, 1, 2 // the last three reserved first
+	if err := s.Put(ctx, []*delayq.Job{ready, delayed, buried, held, forced}); err != nil {
+		t.Fatal(err)
+	}
+	got := ok(s.Reserve(ctx, store.ReserveParams{Topics: []string{"t"}, Max: 3, Now: hat(1), By: "w"}))(t)
+	if len(got) != 3 || got[0].ID != "held" || got[1].ID != "forced" || got[2].ID != "buried" {
+		t.Fatalf("Reserve = %v, want held, forced, buried", got)
+	}
+	ok(s.Bury(ctx, store.BuryParams{Ref: delayq.Ref{ID: "buried", Reservation: got[2].Reservation}, Now: hat(2)}))(t)
+	type del struct {
+		p    store.DeleteParams
+		want error
+	}
+	dels := []del{
+		{p: store.DeleteParams{Ref: delayq.Ref{ID: "ready"}, Force: true}},
+		{p: store.DeleteParams{Ref: delayq.Ref{ID: "delayed"}, Force: true}},
+		{p: store.DeleteParams{Ref: delayq.Ref{ID: "buried"}, Force: true}},
+		{p: store.DeleteParams{Ref: delayq.Ref{ID: "held"}}, want: delayq.ErrNotReserved},
+		{p: store.DeleteParams{Ref: delayq.Ref{ID: "held", Reservation: got[0].Reservation}}},
+		{p: store.DeleteParams{Ref: delayq.Ref{ID: "forced"}, Force: true}},
+	}
+	var calls []*finishCall
+	for i, d := range dels {
+		tg := ok(s.resolve(ctx, d.p.Ref))(t)
+		calls = append(calls, &finishCall{t: tg, res: d.p.Ref.Reservation, force: d.p.Force,
+			now: msString(hat(int64(10 + i))), ref: d.p.Ref})
+	}
+	s.writeFinishes(ctx, calls)
+	for i, c := range calls {
+		if (dels[i].want == nil && c.err != nil) || (dels[i].want != nil && !errors.Is(c.err, dels[i].want)) {
+			t.Errorf("delete %d (%v) = %v, want %v", i, dels[i].p.Ref, c.err, dels[i].want)
+		}
+	}
+	want := map[string]delayq.State{"ready": delayq.StateDeleted, "delayed": delayq.StateDeleted, "buried": delayq.StateFailed,
+		"held": delayq.StateFinished, "forced": delayq.StateDeleted}
+	for id, st := range want {
+		if g, err := s.Get(ctx, delayq.Ref{ID: id}); err != nil || g.State != st {
+			t.Errorf("Get(%s) = %+v, %v; want %s", id, g, err, st)
+		}
+	}
+	if st := ok(s.TopicStats(ctx, "t"))(t); st.Total() != 0 {
+		t.Errorf("topic stats after the group = %+v, want no live job", st)
+	}
+	for _, st := range []delayq.State{delayq.StateDeleted, delayq.StateFailed, delayq.StateFinished} {
+		var ids []string
+		for _, j := range ok(s.List(ctx, store.ListParams{Topic: "t", State: st}))(t).Jobs {
+			ids = append(ids, j.ID)
+		}
+		var wantIDs []string
+		for _, id := range []string{"ready", "delayed", "buried", "held", "forced"} { // in the order they ended
+			if want[id] == st {
+				wantIDs = append(wantIDs, id)
+			}
+		}
+		if strings.Join(ids, ",") != strings.Join(wantIDs, ",") {
+			t.Errorf("List(%s) = %v, want %v", st, ids, wantIDs)
+		}
+	}
+}
