@@ -23,7 +23,7 @@ import (
 // group ends fails alone with ErrNotFound, and every other job ends
 // (retained with its history, or gone without retention).
 func TestOneNodeFinishesShareOneScript(t *testing.T) {
-	addrs := redisAddrs(t, "DELAYQ_TEST_REDIS")
+	addrs := privateRedis(t)
 	// Another connection pauses Redis's writes while the finishes queue
 	// up, and reads the counters.
 	admin, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
@@ -33,7 +33,8 @@ func TestOneNodeFinishesShareOneScript(t *testing.T) {
 	defer admin.Close()
 	for _, keep := range []time.Duration{time.Hour, 0} {
 		t.Run("retain="+keep.String(), func(t *testing.T) {
-			s := retaining(t, 1, store.Retention{For: keep})[0]
+			s := openStore(t, addrs, Options{Volatile: true, Retention: store.Retention{For: keep}})
+			defer s.Close()
 			ctx := t.Context()
 			const n = 24
 			var jobs []*delayq.Job
@@ -166,6 +167,14 @@ func TestOneNodeFinishGroupWithAnUnreadableRecord(t *testing.T) {
 	}
 }
 
+// privateRedis starts a redis-server of the test's own: its command
+// counters and CLIENT PAUSE are the test's alone (the shared test Redis
+// serves other packages' tests at the same time).
+func privateRedis(t *testing.T) []string {
+	_, port := startRedis(t, 0)
+	return []string{fmt.Sprintf("127.0.0.1:%d", port)}
+}
+
 // cmdCalls is the calls of cmd in an INFO commandstats answer.
 func cmdCalls(stats, cmd string) int {
 	for _, line := range strings.Split(stats, "\n") {
@@ -185,13 +194,14 @@ func cmdCalls(stats, cmd string) int {
 // by its own name, and its jobs' TTRs begin at its own Now rounded up
 // (store.BeginTTR), not at the Now of the call that led the group.
 func TestOneNodeReservesShareOneScript(t *testing.T) {
-	addrs := redisAddrs(t, "DELAYQ_TEST_REDIS")
+	addrs := privateRedis(t)
 	admin, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	s := retaining(t, 1, store.Retention{For: time.Hour})[0]
+	s := openStore(t, addrs, Options{Volatile: true, Retention: store.Retention{For: time.Hour}})
+	defer s.Close()
 	ctx := t.Context()
 	const n = 10
 	var jobs []*delayq.Job
@@ -338,6 +348,59 @@ func TestOneNodeDeleteGroupOfEveryState(t *testing.T) {
 		}
 		if strings.Join(ids, ",") != strings.Join(wantIDs, ",") {
 			t.Errorf("List(%s) = %v, want %v", st, ids, wantIDs)
+		}
+	}
+}
+
+// TestOneNodeGroupsWaitForReplicas: with WaitReplicas, a group's scripts
+// are followed by one WAIT on their connection, and each call of the
+// group is answered with its outcome: on a Redis without replicas, the
+// calls written get the ReplicationError (their writes stand), a finish
+// refused gets its own refusal.
+func TestOneNodeGroupsWaitForReplicas(t *testing.T) {
+	s := openStore(t, redisAddrs(t, "DELAYQ_TEST_REDIS"), Options{WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond,
+		Retention: store.Retention{For: time.Hour}})
+	defer s.Close()
+	ctx := t.Context()
+	var repl *delayq.ReplicationError
+	if err := s.Put(ctx, []*delayq.Job{hjob("a", "t"), hjob("b", "t"), hjob("c", "t")}); !errors.As(err, &repl) {
+		t.Fatalf("Put = %v, want a ReplicationError", err)
+	}
+	now := time.Now()
+	rcalls := []*reserveCall{{topic: "t", now: msString(now), begin: ceilMSString(now), max: 2, by: "w"},
+		{topic: "t", now: msString(now), begin: ceilMSString(now), max: 1, by: "w"}}
+	s.writeReserves(ctx, rcalls)
+	for i, c := range rcalls {
+		if !errors.As(c.err, &repl) || len(c.jobs) != 0 {
+			t.Errorf("grouped reserve %d = %d jobs, %v; want none and a ReplicationError", i, len(c.jobs), c.err)
+		}
+	}
+	st := ok(s.TopicStats(ctx, "t"))(t)
+	if st.Reserved != 3 {
+		t.Fatalf("topic stats = %+v, want the three jobs reserved (the writes stand)", st)
+	}
+	var calls []*finishCall
+	for _, id := range []string{"a", "b", "c"} {
+		g := ok(s.Get(ctx, delayq.Ref{ID: id}))(t)
+		res := g.Reservation
+		if id == "c" {
+			res += "0"
+		}
+		ref := delayq.Ref{ID: id, Reservation: res}
+		calls = append(calls, &finishCall{t: ok(s.resolve(ctx, ref))(t), res: res, now: msString(time.Now()), ref: ref})
+	}
+	s.writeFinishes(ctx, calls)
+	for i, c := range calls {
+		if i < 2 && !errors.As(c.err, &repl) {
+			t.Errorf("grouped finish %d = %v, want a ReplicationError", i, c.err)
+		}
+		if i == 2 && !errors.Is(c.err, delayq.ErrNotReserved) {
+			t.Errorf("grouped finish with a stale reservation = %v, want ErrNotReserved", c.err)
+		}
+	}
+	for _, id := range []string{"a", "b"} {
+		if g := ok(s.Get(ctx, delayq.Ref{ID: id}))(t); g.State != delayq.StateFinished {
+			t.Errorf("Get(%s) = %+v, want finished (the write stands)", id, g)
 		}
 	}
 }

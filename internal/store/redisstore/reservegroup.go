@@ -115,11 +115,8 @@ func (s *Store) writeReserves(ctx context.Context, calls []*reserveCall) {
 		} else {
 			results = execMulti(ctx, c, reserveGroupScript, execs)
 		}
-		for _, r := range results {
-			if err := r.Error(); err != nil {
-				return err
-			}
-		}
+		// Each result is read below, on its own: a topic's script that
+		// failed must not cost the others their WAIT.
 		return nil
 	})
 	if !start.IsZero() {
@@ -167,8 +164,10 @@ func (s *Store) writeReserves(ctx context.Context, calls []*reserveCall) {
 				s.topicOf.add(r.job.Seq, t)
 			}
 			arr = arr[k:]
-			if c.err == nil {
-				c.err = werr // reserved; its replicas may not have confirmed it
+			if c.err == nil && werr != nil {
+				// Reserved, but its replicas did not confirm it: as alone,
+				// the error and no jobs (they come back after their TTR).
+				c.jobs, c.err = []*delayq.Job{}, werr
 			}
 		}
 	}
