@@ -223,6 +223,10 @@ const trimEvery = "16"
 // P:{t}:r:<id> names its seq for as long (on one node the retained
 // claim does); and the topic's ZSET of that state lists it by ended,
 // trimmed of members older than the window on one write in trimEvery.
+// On a Cluster that ZSET has the retention as its TTL and the caller
+// moves the seq's entry to a key with the TTL (retainIndex); on one
+// node the entry stays in its shard, the ZSET has no TTL, and its trim
+// (here, and the sweep's: trimEnded) drops both.
 //
 //	ARGV[3] -> reservation ("" for none)
 //	ARGV[4] -> "1" to delete whatever the state (operator delete)
@@ -249,16 +253,13 @@ unplace(seq, j)
 if j.ix then redis.call('HDEL', K_IDS, j.id) end
 local keep = tonumber(ARGV[6])
 local prefix = ARGV[8]
-local claimKey, shard, rseq
-if prefix ~= '' then
-  claimKey = prefix .. ':id:{' .. j.id .. '}'
-  shard, rseq = shardKeys(prefix, seq)
-end
+local claimKey
+if prefix ~= '' then claimKey = prefix .. ':id:{' .. j.id .. '}' end
 if keep <= 0 then
   redis.call('DEL', K_JOB .. seq)
   if prefix ~= '' then
     if redis.call('GET', claimKey) == j.claim then redis.call('DEL', claimKey) end
-    redis.call('HDEL', shard, seq)
+    redis.call('HDEL', (shardKeys(prefix, seq)), seq)
   end
   return {'OK', rec}
 end
@@ -286,18 +287,23 @@ redis.call('SET', K_JOB .. seq, pack(j), 'PX', px)
 local idx = K_ENDED[j.state]
 redis.call('ZADD', idx, nowS, pad(seq))
 -- Trimmed on one delete in trimEvery (by seq), not on each: readers skip
--- members older than the window anyway (listRetainedScript), and the
--- PEXPIRE drops the whole index a window after its last write.
-if tonumber(seq) % ` + trimEvery + ` == 0 then redis.call('ZREMRANGEBYSCORE', idx, '-inf', fmt(now - keep)) end
-redis.call('PEXPIRE', idx, px)
+-- members older than the window anyway (listRetainedScript).
+local trim = tonumber(seq) % ` + trimEvery + ` == 0
 if prefix == '' then
-  -- on a Cluster the id's claim (another slot) cannot name the seq
+  -- A Cluster's topic script cannot reach the global keys: the caller
+  -- moves the seq's entry to a key with a TTL (retainIndex), and the
+  -- PEXPIRE drops the whole index a window after its last write.
+  if trim then redis.call('ZREMRANGEBYSCORE', idx, '-inf', fmt(now - keep)) end
+  redis.call('PEXPIRE', idx, px)
+  -- the id's claim (another slot) cannot name the seq
   redis.call('SET', K_RET .. j.id, seq, 'PX', px)
 else
-  -- retainIndex's two steps, here in one (onenode.go); the retained
-  -- claim names the seq, so a read by id finds the job through it
-  redis.call('SET', rseq, j.topic, 'PX', px)
-  redis.call('HDEL', shard, seq)
+  -- One node: the seq's entry stays in its shard and the index has no
+  -- TTL; the index's trim drops the entries of the members it trims
+  -- (trimEnded), so a retained job costs no key of its own and no
+  -- rewrite of its entry. The retained claim names the seq, so a read
+  -- by id finds the job through it.
+  if trim then trimEnded(prefix, idx, fmt(now - keep)) end
   if v[2] == claim then
     redis.call('SET', claimKey, j.topic .. '|0|' .. ARGV[9] .. '|' .. seq, 'PX', px)
   end
@@ -309,32 +315,26 @@ return {'OK', rec}
 // the job (its id claim, compare-and-delete; its seq) are dropped, or,
 // for a retained job, given the retention as their TTL; if that fails
 // they dangle harmlessly (docs/redis.md).
+//
+// On one node the script also drops or retains the global entries, and
+// concurrent calls are written in groups (finish.go).
 func (s *Store) Delete(ctx context.Context, p store.DeleteParams) (*delayq.Job, error) {
+	if s.oneNode {
+		return s.deleteOne(ctx, p)
+	}
 	force := "0"
 	if p.Force {
 		force = "1"
 	}
-	keep, bodies := s.opt.Retention.For.Milliseconds(), "0"
-	if keep < 0 {
-		keep = 0
-	}
-	if s.opt.Retention.Bodies {
-		bodies = "1"
-	}
-	prefix := ""
-	if s.oneNode {
-		prefix = s.k.prefix
-	}
+	keep, bodies := s.retentionArgs()
 	r, err := s.runJob(ctx, "delete", deleteScript, p.Ref, p.Ref.Reservation, force,
-		msString(p.Now), strconv.FormatInt(keep, 10), bodies, prefix, nonce())
+		msString(p.Now), keep, bodies, "", nonce())
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case s.oneNode:
-	case keep > 0:
-		s.retainIndex(ctx, r, keep)
-	default:
+	if keep != "0" {
+		s.retainIndex(ctx, r, s.opt.Retention.For.Milliseconds())
+	} else {
 		s.unindex(ctx, r)
 	}
 	return r.job, nil

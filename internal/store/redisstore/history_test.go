@@ -329,11 +329,23 @@ func TestRetainedKeysExpireByThemselves(t *testing.T) {
 	ok(s.Delete(ctx, store.DeleteParams{Ref: delayq.Ref{ID: "k"}, Now: hat(0)}))(t)
 	tk := s.k.topic("t")
 	seq := strconv.FormatUint(j.Seq, 10)
-	for _, key := range []string{tk[0] + seq, tk[11], s.k.retainedSeq(j.Seq), s.k.claim("k")} {
+	for _, key := range []string{tk[0] + seq, s.k.claim("k")} {
 		ttl := ok(s.c.Do(ctx, s.c.B().Pttl().Key(key).Build()).AsInt64())(t)
 		if ttl <= 0 || ttl > keep.Milliseconds() {
 			t.Fatalf("PTTL %s = %d, want within (0, %d]", key, ttl, keep.Milliseconds())
 		}
+	}
+	// On one node the ended index has no TTL (its trim drops its
+	// members' seq entries: trimEnded), and the seq's entry stays in
+	// its shard rather than moving to a key of its own.
+	if ttl := ok(s.c.Do(ctx, s.c.B().Pttl().Key(tk[11]).Build()).AsInt64())(t); ttl != -1 {
+		t.Fatalf("PTTL %s = %d, want -1 (no TTL on one node)", tk[11], ttl)
+	}
+	if n := ok(s.c.Do(ctx, s.c.B().Exists().Key(s.k.retainedSeq(j.Seq)).Build()).AsInt64())(t); n != 0 {
+		t.Fatalf("one node: %s exists, want the seq's entry left in its shard", s.k.retainedSeq(j.Seq))
+	}
+	if topic := ok(s.c.Do(ctx, s.c.B().Hget().Key(s.k.seqShard(j.Seq)).Field(seq).Build()).ToString())(t); topic != "t" {
+		t.Fatalf("the seq shard's entry of the retained job = %q, want t", topic)
 	}
 	// On one node the retained claim names the seq, so the retained job
 	// needs no id -> seq key of its own (a Cluster's topic script cannot
@@ -343,9 +355,6 @@ func TestRetainedKeysExpireByThemselves(t *testing.T) {
 	}
 	if n := ok(s.c.Do(ctx, s.c.B().Exists().Key(tk[9]+"k").Build()).AsInt64())(t); n != 0 {
 		t.Fatalf("one node: %s exists, want no id -> seq key for a retained job", tk[9]+"k")
-	}
-	if n := ok(s.c.Do(ctx, s.c.B().Hexists().Key(s.k.seqShard(j.Seq)).Field(strconv.FormatUint(j.Seq, 10)).Build()).AsBool())(t); n {
-		t.Fatal("the seq shard still holds the retained job's seq (it has a key with a TTL instead)")
 	}
 	// Deletes past the window trim the earlier member from the index: one
 	// delete in trimEvery does (by seq; an instance's seqs are consecutive
@@ -365,6 +374,9 @@ func TestRetainedKeysExpireByThemselves(t *testing.T) {
 	if !cmp.Equal(members, want) {
 		t.Fatalf("deleted index after %d deletes past the window = %v, want %v (the member a retention old trimmed)", len(want), members, want)
 	}
+	if n := ok(s.c.Do(ctx, s.c.B().Hexists().Key(s.k.seqShard(j.Seq)).Field(seq).Build()).AsBool())(t); n {
+		t.Fatal("the trim left the trimmed job's seq entry in its shard")
+	}
 
 	// With a short real retention Redis drops every key by itself.
 	short := retaining(t, 1, store.Retention{For: 50 * time.Millisecond})[0]
@@ -373,6 +385,13 @@ func TestRetainedKeysExpireByThemselves(t *testing.T) {
 		t.Fatal(err)
 	}
 	ok(short.Delete(ctx, store.DeleteParams{Ref: delayq.Ref{ID: "gone"}, Now: time.Now()}))(t)
+	// Redis drops the record and the claim; the sweep (every
+	// sweepEvery) trims the index and the seq's entry of a topic that
+	// ends nothing more.
+	waitExpired(t, short, short.k.topic("t")[0]+strconv.FormatUint(j3.Seq, 10), short.k.claim("gone"))
+	if err := short.sweep(ctx, allBuckets(short)); err != nil {
+		t.Fatal(err)
+	}
 	waitNoKeys(t, short, "the retained job's")
 	// Without retention a delete leaves no key of the job at all.
 	none := retaining(t, 1, store.Retention{})[0]
@@ -385,6 +404,32 @@ func TestRetainedKeysExpireByThemselves(t *testing.T) {
 		t.Fatalf("Get after a delete without retention = %v, want ErrNotFound", err)
 	}
 	waitNoKeys(t, none, "a deleted job's")
+}
+
+// waitExpired waits until Redis has expired every key of keys, failing
+// after 10 s.
+func waitExpired(t *testing.T, s *Store, keys ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	for _, key := range keys {
+		for ok(s.c.Do(ctx, s.c.B().Exists().Key(key).Build()).AsInt64())(t) != 0 {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s still there after 10 s", key)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// allBuckets is every timer bucket of s's deployment.
+func allBuckets(s *Store) []int {
+	out := make([]int, s.opt.Buckets)
+	for i := range out {
+		out[i] = i
+	}
+	return out
 }
 
 // waitNoKeys waits until s's prefix holds no key but its deployment's

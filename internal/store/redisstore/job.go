@@ -208,6 +208,31 @@ local function shardKeys(prefix, seq)
   local sh = prefix .. ':seqs:{' .. string.format('%d', math.floor(tonumber(seq) / 4096)) .. '}'
   return sh, sh .. ':r:' .. seq
 end
+-- trimEnded drops from a one-node ended index (K_ENDED) the members
+-- that ended at or before cutoff (unix ms, a string), at most 256 a
+-- call, with their seq -> topic entries: on one node a retained job
+-- keeps its entry in its seq's shard (no key of its own), and the index
+-- has no TTL, so its trim is what removes both (deleteScript; the sweep
+-- trims too, so a topic that stops ending jobs is trimmed all the same).
+-- A TTL an earlier build gave the index is taken away, or it would
+-- drop members whose entries nothing then removes. Returns how many
+-- members it dropped.
+local function trimEnded(prefix, idx, cutoff)
+  redis.call('PERSIST', idx)
+  local old = redis.call('ZRANGE', idx, '-inf', cutoff, 'BYSCORE', 'LIMIT', '0', '256')
+  if #old == 0 then return 0 end
+  local fields, order = {}, {}
+  for _, m in ipairs(old) do
+    local seq = unpad(m)
+    local sh = shardKeys(prefix, seq)
+    if not fields[sh] then fields[sh] = {}; order[#order + 1] = sh end
+    local f = fields[sh]
+    f[#f + 1] = seq
+  end
+  for _, sh in ipairs(order) do redis.call('HDEL', sh, unpack(fields[sh])) end
+  redis.call('ZREM', idx, unpack(old))
+  return #old
+end
 local function earliest()
   local a = redis.call('ZRANGE', K_DELAYED, 0, 0, 'WITHSCORES')
   local b = redis.call('ZRANGE', K_RESERVED, 0, 0, 'WITHSCORES')

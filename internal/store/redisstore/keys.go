@@ -25,8 +25,8 @@ import (
 //	P:{t}:s:<step>:<start> HASH six chart series buckets from start, fields <i><f> (series.go); PEXPIREAT the last one's start+Keep
 //	P:{t}:r:<id>     STRING seq of the retained job with that id (Cluster only); PEXPIRE = the retention
 //	P:{t}:finished   ZSET   retained finished jobs by Ended, member %020d(seq); trimmed to the
-//	P:{t}:deleted    ZSET   retention window on every write, and PEXPIREd with it, so none
-//	P:{t}:failed     ZSET   outlives its window
+//	P:{t}:deleted    ZSET   retention window on one write in 16 and by the sweep; on a Cluster
+//	P:{t}:failed     ZSET   PEXPIREd with it, on one node no TTL (its trim drops its seq entries)
 //
 // A retained job (Options.Retention) keeps its record P:{t}:j:<seq>, with
 // the retention as its TTL, so Redis removes it by itself: no scan.
@@ -36,8 +36,10 @@ import (
 //
 //	P:id:{<id>}      STRING claim of a job id: "topic|claimed-at-ms|nonce", "|seq" appended when
 //	                        a one-node script wrote it (the job is then found through it)
-//	P:seqs:{<n>}     HASH   seq -> topic, for seqs n*4096 .. n*4096+4095
-//	P:seqs:{<n>}:r:<seq> STRING topic of a retained job (its HASH field is gone); PEXPIRE = the retention
+//	P:seqs:{<n>}     HASH   seq -> topic, for seqs n*4096 .. n*4096+4095 (on one node a
+//	                        retained job's field stays until its ended index's trim)
+//	P:seqs:{<n>}:r:<seq> STRING on a Cluster, topic of a retained job (its HASH field is gone);
+//	                        PEXPIRE = the retention
 //	P:seq            STRING end of the last block of seqs handed out (seqScript: never below Redis TIME in µs; seqs.go)
 //	P:meta           HASH   buckets, format: the deployment's settings, written by its first instance (meta.go)
 //	P:topics         SET    every topic ever used

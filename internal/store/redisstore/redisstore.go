@@ -126,7 +126,9 @@ type Store struct {
 	topicOf    seqTopics
 	registered registeredTopics
 	seqs       seqBlocks
-	puts       putLine // one-node puts waiting for a group (putgroup.go)
+	puts       putLine     // one-node puts waiting for a group (putgroup.go)
+	finishes   finishLine  // one node: Delete calls written in groups (finish.go)
+	reserves   reserveLine // one node: single-topic Reserve calls likewise (reservegroup.go)
 
 	// testHookIndexed, set only by tests, runs in a multi-step put
 	// between its bucket marks and its inserts (put.go, cluster.go).

@@ -104,6 +104,9 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.J
 	now := strconv.FormatInt(ms(p.Now), 10)
 	begin := ceilMSString(p.Now)
 	if len(topics) == 1 {
+		if s.oneNode {
+			return s.reserveOne(ctx, topics[0], p.Max, now, begin, p.By) // grouped: reservegroup.go
+		}
 		return s.reserveTopics(ctx, map[string]share{topics[0]: {n: p.Max}}, now, begin, p.By)
 	}
 	shares, err := s.pickShares(ctx, topics, p.Max, now)

@@ -522,7 +522,55 @@ func (s *Store) sweep(ctx context.Context, buckets []int) error {
 			marks = append(marks, s.markDue(topics[i], at))
 		}
 	}
-	return s.doAll(ctx, "sweep", marks)
+	if err := s.doAll(ctx, "sweep", marks); err != nil {
+		return err
+	}
+	if s.oneNode {
+		return s.trimEndedAll(ctx, topics)
+	}
+	return nil
+}
+
+// trimEndedScript trims a topic's ended indexes on one node (trimEnded):
+// what ended at or before the cutoff leaves the index, and its seq's
+// entry its shard. At most 16 rounds of 256 members per index a call;
+// the next sweep takes the rest.
+//
+//	KEYS[1]    -> the topic's key prefix (keys.go)
+//	ARGV[1]    -> the key prefix
+//	ARGV[2]    -> the cutoff (unix ms)
+//	Returns:   how many members it dropped
+var trimEndedScript = newScript(`
+local n = 0
+for _, idx in pairs(K_ENDED) do
+  for _ = 1, 16 do
+    local m = trimEnded(ARGV[1], idx, ARGV[2])
+    n = n + m
+    if m < 256 then break end
+  end
+end
+return n
+`)
+
+// trimEndedAll trims the ended indexes of topics on one node, where
+// they have no TTL: a topic that stops ending jobs would otherwise keep
+// its last window's members and their seq entries (deleteScript). The
+// cutoff is this instance's retention back from its retention clock
+// (every instance should run with the same --retain; with none, every
+// member goes).
+func (s *Store) trimEndedAll(ctx context.Context, topics []string) error {
+	keep := max(s.opt.Retention.For.Milliseconds(), 0)
+	cutoff := strconv.FormatInt(ms(s.opt.Retention.Clock()())-keep, 10)
+	execs := make([]rueidis.LuaExec, len(topics))
+	for i, t := range topics {
+		execs[i] = rueidis.LuaExec{Keys: s.k.topic(t).slice(), Args: []string{s.k.prefix, cutoff}}
+	}
+	for _, r := range execMulti(ctx, s.c, trimEndedScript, execs) {
+		if err := r.Error(); err != nil {
+			return unavailable("sweep: trim ended", err)
+		}
+	}
+	return nil
 }
 
 // dueNow is an event that makes every timer step at once.

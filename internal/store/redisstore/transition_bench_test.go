@@ -163,6 +163,54 @@ func transitionCost(b *testing.B, keep time.Duration) {
 			b.Error(err)
 		}
 	})
+	if !s.oneNode {
+		return
+	}
+	// The same again, reserved and finished in groups of g (finish.go,
+	// reservegroup.go) as concurrent consumers' calls are: the cost per
+	// reserve and per finish.
+	for _, g := range []int{2, 8} {
+		for i := range n {
+			j := &delayq.Job{ID: fmt.Sprintf("g%d-%d", g, i), Topic: "emails", Body: []byte(strings.Repeat("x", 100)),
+				TTR: time.Minute, Priority: 1024, State: delayq.StateReady, Due: now, Created: now}
+			if err := s.PutFresh(ctx, []*delayq.Job{j}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		phase(fmt.Sprintf("reserve-group%d", g), 1, func(i int) {
+			if i%g != 0 {
+				return
+			}
+			var calls []*reserveCall
+			for range min(g, n-i) {
+				t := time.Now()
+				calls = append(calls, &reserveCall{topic: "emails", now: msString(t), begin: ceilMSString(t), max: 1, by: "worker-7"})
+			}
+			s.writeReserves(ctx, calls)
+			for k, c := range calls {
+				if c.err != nil || len(c.jobs) != 1 {
+					b.Fatalf("grouped Reserve = %d jobs, %v", len(c.jobs), c.err)
+				}
+				jobs[i+k] = c.jobs[0]
+			}
+		})
+		phase(fmt.Sprintf("finish-group%d", g), 1, func(i int) {
+			if i%g != 0 {
+				return
+			}
+			var calls []*finishCall
+			for _, j := range jobs[i:min(i+g, n)] {
+				calls = append(calls, &finishCall{t: target{topic: j.Topic, mode: "s", ref: strconv.FormatUint(j.Seq, 10)},
+					res: j.Reservation, now: msString(time.Now()), ref: delayq.Ref{Seq: j.Seq}})
+			}
+			s.writeFinishes(ctx, calls)
+			for _, c := range calls {
+				if c.err != nil {
+					b.Fatal(c.err)
+				}
+			}
+		})
+	}
 }
 
 // callgrind runs callgrind_control with arg (-z zeroes, -d dumps).
