@@ -131,27 +131,7 @@ func (s *Store) writeFinishes(ctx context.Context, calls []*finishCall) {
 		}
 		execs[i] = rueidis.LuaExec{Keys: s.k.topic(t).slice(), Args: args}
 	}
-	var start time.Time
-	if s.Observing() {
-		start = time.Now()
-	}
-	var results []rueidis.RedisResult
-	werr := s.acked(ctx, "delete", func(c rueidis.Client) error {
-		if s.opt.WaitReplicas > 0 { // one dedicated connection: one at a time
-			results = make([]rueidis.RedisResult, len(execs))
-			for i, e := range execs {
-				results[i] = deleteGroupScript.Exec(ctx, c, e.Keys, e.Args)
-			}
-		} else {
-			results = execMulti(ctx, c, deleteGroupScript, execs)
-		}
-		// Each result is read below, on its own: a topic's script that
-		// failed must not cost the others their WAIT.
-		return nil
-	})
-	if !start.IsZero() {
-		s.Committed(start)
-	}
+	results, werr := s.execGroups(ctx, "delete", deleteGroupScript, execs)
 	for i, t := range topics {
 		group := byTopic[t]
 		arr, err := results[i].ToArray()
@@ -341,3 +321,37 @@ end
 if moved then redis.call('SET', K_NOW, lastS) end
 return out
 `)
+
+// execGroups runs script once per topic group (execs) and returns each
+// run's result, to be read on its own: a topic's script that failed must
+// not cost the others their WAIT. werr is the replicas' answer
+// (--redis-wait-replicas): non-nil when they did not confirm the writes.
+func (s *Store) execGroups(ctx context.Context, op string, script *rueidis.Lua, execs []rueidis.LuaExec) (results []rueidis.RedisResult, werr error) {
+	var start time.Time
+	if s.Observing() {
+		start = time.Now()
+	}
+	werr = s.acked(ctx, op, func(c rueidis.Client) error {
+		if s.opt.WaitReplicas > 0 { // one dedicated connection: one at a time
+			results = make([]rueidis.RedisResult, len(execs))
+			for i, e := range execs {
+				results[i] = script.Exec(ctx, c, e.Keys, e.Args)
+			}
+		} else {
+			results = execMulti(ctx, c, script, execs)
+		}
+		return nil
+	})
+	if !start.IsZero() {
+		s.Committed(start)
+	}
+	if results == nil {
+		// No connection to write on (a dedicated one for the WAIT):
+		// nothing was sent, and every group answers with why.
+		results = make([]rueidis.RedisResult, len(execs))
+		for i := range results {
+			results[i] = rueidis.NewErrorResult(werr)
+		}
+	}
+	return results, werr
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/redis/rueidis"
 
@@ -101,27 +100,7 @@ func (s *Store) writeReserves(ctx context.Context, calls []*reserveCall) {
 		}
 		execs[i] = rueidis.LuaExec{Keys: append(s.k.topic(t).slice(), s.k.bucketDue(bucketOf(t, s.opt.Buckets))), Args: args}
 	}
-	var start time.Time
-	if s.Observing() {
-		start = time.Now()
-	}
-	var results []rueidis.RedisResult
-	werr := s.acked(ctx, "reserve", func(c rueidis.Client) error {
-		if s.opt.WaitReplicas > 0 { // one dedicated connection: one at a time
-			results = make([]rueidis.RedisResult, len(execs))
-			for i, e := range execs {
-				results[i] = reserveGroupScript.Exec(ctx, c, e.Keys, e.Args)
-			}
-		} else {
-			results = execMulti(ctx, c, reserveGroupScript, execs)
-		}
-		// Each result is read below, on its own: a topic's script that
-		// failed must not cost the others their WAIT.
-		return nil
-	})
-	if !start.IsZero() {
-		s.Committed(start)
-	}
+	results, werr := s.execGroups(ctx, "reserve", reserveGroupScript, execs)
 	for i, t := range topics {
 		group := byTopic[t]
 		arr, err := results[i].ToArray()
