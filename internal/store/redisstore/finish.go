@@ -108,14 +108,7 @@ func (s *Store) writeFinishes(ctx context.Context, calls []*finishCall) {
 		}
 		return
 	}
-	var topics []string
-	byTopic := map[string][]*finishCall{}
-	for _, c := range calls {
-		if _, ok := byTopic[c.t.topic]; !ok {
-			topics = append(topics, c.t.topic)
-		}
-		byTopic[c.t.topic] = append(byTopic[c.t.topic], c)
-	}
+	topics, byTopic := groupByTopic(calls, func(c *finishCall) string { return c.t.topic })
 	keep, bodies := s.retentionArgs()
 	execs := make([]rueidis.LuaExec, len(topics))
 	for i, t := range topics {
@@ -321,6 +314,21 @@ end
 if moved then redis.call('SET', K_NOW, lastS) end
 return out
 `)
+
+// groupByTopic splits a group's calls by topic: the topics in the order
+// they first come, and each topic's calls in their order.
+func groupByTopic[C any](calls []C, topic func(C) string) ([]string, map[string][]C) {
+	var topics []string
+	byTopic := map[string][]C{}
+	for _, c := range calls {
+		t := topic(c)
+		if _, ok := byTopic[t]; !ok {
+			topics = append(topics, t)
+		}
+		byTopic[t] = append(byTopic[t], c)
+	}
+	return topics, byTopic
+}
 
 // execGroups runs script once per topic group (execs) and returns each
 // run's result, to be read on its own: a topic's script that failed must

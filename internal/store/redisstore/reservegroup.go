@@ -82,14 +82,7 @@ func (s *Store) writeReserves(ctx context.Context, calls []*reserveCall) {
 		}
 		return
 	}
-	var topics []string
-	byTopic := map[string][]*reserveCall{}
-	for _, c := range calls {
-		if _, ok := byTopic[c.topic]; !ok {
-			topics = append(topics, c.topic)
-		}
-		byTopic[c.topic] = append(byTopic[c.topic], c)
-	}
+	topics, byTopic := groupByTopic(calls, func(c *reserveCall) string { return c.topic })
 	execs := make([]rueidis.LuaExec, len(topics))
 	for i, t := range topics {
 		group := byTopic[t]
