@@ -123,6 +123,7 @@ func (r *runner) runReserve(ctx context.Context) (*Result, error) {
 	}
 	lat := newSamples(r.o.N)
 	var done atomic.Int64
+	var end atomic.Int64 // Unix ns when the run's last job was finished
 	start := time.Now()
 	err := r.workers(ctx, func(ctx context.Context, d driver) error {
 		for done.Load() < int64(r.o.N) {
@@ -142,14 +143,19 @@ func (r *runner) runReserve(ctx context.Context) (*Result, error) {
 			for range jobs {
 				lat.add(time.Since(t0))
 			}
-			done.Add(int64(len(jobs)))
+			if done.Add(int64(len(jobs))) >= int64(r.o.N) {
+				end.CompareAndSwap(0, time.Now().UnixNano())
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return lat.result(r.o.N, time.Since(start)), nil
+	// The rate stops at the run's last finish: a worker that found
+	// nothing left still waits out its reserve's timeout before it
+	// returns, and that idle second is not the queue's.
+	return lat.result(r.o.N, time.Unix(0, end.Load()).Sub(start)), nil
 }
 
 // runLateness puts every job first, due from Lead after the start, then
