@@ -69,30 +69,51 @@ selected() { [[ -z "$filter" || "$1" == *"$filter"* ]]; }
 
 # row NAME REDIS-PORT REDIS-PID CMD...: runs CMD, prints its result line,
 # Redis CPU per job and commandstats per job; leaves CPU in row_cpu and
-# stats in row_stats.
+# stats in row_stats. It also reads the CPU of every other process of the
+# row, because on two cores they all compete: the delayq instances (the
+# pids in inst_pids; none for asynq, whose client is its whole side) into
+# row_inst, and the load client (CMD's processes, from the shell's
+# `times`) into row_client, all in µs.
+inst_pids=""
 row() {
   local name=$1 port=$2 rpid=$3; shift 3
   redis-cli -p "$port" CONFIG RESETSTAT >/dev/null
-  local c0 out; c0=$(cpu_us "$rpid")
-  out=$("$@" 2>&1 | tail -1) || { echo "$name failed: $out"; return 1; }
-  row_cpu=$(( $(cpu_us "$rpid") - c0 )); row_stats=$(stats "$port")
+  local c0 i0 out p; c0=$(cpu_us "$rpid"); i0=0
+  for p in $inst_pids; do i0=$(( i0 + $(cpu_us "$p") )); done
+  out=$("$@" 2>&1 | tail -1; rc=${PIPESTATUS[0]}; times >"$work/times"; exit "$rc") || { echo "$name failed: $out"; return 1; }
+  row_cpu=$(( $(cpu_us "$rpid") - c0 )); row_stats=$(stats "$port"); row_inst=$(( -i0 ))
+  for p in $inst_pids; do row_inst=$(( row_inst + $(cpu_us "$p") )); done
+  # `times` prints the children's user and system time as 0m1.234s 0m0.567s.
+  row_client=$(awk 'NR == 2 {t = 0; for (i = 1; i <= 2; i++) {split($i, a, /[ms]/); t += a[1] * 60 + a[2]} printf "%d", t * 1000000}' "$work/times")
   printf '%-34s %s redis_cpu_us_per_job=%.1f\n' "$name" "$out" "$(awk -v c="$row_cpu" -v n="$n" 'BEGIN{print c/n}')"
   printf '%-34s commandstats per job:%s\n' "" "$(per_job "$row_stats" "$n")"
+  cpu_line "$row_cpu" "$row_inst" "$row_client"
+}
+# cpu_line REDIS INSTANCE CLIENT: the CPU per job of each process of a row
+# (µs over the whole row), their sum, and the rate two cores could reach
+# if that sum were all that ran: the ceiling of the row on this machine.
+cpu_line() {
+  awk -v r="$1" -v i="$2" -v c="$3" -v n="$n" 'BEGIN {a = (r + i + c) / n
+    printf "%-34s cpu_us_per_job: redis=%.1f instance=%.1f client=%.1f all=%.1f (two cores at most %.0f jobs/s)\n", "", r/n, i/n, c/n, a, 2e6 / a}'
 }
 dq() { "$bin" bench "$1" --line "${@:2}" | sed 's/^bench //'; }
 aq() { "$work/asynq-peer" -redis "127.0.0.1:$1" "${@:2}"; }
 
 if selected side; then
   fresh_redis rd; fresh_redis ra
-  instance i1 "redis://127.0.0.1:$rd_port/0"
+  instance i1 "redis://127.0.0.1:$rd_port/0"; inst_pids=$i1_pid
   row "side delayq put c=32" "$rd_port" "$rd_pid" dq "$i1_bs" --mode put -n "$n" -c 32 --body 100
-  put_cpu=$row_cpu; put_stats=$row_stats
+  put_cpu=$row_cpu; put_stats=$row_stats; put_inst=$row_inst; put_client=$row_client
+  inst_pids=""
   row "side asynq enqueue c=32" "$ra_port" "$ra_pid" aq "$ra_port" -mode enqueue -n "$n" -c 32 -body 100
   enq_cpu=$row_cpu
+  inst_pids=$i1_pid
   row "side delayq put+reserve+delete" "$rd_port" "$rd_pid" dq "$i1_bs" --mode reserve -n "$n" -c 32 --body 100
   res_cpu=$(( row_cpu - put_cpu ))
   printf '%-34s redis_cpu_us_per_job=%.1f commandstats per job:%s\n' "side delayq reserve+delete only" \
     "$(awk -v c="$res_cpu" -v n="$n" 'BEGIN{print c/n}')" "$(per_job "$(sub_stats "$row_stats" "$put_stats")" "$n")"
+  cpu_line "$res_cpu" $(( row_inst - put_inst )) $(( row_client - put_client ))
+  inst_pids=""
   row "side asynq work c=32" "$ra_port" "$ra_pid" aq "$ra_port" -mode work -n "$n" -c 32
   wrk_cpu=$row_cpu
   awk -v p="$put_cpu" -v e="$enq_cpu" -v r="$res_cpu" -v w="$wrk_cpu" 'BEGIN {
@@ -100,7 +121,7 @@ if selected side; then
   kill "$i1_pid"; wait "$i1_pid" 2>/dev/null || true
   # Two instances in front of the same Redis, 16 connections each.
   redis-cli -p "$rd_port" FLUSHALL >/dev/null
-  instance i1 "redis://127.0.0.1:$rd_port/0"; instance i2 "redis://127.0.0.1:$rd_port/0"
+  instance i1 "redis://127.0.0.1:$rd_port/0"; instance i2 "redis://127.0.0.1:$rd_port/0"; inst_pids="$i1_pid $i2_pid"
   two() { dq "$i1_bs" "$@" -c 16 -n $(( n / 2 )) > "$work/two1" & local a=$!; dq "$i2_bs" "$@" -c 16 -n $(( n / 2 )) > "$work/two2"; wait $a;
           awk '{for (i=1;i<=NF;i++) if ($i ~ /^jobs_per_s=/) {sub("jobs_per_s=","",$i); s+=$i}} END {printf "jobs_per_s=%.0f (sum of two)\n", s}' "$work/two1" "$work/two2"; }
   row "side delayq x2 put c=2x16" "$rd_port" "$rd_pid" two --mode put --body 100
@@ -109,12 +130,13 @@ if selected side; then
   # Retention's share: the same rows with --retain 0 (asynq's default
   # keeps no completed task either).
   redis-cli -p "$rd_port" FLUSHALL >/dev/null
-  instance i1 "redis://127.0.0.1:$rd_port/0" --retain 0
+  instance i1 "redis://127.0.0.1:$rd_port/0" --retain 0; inst_pids=$i1_pid
   row "side delayq put --retain 0" "$rd_port" "$rd_pid" dq "$i1_bs" --mode put -n "$n" -c 32 --body 100
-  put_cpu=$row_cpu; put_stats=$row_stats
+  put_cpu=$row_cpu; put_stats=$row_stats; put_inst=$row_inst; put_client=$row_client
   row "side delayq put+reserve+delete --retain 0" "$rd_port" "$rd_pid" dq "$i1_bs" --mode reserve -n "$n" -c 32 --body 100
   printf '%-34s redis_cpu_us_per_job=%.1f commandstats per job:%s\n' "side delayq reserve+delete only --retain 0" \
     "$(awk -v c="$(( row_cpu - put_cpu ))" -v n="$n" 'BEGIN{print c/n}')" "$(per_job "$(sub_stats "$row_stats" "$put_stats")" "$n")"
+  cpu_line $(( row_cpu - put_cpu )) $(( row_inst - put_inst )) $(( row_client - put_client ))
   kill "$i1_pid"; wait "$i1_pid" 2>/dev/null || true
   kill "$rd_pid" "$ra_pid"
 fi
@@ -124,7 +146,7 @@ if selected listpack; then
   # 256 bytes as listpacks (hash-max-listpack-value, default 64): a job
   # record with a 100-byte body is then a listpack, not a hashtable.
   fresh_redis rp --hash-max-listpack-value 256
-  instance p1 "redis://127.0.0.1:$rp_port/0"
+  instance p1 "redis://127.0.0.1:$rp_port/0"; inst_pids=$p1_pid
   row "listpack delayq put c=32" "$rp_port" "$rp_pid" dq "$p1_bs" --mode put -n "$n" -c 32 --body 100
   put_cpu=$row_cpu; put_stats=$row_stats
   row "listpack delayq put+reserve+delete" "$rp_port" "$rp_pid" dq "$p1_bs" --mode reserve -n "$n" -c 32 --body 100
@@ -138,7 +160,7 @@ if selected lateness; then
   # served by two instances that share the timer buckets (the load
   # client talks to the first; the second's timer fires its buckets).
   fresh_redis rl; n=10000
-  instance l1 "redis://127.0.0.1:$rl_port/0"; instance l2 "redis://127.0.0.1:$rl_port/0"
+  instance l1 "redis://127.0.0.1:$rl_port/0"; instance l2 "redis://127.0.0.1:$rl_port/0"; inst_pids="$l1_pid $l2_pid"
   sleep 3 # the buckets split between the two instances
   row "lateness 2k/s x5s two instances" "$rl_port" "$rl_pid" dq "$l1_bs" --mode spread --rate 2000 --duration 5s --delay 1s -c 32 --body 100
   # Where the lateness goes, from both instances' /metrics: fire (the
