@@ -188,7 +188,9 @@ if [[ "$filter" == cluster ]]; then
   # putting N/3 jobs round-robin over its own TOPICS/3 topics
   # (`delayq bench --topics`), then a reserve run of the same topics
   # (it preloads N/3 more, then reserves+deletes N/3; its puts are
-  # subtracted with the put phase's figures). The load goes over HTTP:
+  # subtracted with the put phase's figures), each reserve watching all
+  # of its client's topics, and once more with each connection reserving
+  # from one of them (--own-topic). The load goes over HTTP:
   # a beanstalkd client switching tubes per put makes the server look up
   # the tube it left (Engine.Topic reads every topic's stats), which would
   # add that lookup to the Redis CPU per job. Topic names are fixed
@@ -344,6 +346,13 @@ else:
   shares "redis cpu us, reserve+delete" "${res_cpu[@]}"
   shares "commands, put+reserve+delete" "${ph_calls[@]}"
   cl_put=$(( put_cpu[0] + put_cpu[1] + put_cpu[2] )); cl_res=$(( res_cpu[0] + res_cpu[1] + res_cpu[2] ))
+  # The same with each connection reserving from one topic of its client
+  # (--own-topic): a reserve of one topic is one script, where one of
+  # several topics first peeks each (a read-only script per topic).
+  phase k "cluster put+reserve+delete, own topic" "$cports" "$cpids" --mode reserve --own-topic
+  own_cpu=(); for k in 0 1 2; do own_cpu[k]=$(( ph_cpu[k] - put_cpu[k] )); done
+  shares "redis cpu us, reserve+delete" "${own_cpu[@]}"
+  cl_own=$(( own_cpu[0] + own_cpu[1] + own_cpu[2] ))
   kill "$k1_pid" "$k2_pid" "$k3_pid"; wait "$k1_pid" "$k2_pid" "$k3_pid" 2>/dev/null || true
   kill "$c1_pid" "$c2_pid" "$c3_pid"; wait "$c1_pid" "$c2_pid" "$c3_pid" 2>/dev/null || true
 
@@ -355,9 +364,13 @@ else:
   sa_put=${ph_cpu[0]}
   phase s "standalone put+reserve+delete" "$rs_port" "$rs_pid" --mode reserve
   sa_res=$(( ph_cpu[0] - sa_put ))
+  phase s "standalone put+reserve+delete, own topic" "$rs_port" "$rs_pid" --mode reserve --own-topic
+  sa_own=$(( ph_cpu[0] - sa_put ))
   kill "$s1_pid" "$s2_pid" "$s3_pid"; wait "$s1_pid" "$s2_pid" "$s3_pid" 2>/dev/null || true
   kill "$rs_pid"; wait "$rs_pid" 2>/dev/null || true
-  awk -v n="$n" -v cp="$cl_put" -v cr="$cl_res" -v sp="$sa_put" -v sr="$sa_res" 'BEGIN {
+  awk -v n="$n" -v cp="$cl_put" -v cr="$cl_res" -v sp="$sa_put" -v sr="$sa_res" -v co="$cl_own" -v so="$sa_own" 'BEGIN {
     printf "redis cpu per job, summed over the masters / one standalone: put %.1f / %.1f us = %.2fx; reserve+delete %.1f / %.1f us = %.2fx; both %.1f / %.1f us = %.2fx (aim <= 1.1x)\n",
-      cp/n, sp/n, cp/sp, cr/n, sr/n, cr/sr, (cp+cr)/n, (sp+sr)/n, (cp+cr)/(sp+sr) }'
+      cp/n, sp/n, cp/sp, cr/n, sr/n, cr/sr, (cp+cr)/n, (sp+sr)/n, (cp+cr)/(sp+sr)
+    printf "the same with one topic per reserving connection: reserve+delete %.1f / %.1f us = %.2fx; both %.1f / %.1f us = %.2fx\n",
+      co/n, so/n, co/so, (cp+co)/n, (sp+so)/n, (cp+co)/(sp+so) }'
 fi

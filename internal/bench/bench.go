@@ -52,6 +52,12 @@ type Options struct {
 	// every reserve takes from all of them: on a Redis Cluster a topic's
 	// keys live on one master, so one topic loads one master only.
 	Topics int
+	// OwnTopic makes each consuming connection of a reserve run take from
+	// one topic only (connection i from topic i mod Topics) instead of all
+	// of them: a one-topic reserve is one store call, where a reserve of
+	// several topics must first look at each (on Redis, one read-only
+	// script per topic), so the two cost the store differently.
+	OwnTopic bool
 }
 
 // MaxTopics is the most topics one run may spread over: every reserve
@@ -98,6 +104,10 @@ func (o *Options) defaults() error {
 	}
 	if o.Topics > MaxTopics {
 		return fmt.Errorf("bench: --topics %d is more than %d", o.Topics, MaxTopics)
+	}
+	if o.OwnTopic && (o.Mode != ModeReserve || o.C < o.Topics) {
+		// a topic no connection reserves from would never drain
+		return fmt.Errorf("bench: --own-topic needs --mode reserve and at least one connection per topic (-c %d, --topics %d)", o.C, o.Topics)
 	}
 	if o.Topic == "" {
 		o.Topic = fmt.Sprintf("bench-%d", time.Now().UnixNano())

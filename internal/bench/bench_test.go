@@ -78,6 +78,8 @@ func TestRunAgainstBeanstalkd(t *testing.T) {
 
 func TestOptionsRefused(t *testing.T) {
 	tests := []Options{
+		{Target: "http://127.0.0.1:1", Mode: ModeReserve, C: 2, Topics: 3, OwnTopic: true},
+		{Target: "http://127.0.0.1:1", Mode: ModePut, C: 4, Topics: 2, OwnTopic: true},
 		{Target: "http://127.0.0.1:1", Mode: "nope"},
 		{Target: "ftp://127.0.0.1:1", Mode: ModePut},
 		{Target: "127.0.0.1", Mode: ModePut},
@@ -117,5 +119,55 @@ func TestPacedSpread(t *testing.T) {
 	// spread over a second; paced jobs ask for exactly their delay.
 	if res.P50 >= 500*time.Millisecond {
 		t.Errorf("p50 lateness %s: the delay was rounded, not paced", res.P50)
+	}
+}
+
+// TestOwnTopic: with OwnTopic each consuming connection watches one tube
+// of the run, not every one: beanstalkd counts the watch commands
+// (cmd-watch), C of them instead of C times Topics, and the run still
+// drains every topic.
+func TestOwnTopic(t *testing.T) {
+	addr := startBeanstalkd(t)
+	watches := func() int {
+		t.Helper()
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte("stats\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 64<<10)
+		got := 0
+		for !strings.Contains(string(buf[:got]), "\ncmd-watch:") || !strings.HasSuffix(string(buf[:got]), "\n") {
+			n, err := c.Read(buf[got:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += n
+		}
+		_, rest, _ := strings.Cut(string(buf[:got]), "\ncmd-watch: ")
+		var n int
+		fmt.Sscan(rest, &n)
+		return n
+	}
+	for _, own := range []bool{false, true} {
+		before := watches()
+		res, err := Run(t.Context(), Options{Target: "beanstalk://" + addr, Mode: ModeReserve, N: 60, C: 3, Topics: 3, BodySize: 8,
+			OwnTopic: own, Topic: fmt.Sprintf("own-%v", own), Timeout: 30 * time.Second})
+		if err != nil {
+			t.Fatalf("Run(OwnTopic %v) = %v", own, err)
+		}
+		if res.Jobs != 60 {
+			t.Errorf("Run(OwnTopic %v) did %d jobs, want 60", own, res.Jobs)
+		}
+		want := 9
+		if own {
+			want = 3
+		}
+		if got := watches() - before; got != want {
+			t.Errorf("OwnTopic %v: %d watch commands, want %d", own, got, want)
+		}
 	}
 }

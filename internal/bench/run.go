@@ -124,11 +124,17 @@ func (r *runner) runReserve(ctx context.Context) (*Result, error) {
 	lat := newSamples(r.o.N)
 	var done atomic.Int64
 	var end atomic.Int64 // Unix ns when the run's last job was finished
+	var conns atomic.Int64
 	start := time.Now()
 	err := r.workers(ctx, func(ctx context.Context, d driver) error {
+		topics := r.topics
+		if r.o.OwnTopic {
+			k := int(conns.Add(1) - 1)
+			topics = r.topics[k%len(r.topics) : k%len(r.topics)+1]
+		}
 		for done.Load() < int64(r.o.N) {
 			t0 := time.Now()
-			jobs, err := d.reserve(ctx, r.topics, r.o.Take, time.Second)
+			jobs, err := d.reserve(ctx, topics, r.o.Take, time.Second)
 			if err != nil {
 				return err
 			}

@@ -28,6 +28,7 @@ type benchCmd struct {
 	Producers int           `default:"8" help:"spread with --delay: connections that put while the consumers take."`
 	Spread    time.Duration `help:"put: spread due times uniformly over this span after --delay."`
 	Topics    int           `default:"1" help:"Spread the jobs round-robin over this many topics (<topic>-0 … <topic>-<N-1>; at most 1000); every reserve takes from all of them (beanstalkd: the connection watches each tube). On a Redis Cluster a topic lives on one master, so more topics spread the load over the masters."`
+	OwnTopic  bool          `help:"reserve with --topics: each connection reserves from one topic (connection i from topic i mod N) instead of all of them."`
 	Topic     string        `help:"Topic (tube) of the run, or the prefix of its topics with --topics; default a fresh bench-<unix ns> each run."`
 	LineOnly  bool          `name:"line" help:"Print only the one-line key=value result."`
 }
@@ -46,7 +47,7 @@ func (c *benchCmd) Run(e *env) error {
 	res, err := bench.Run(e.ctx, bench.Options{
 		Target: c.Target, Mode: c.Mode, N: c.N, C: c.C, BodySize: c.Body, Batch: c.Batch, Take: c.Take,
 		Rate: c.Rate, Duration: c.Duration, Lead: c.Lead, Timeout: c.Timeout, PID: c.PID, Delay: c.Delay, Spread: c.Spread,
-		Producers: c.Producers, Topic: c.Topic, Topics: c.Topics,
+		Producers: c.Producers, Topic: c.Topic, Topics: c.Topics, OwnTopic: c.OwnTopic,
 	})
 	if err != nil {
 		return err
