@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/store"
 )
@@ -91,15 +93,63 @@ func TestLeasesRebalanceAndFailover(t *testing.T) {
 		return true
 	})
 
-	stores[2].abandon() // a crash: leases stay until they run out
-	// The survivors take the buckets once the dead instance's leases run
-	// out (about ttl, plus a renewal round): how long that takes on a
-	// loaded machine is not this test's business (a wall-clock bound here
-	// failed at load 9), only that it happens, well within many ttls.
-	took := waitFor(t, 5*time.Second, "survivors take the dead instance's buckets", func() bool {
-		return partition(stores[:2], 12)
+	dead := stores[2].Buckets()
+	stores[2].abandon() // a crash: its leases and heartbeat stay until they run out
+	// The bound is stated in the survivors' lease rounds, not in wall
+	// time (a 1.4 s bound failed at load 9): while the dead instance's
+	// lease on a bucket still stands, no survivor may hold that bucket;
+	// once its leases and its heartbeat have run out, the first round
+	// each survivor begins after that brings it to its share (12/2), so
+	// when both have begun one the survivors hold every bucket.
+	c, k := stores[0].c, stores[0].k
+	var gone time.Time // when the dead instance's leases and heartbeat were seen gone
+	waitFor(t, 5*time.Second, "the dead instance's leases and heartbeat run out", func() bool {
+		standing := 0
+		for _, b := range dead {
+			// who holds b, seen before its lease is read: a survivor can
+			// only have taken b once the lease was gone, and the dead
+			// inst2 cannot write it again
+			var holders []int
+			for i, s := range stores[:2] {
+				if slices.Contains(s.Buckets(), b) {
+					holders = append(holders, i)
+				}
+			}
+			owner, err := c.Do(t.Context(), c.B().Get().Key(k.lease(b)).Build()).ToString()
+			if err != nil && !rueidis.IsRedisNil(err) {
+				t.Fatal(err)
+			}
+			if owner != "inst2" {
+				continue
+			}
+			standing++
+			if len(holders) > 0 {
+				t.Fatalf("inst%d holds bucket %d while the dead inst2's lease on it stands", holders[0], b)
+			}
+		}
+		score, err := c.Do(t.Context(), c.B().Zscore().Key(k.instances()).Member("inst2").Build()).AsFloat64()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			t.Fatal(err)
+		}
+		if standing > 0 || (err == nil && int64(score) > time.Now().UnixMilli()) {
+			return false
+		}
+		gone = time.Now()
+		return true
 	})
-	t.Logf("buckets failed over in %s (lease ttl %s)", took, ttl)
+	began := func(s *Store) time.Time {
+		s.leases.mu.Lock()
+		defer s.leases.mu.Unlock()
+		return s.leases.renewed
+	}
+	took := waitFor(t, 5*time.Second, "each survivor begins a lease round after that", func() bool {
+		return began(stores[0]).After(gone) && began(stores[1]).After(gone)
+	})
+	if !partition(stores[:2], 12) {
+		t.Fatalf("after a round of each survivor begun once the dead leases ran out, they hold %v and %v, not all 12 buckets once",
+			stores[0].Buckets(), stores[1].Buckets())
+	}
+	t.Logf("dead leases gone, then buckets failed over within one round (%s; lease ttl %s)", took, ttl)
 
 	stores[1].Close() // a clean stop hands its buckets back at once
 	took = waitFor(t, 5*time.Second, "last instance holds every bucket", func() bool {
