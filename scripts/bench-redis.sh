@@ -35,11 +35,43 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.1; done; echo "port $1 never opened" >&2; exit 1; }
 cpu_us() { awk -v t="$(getconf CLK_TCK)" '{printf "%d", ($14 + $15) * 1000000 / t}' "/proc/$1/stat"; }
 
+# redis_cost PID: what a Redis has spent so far: its CPU time in µs, or
+# with CALLGRIND=1 (side rows only) thousands of instructions. The side
+# ratios swing by a fifth between runs because CPU time on two shared
+# cores does (asynq's own CPU per task moved from 68 to 115 µs between
+# runs): instructions do not, though they leave out the kernel's side of
+# each request. Each Redis then runs under callgrind, about fifty times
+# slower, so use N of a few thousand; what a Redis executes while its
+# clients are idle (timers, heartbeats) is measured first and taken off
+# every row in proportion to its wall time, which the slowdown inflates.
+redis_run=()
+redis_cost() { cpu_us "$1"; }
+if [[ "${CALLGRIND:-}" == 1 ]]; then
+  redis_run=(valgrind -q --tool=callgrind --callgrind-out-file="$work/cg.%p")
+  cg_t0=$(date +%s%N)
+  redis_cost() {
+    # each callgrind dump holds the count since the one before
+    callgrind_control -d "$1" >/dev/null
+    local f; f=$(ls -t "$work/cg.$1".* | head -1)
+    local sum=$(( $(cat "$work/cgsum.$1" 2>/dev/null || echo 0) + $(awk '/^totals:/ {print $2}' "$f") ))
+    echo "$sum" >"$work/cgsum.$1"
+    local idle; idle=$(cat "$work/cgidle.$1" 2>/dev/null || echo 0)
+    echo $(( sum / 1000 - idle * ($(date +%s%N) - cg_t0) / 1000000000 ))
+  }
+  # redis_idle PID: measures PID's idle instructions per second (over 3 s)
+  # for redis_cost to take off.
+  redis_idle() {
+    local a b t0 t1
+    a=$(redis_cost "$1"); t0=$(date +%s%N); sleep 3; b=$(redis_cost "$1"); t1=$(date +%s%N)
+    echo $(( (b - a) * 1000000000 / (t1 - t0) )) >"$work/cgidle.$1"
+    echo "CALLGRIND=1: Redis $1 idle at $(cat "$work/cgidle.$1") thousand instructions/s; every redis_cpu_us figure below is thousands of instructions"
+  }
+fi
 # fresh_redis NAME [args...]: a redis-server of its own; sets NAME_port, NAME_pid.
 fresh_redis() {
   local name=$1 port; shift; port=$(free_port)
   mkdir -p "$work/$name"
-  redis-server --bind 127.0.0.1 --port "$port" --dir "$work/$name" --save '' --appendonly yes \
+  "${redis_run[@]}" redis-server --bind 127.0.0.1 --port "$port" --dir "$work/$name" --save '' --appendonly yes \
     --appendfsync everysec --daemonize no --logfile "$work/$name/redis.log" "$@" & pids+=($!)
   eval "${name}_pid=$!; ${name}_port=$port"
   wait_port "$port"
@@ -78,10 +110,10 @@ inst_pids=""
 row() {
   local name=$1 port=$2 rpid=$3; shift 3
   redis-cli -p "$port" CONFIG RESETSTAT >/dev/null
-  local c0 i0 out p; c0=$(cpu_us "$rpid"); i0=0
+  local c0 i0 out p; c0=$(redis_cost "$rpid"); i0=0
   for p in $inst_pids; do i0=$(( i0 + $(cpu_us "$p") )); done
   out=$("$@" 2>&1 | tail -1; rc=${PIPESTATUS[0]}; times >"$work/times"; exit "$rc") || { echo "$name failed: $out"; return 1; }
-  row_cpu=$(( $(cpu_us "$rpid") - c0 )); row_stats=$(stats "$port"); row_inst=$(( -i0 ))
+  row_cpu=$(( $(redis_cost "$rpid") - c0 )); row_stats=$(stats "$port"); row_inst=$(( -i0 ))
   for p in $inst_pids; do row_inst=$(( row_inst + $(cpu_us "$p") )); done
   # `times` prints the children's user and system time as 0m1.234s 0m0.567s.
   row_client=$(awk 'NR == 2 {t = 0; for (i = 1; i <= 2; i++) {split($i, a, /[ms]/); t += a[1] * 60 + a[2]} printf "%d", t * 1000000}' "$work/times")
@@ -102,6 +134,7 @@ aq() { "$work/asynq-peer" -redis "127.0.0.1:$1" "${@:2}"; }
 if selected side; then
   fresh_redis rd; fresh_redis ra
   instance i1 "redis://127.0.0.1:$rd_port/0"; inst_pids=$i1_pid
+  if [[ "${CALLGRIND:-}" == 1 ]]; then redis_idle "$rd_pid"; redis_idle "$ra_pid"; fi
   row "side delayq put c=32" "$rd_port" "$rd_pid" dq "$i1_bs" --mode put -n "$n" -c 32 --body 100
   put_cpu=$row_cpu; put_stats=$row_stats; put_inst=$row_inst; put_client=$row_client
   inst_pids=""
