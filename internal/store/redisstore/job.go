@@ -650,7 +650,7 @@ func (s *Store) execKeys(ctx context.Context, op string, script *rueidis.Lua, ke
 // readOnlyOps are the exec ops that change nothing a client is told of,
 // so they never wait for replicas: reads, and the timer's tick (a tick a
 // failover undoes is done again).
-var readOnlyOps = map[string]bool{"get": true, "list": true, "topic stats": true, "tick": true}
+var readOnlyOps = map[string]bool{"get": true, "list": true, "topic stats": true, "tick": true, "reserve: peek": true}
 
 // statusErr maps a script's status (its first reply element) to an error.
 func statusErr(op string, ref delayq.Ref, arr []rueidis.RedisMessage) error {

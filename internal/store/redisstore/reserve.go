@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"time"
@@ -140,17 +141,13 @@ type share struct {
 // order. Ready members sort as "priority.seq", so plain string order is
 // priority-then-seq order across topics too.
 func (s *Store) pickShares(ctx context.Context, topics []string, max int, now string) (map[string]share, error) {
-	execs := make([]rueidis.LuaExec, len(topics))
-	for i, t := range topics {
-		execs[i] = rueidis.LuaExec{Keys: s.k.topic(t).slice(), Args: []string{now, strconv.Itoa(max)}}
+	heads, err := s.peekTopics(ctx, topics, max, now)
+	if err != nil {
+		return nil, err
 	}
 	type cand struct{ member, topic string }
 	var cands []cand
-	for i, r := range execMulti(ctx, s.c, peekReadyScript, execs) {
-		members, err := r.AsStrSlice()
-		if err != nil {
-			return nil, unavailable("reserve: peek", err)
-		}
+	for i, members := range heads {
 		for _, m := range members {
 			cands = append(cands, cand{m, topics[i]})
 		}
@@ -167,6 +164,74 @@ func (s *Store) pickShares(ctx context.Context, topics []string, max int, now st
 	}
 	return shares, nil
 }
+
+// peekTopics returns each topic's best ready members (up to max; none
+// while it is paused), in the order of topics. On one node one script
+// reads them all (peekManyScript); on a Cluster the topics live in
+// different slots, so each is one script, all in one pipeline.
+func (s *Store) peekTopics(ctx context.Context, topics []string, max int, now string) ([][]string, error) {
+	out := make([][]string, len(topics))
+	if s.oneNode {
+		arr, err := s.execKeys(ctx, "reserve: peek", peekManyScript, s.k.topic(topics[0]).slice(),
+			append([]string{now, strconv.Itoa(max), s.k.prefix}, topics...))
+		if err != nil {
+			return nil, err
+		}
+		if len(arr) != len(topics) {
+			return nil, unavailable("reserve: peek", fmt.Errorf("%d answers for %d topics", len(arr), len(topics)))
+		}
+		for i, r := range arr {
+			if out[i], err = r.AsStrSlice(); err != nil {
+				return nil, unavailable("reserve: peek", err)
+			}
+		}
+		return out, nil
+	}
+	execs := make([]rueidis.LuaExec, len(topics))
+	for i, t := range topics {
+		execs[i] = rueidis.LuaExec{Keys: s.k.topic(t).slice(), Args: []string{now, strconv.Itoa(max)}}
+	}
+	for i, r := range execMulti(ctx, s.c, peekReadyScript, execs) {
+		members, err := r.AsStrSlice()
+		if err != nil {
+			return nil, unavailable("reserve: peek", err)
+		}
+		out[i] = members
+	}
+	return out, nil
+}
+
+// peekManyScript is peekReadyScript for several topics at once, on a
+// one-node Redis (it names the topics' keys from the prefix, which only
+// one node allows): a reserve of ten topics was ten scripts before it
+// reserved anything, and Redis spent more on them than on the reserve.
+//
+//	KEYS[1]    -> the first topic's key prefix (unused: the scripts'
+//	              prelude names its keys; routing only)
+//	ARGV[1]    -> now (unix ms)
+//	ARGV[2]    -> most members to return per topic
+//	ARGV[3]    -> the key prefix
+//	ARGV[4..]  -> the topics
+//	Returns:   per topic, its ready members in serving order (none when
+//	           it is paused), in the order of ARGV
+var peekManyScript = newReadScript(`
+local now, out = tonumber(ARGV[1]), {}
+for i = 4, #ARGV do
+  local b = ARGV[3] .. ':{' .. ARGV[i] .. '}:'
+  -- the topic's pause and clock, as clockRead: paused while its clock
+  -- (ARGV's now, or the latest now it was acted at) is before the end
+  local v = redis.call('MGET', b .. 'pause', b .. 'now')
+  local paused = false
+  if v[1] then
+    local n = now
+    if v[2] and tonumber(v[2]) > n then n = tonumber(v[2]) end
+    paused = n < tonumber(v[1])
+  end
+  if paused then out[#out + 1] = {}
+  else out[#out + 1] = redis.call('ZRANGE', b .. 'ready', 0, tonumber(ARGV[2]) - 1) end
+end
+return out
+`)
 
 // reserveTopics runs the reserve script on each topic with a share, then
 // lowers each topic's bucket entry to its new earliest deadline and tells
