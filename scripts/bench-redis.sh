@@ -12,6 +12,7 @@
 #   N=30000 bash scripts/bench-redis.sh      # jobs per row (default 30,000)
 #   bash scripts/bench-redis.sh cluster      # only when asked: 3-master Cluster vs standalone
 #   TOPICS=90 BALANCE=1 bash scripts/bench-redis.sh cluster   # see the cluster rows below
+#   MASTERS=1 bash scripts/bench-redis.sh cluster   # a Cluster of one master: delayq's Cluster path on one Redis process
 #   DELAYQ_BIN=/tmp/old/delayq bash scripts/bench-redis.sh side   # a delayq built elsewhere (A/B)
 #
 # Rows: put / enqueue; reserve+delete / work (delayq's reserve row preloads
@@ -254,17 +255,28 @@ if [[ "$filter" == cluster ]]; then
     done
     echo "no free cluster port" >&2; exit 1
   }
-  masters=()
-  for i in 1 2 3; do
+  # MASTERS=1 makes the Cluster one master holding every slot: delayq
+  # still takes its Cluster path (the keys of a transition are in several
+  # slots), but one Redis process serves it, as in the standalone rows,
+  # so the summed figure against the standalone is what delayq's Cluster
+  # path costs apart from three Redis processes sharing two cores.
+  nm="${MASTERS:-3}"
+  [[ "$nm" == 1 || "$nm" == 3 ]] || { echo "MASTERS must be 1 or 3" >&2; exit 1; }
+  masters=(); cports=""; cpids=""
+  for i in $(seq "$nm"); do
     p=$(cluster_port); mkdir -p "$work/c$i"
     redis-server --bind 127.0.0.1 --port "$p" --dir "$work/c$i" --save '' --appendonly yes \
       --appendfsync everysec --daemonize no --logfile "$work/c$i/redis.log" \
       --cluster-enabled yes --cluster-config-file "$work/c$i/nodes.conf" --cluster-node-timeout 5000 & pids+=($!)
-    eval "c${i}_pid=$!; c${i}_port=$p"; masters+=("127.0.0.1:$p")
+    eval "c${i}_pid=$!; c${i}_port=$p"; masters+=("127.0.0.1:$p"); cports+=" $p"; cpids+=" $!"
     wait_port "$p"
   done
-  redis-cli --cluster create "${masters[@]}" --cluster-replicas 0 --cluster-yes >/dev/null
-  for i in 1 2 3; do
+  if (( nm == 1 )); then
+    redis-cli -p "$c1_port" CLUSTER ADDSLOTSRANGE 0 16383 >/dev/null
+  else
+    redis-cli --cluster create "${masters[@]}" --cluster-replicas 0 --cluster-yes >/dev/null
+  fi
+  for i in $(seq "$nm"); do
     p="c${i}_port"; ok=""
     for _ in $(seq 200); do
       redis-cli -p "${!p}" CLUSTER INFO | grep -q 'cluster_state:ok' && { ok=1; break; }; sleep 0.1
@@ -272,7 +284,7 @@ if [[ "$filter" == cluster ]]; then
     [[ -n "$ok" ]] || { echo "master ${!p} never reached cluster_state:ok" >&2; exit 1; }
   done
   tag=""
-  if [[ "${BALANCE:-}" == 1 ]]; then
+  if [[ "${BALANCE:-}" == 1 ]] && (( nm == 3 )); then
     # The first j whose topic names fall evenly on the masters: each
     # topic's keys are in the slot of CRC16(topic) mod 16384 (hash tag).
     tag=$(redis-cli -p "$c1_port" CLUSTER NODES | python3 -c '
@@ -309,7 +321,7 @@ else:
     sys.exit("no balanced topic names in 10000 tries")
 ' "$per_t")
   fi
-  cl_url="redis://${masters[0]}?addr=${masters[1]}&addr=${masters[2]}"
+  cl_url="redis://${masters[0]}"; (( nm == 1 )) || cl_url+="?addr=${masters[1]}&addr=${masters[2]}"
 
   # phase SETUP PHASE PORTS PIDS BENCH-ARGS...: the three load clients in
   # parallel (instance i against its own topics cb-i-*), the CPU of each
@@ -355,12 +367,11 @@ else:
     awk -v name="$name" 'BEGIN {for (i = 1; i < ARGC; i++) s += ARGV[i]; ok = "met"
       printf "  %-30s", name
       for (i = 1; i < ARGC; i++) {f = s ? ARGV[i] / s : 0; if (f < 0.3 || f > 1/3*1.1) ok = "missed"; printf " %8s (%.3f)", ARGV[i], f}
-      printf "  even within 10%%: %s\n", ok}' "$@"
+      if (ARGC == 2) print "  (one master)"; else printf "  even within 10%%: %s\n", ok}' "$@"
   }
 
   for i in 1 2 3; do instance k$i "$cl_url"; done
-  cports="$c1_port $c2_port $c3_port"; cpids="$c1_pid $c2_pid $c3_pid"
-  echo "cluster: 3 masters ${masters[*]}, 3 instances, $n jobs over $topics topics, c=3x$per_c"
+  echo "cluster: $nm masters ${masters[*]}, 3 instances, $n jobs over $topics topics, c=3x$per_c"
   echo "  per master:                     ${masters[*]} (topics cb-<i>$tag-<k>)"
   idle k "cluster" "$cports" "$cpids"
   phase k "cluster put" "$cports" "$cpids" --mode put
@@ -375,19 +386,20 @@ else:
   shares "job records" "${jobs[@]}"
   shares "topics" "${tops[@]}"
   phase k "cluster put+reserve+delete" "$cports" "$cpids" --mode reserve
-  res_cpu=(); for k in 0 1 2; do res_cpu[k]=$(( ph_cpu[k] - put_cpu[k] )); done
+  res_cpu=(); for k in "${!put_cpu[@]}"; do res_cpu[k]=$(( ph_cpu[k] - put_cpu[k] )); done
   shares "redis cpu us, reserve+delete" "${res_cpu[@]}"
   shares "commands, put+reserve+delete" "${ph_calls[@]}"
-  cl_put=$(( put_cpu[0] + put_cpu[1] + put_cpu[2] )); cl_res=$(( res_cpu[0] + res_cpu[1] + res_cpu[2] ))
+  sum() { local t=0 v; for v in "$@"; do t=$(( t + v )); done; echo "$t"; }
+  cl_put=$(sum "${put_cpu[@]}"); cl_res=$(sum "${res_cpu[@]}")
   # The same with each connection reserving from one topic of its client
   # (--own-topic): a reserve of one topic is one script, where one of
   # several topics first peeks each (a read-only script per topic).
   phase k "cluster put+reserve+delete, own topic" "$cports" "$cpids" --mode reserve --own-topic
-  own_cpu=(); for k in 0 1 2; do own_cpu[k]=$(( ph_cpu[k] - put_cpu[k] )); done
+  own_cpu=(); for k in "${!put_cpu[@]}"; do own_cpu[k]=$(( ph_cpu[k] - put_cpu[k] )); done
   shares "redis cpu us, reserve+delete" "${own_cpu[@]}"
-  cl_own=$(( own_cpu[0] + own_cpu[1] + own_cpu[2] ))
+  cl_own=$(sum "${own_cpu[@]}")
   kill "$k1_pid" "$k2_pid" "$k3_pid"; wait "$k1_pid" "$k2_pid" "$k3_pid" 2>/dev/null || true
-  kill "$c1_pid" "$c2_pid" "$c3_pid"; wait "$c1_pid" "$c2_pid" "$c3_pid" 2>/dev/null || true
+  kill $cpids; wait $cpids 2>/dev/null || true
 
   fresh_redis rs
   for i in 1 2 3; do instance s$i "redis://127.0.0.1:$rs_port/0"; done
