@@ -13,6 +13,7 @@
 #   bash scripts/bench-redis.sh cluster      # only when asked: 3-master Cluster vs standalone
 #   TOPICS=90 BALANCE=1 bash scripts/bench-redis.sh cluster   # see the cluster rows below
 #   MASTERS=1 bash scripts/bench-redis.sh cluster   # a Cluster of one master: delayq's Cluster path on one Redis process
+#   (every cluster run ends with its control: three standalone Redis servers, one instance and a third of the load each)
 #   DELAYQ_BIN=/tmp/old/delayq bash scripts/bench-redis.sh side   # a delayq built elsewhere (A/B)
 #
 # Rows: put / enqueue; reserve+delete / work (delayq's reserve row preloads
@@ -418,4 +419,22 @@ else:
       cp/n, sp/n, cp/sp, cr/n, sr/n, cr/sr, (cp+cr)/n, (sp+sr)/n, (cp+cr)/(sp+sr)
     printf "the same with one topic per reserving connection: reserve+delete %.1f / %.1f us = %.2fx; both %.1f / %.1f us = %.2fx\n",
       co/n, so/n, co/so, (cp+co)/n, (sp+so)/n, (cp+co)/(sp+so) }'
+
+  # The control: three standalone Redis servers, no Cluster, each with
+  # one instance and a third of the load (client i's topics on Redis i),
+  # against the one standalone above. What they cost beyond it is what
+  # three Redis processes cost on this machine, whatever delayq does.
+  for i in 1 2 3; do fresh_redis "t$i"; done
+  for i in 1 2 3; do p="t${i}_port"; instance "x$i" "redis://127.0.0.1:${!p}/0"; done
+  tports="$t1_port $t2_port $t3_port"; tpids="$t1_pid $t2_pid $t3_pid"
+  echo "three standalone: Redis $tports, one instance each, the same load"
+  phase x "three standalone put" "$tports" "$tpids" --mode put
+  th_put=$(sum "${ph_cpu[@]}"); tput_cpu=("${ph_cpu[@]}")
+  phase x "three standalone put+reserve+delete, own topic" "$tports" "$tpids" --mode reserve --own-topic
+  th_own=0; for k in 0 1 2; do th_own=$(( th_own + ph_cpu[k] - tput_cpu[k] )); done
+  kill "$x1_pid" "$x2_pid" "$x3_pid"; wait "$x1_pid" "$x2_pid" "$x3_pid" 2>/dev/null || true
+  kill $tpids; wait $tpids 2>/dev/null || true
+  awk -v n="$n" -v tp="$th_put" -v to="$th_own" -v sp="$sa_put" -v so="$sa_own" 'BEGIN {
+    printf "redis cpu per job, three standalone summed / one standalone: put %.1f / %.1f us = %.2fx; reserve+delete, own topic %.1f / %.1f us = %.2fx; both %.1f / %.1f us = %.2fx\n",
+      tp/n, sp/n, tp/sp, to/n, so/n, to/so, (tp+to)/n, (sp+so)/n, (tp+to)/(sp+so) }'
 fi
