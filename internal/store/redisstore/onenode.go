@@ -128,13 +128,14 @@ var putTopicLua = func() string {
 	return strings.Join(names, ", ") + " = " + strings.Join(values, ", ")
 }()
 
-// putOne is Put on a one-node Redis for jobs of one topic, through the
-// instance's put line (putLine): the calls that arrive while one group is
-// in flight go as one script call. ok is false when the one step does
-// not apply (the jobs are of several topics, or some id is claimed: a
-// live job, or a claim the full path may take over) and nothing was
-// written. fresh skips the check of the ids (PutFresh).
-func (s *Store) putOne(ctx context.Context, jobs []*delayq.Job, fresh bool) (ok bool, err error) {
+// putInLine is Put of jobs of one topic through the instance's put line
+// (putLine): the calls that arrive while one group is in flight are
+// written together, on one node as one script call, on a Cluster step by
+// step for the whole group (clusterput.go). ok is false when the line
+// does not apply (the jobs are of several topics, or on one node some id
+// is claimed: a live job, or a claim the full path may take over) and
+// nothing was written. fresh skips the check of the ids (PutFresh).
+func (s *Store) putInLine(ctx context.Context, jobs []*delayq.Job, fresh bool) (ok bool, err error) {
 	c := &putCall{jobs: jobs, fresh: fresh}
 	for _, j := range jobs {
 		if j.Topic != jobs[0].Topic {
@@ -222,19 +223,17 @@ func (s *Store) PutFresh(ctx context.Context, jobs []*delayq.Job) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	if !s.oneNode && len(jobs) > 0 {
-		if err := dupInBatch(jobs); err != nil {
-			return err
-		}
-		return s.putFreshCluster(ctx, jobs)
+	if len(jobs) == 0 {
+		return nil
 	}
-	if s.oneNode && len(jobs) > 0 {
-		if err := dupInBatch(jobs); err != nil {
-			return err
-		}
-		if done, err := s.putOne(ctx, jobs, true); done {
-			return err
-		}
+	if err := dupInBatch(jobs); err != nil {
+		return err
+	}
+	if done, err := s.putInLine(ctx, jobs, true); done {
+		return err
+	}
+	if !s.oneNode {
+		return s.putFreshCluster(ctx, jobs)
 	}
 	return s.Put(ctx, jobs)
 }

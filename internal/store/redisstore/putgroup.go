@@ -52,8 +52,10 @@ type putCall struct {
 	body  int  // body bytes
 
 	// The answer, set by writePuts.
-	claimed bool  // an id was claimed: nothing written, take the full path
+	claimed bool  // one node: an id was claimed, nothing written; take the full path
 	err     error // when not claimed
+
+	claims []string // on a Cluster: each job's claim, made by the group (clusterput.go)
 }
 
 // putLine is the store's line of one-node puts, set up on first use.
@@ -94,6 +96,10 @@ func putIDs(c *putCall) iter.Seq[string] {
 // store's: a gathered group writes for all its callers (one that gives
 // up returns at once, store.Line.Do).
 func (s *Store) writePuts(ctx context.Context, calls []*putCall) {
+	if !s.oneNode {
+		s.writeClusterPuts(ctx, calls)
+		return
+	}
 	fail := func(err error) {
 		for _, c := range calls {
 			c.err = err
