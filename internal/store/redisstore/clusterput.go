@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -13,20 +12,19 @@ import (
 
 // Grouped puts on a Cluster.
 //
-// Concurrent one-topic Put and PutFresh calls on a Cluster go through
-// the same line as on one node (putLine, putgroup.go): the calls that
-// arrive while one group is in flight are written together. A Cluster
-// script touches one slot only, so a group is written step by step as a
-// lone multi-step put is (put.go), each step for the whole group at
-// once: the seqs (one block), the id claims (claimScript per id of Put,
-// all in one pipeline; PutFresh's claims go with the next step), the
-// index pipeline (the fresh claims, one HSET per seq shard, the
-// registry, one bucket mark per topic), one insertScript per topic with
-// every call of that topic (the scripts of the group's topics in one
-// round trip), the second bucket mark (markAgain) and one wake-up per
-// topic and one due time for the group. Redis paid about as much for a
-// script's call as for the jobs it inserts (issue 31): a group of k
-// calls of one topic pays it once.
+// Concurrent one-topic Put and PutFresh calls on a Cluster go through a
+// line as on one node (putgroup.go), one line per topic (putLineOf): the
+// calls of a topic that arrive while one group of it is in flight are
+// written together. A Cluster script touches one slot only, so a group
+// is written step by step as a lone multi-step put is (put.go), each
+// step for the whole group at once: the seqs (one block), the id claims
+// (a claimScript per id of Put, in one pipeline; PutFresh's claims go
+// with the next step), the index pipeline (the fresh claims, one HSET
+// per seq shard, the registry, the bucket mark), ONE insertScript with
+// every call's jobs, the second bucket mark (markAgain), and one
+// wake-up: the group's ready count and its earliest due. A group of k
+// calls pays Redis one script call, one HSET and one SPUBLISH instead
+// of k each (the claims stay one per id: each id is its own slot).
 //
 // Each call keeps its own answer, as when it went alone: an id another
 // put holds fails that call only (ErrExists, or the takeover of a stale
@@ -99,6 +97,7 @@ func (s *Store) writeClusterPuts(ctx context.Context, calls []*putCall) {
 			if c.fresh {
 				return nil
 			}
+			s.unclaimAll(c.jobs, c.claims)
 			return unavailable("put", fmt.Errorf("took longer than %s before insert; gave up so a stale-claim takeover cannot race it", staleClaim/2))
 		})
 	}
@@ -161,32 +160,27 @@ func (s *Store) dropCalls(calls []*putCall, check func(c *putCall) error) []*put
 	return out
 }
 
-// insertCalls runs one insertScript per topic for calls, the topics' in
-// one round trip, and sets each call's answer: nil when its jobs went
-// in, its ExistsError (its claims removed) when an id of it was live in
-// the topic, or the error of a script that failed or whose reply was
-// lost (its claims kept: its jobs may be live).
+// insertCalls inserts the jobs of calls, all of one topic, with one
+// insertScript, and sets each call's answer: nil when its jobs went in,
+// its ExistsError (its claims removed) when an id of it was live in the
+// topic, or the error of a script that failed or whose reply was lost
+// (its claims kept: its jobs may be live).
 func (s *Store) insertCalls(ctx context.Context, calls []*putCall) {
-	topics, byTopic := groupByTopic(calls, func(c *putCall) string { return c.jobs[0].Topic })
-	var wg sync.WaitGroup
-	for _, t := range topics {
-		group := byTopic[t]
-		wg.Go(func() {
-			parts := make([]insertPart, len(group))
-			for i, c := range group {
-				parts[i] = insertPart{jobs: c.jobs, claims: c.claims, fresh: c.fresh}
-			}
-			errs, err := s.insertParts(ctx, t, parts)
-			for i, c := range group {
-				if err != nil {
-					c.err = err
-					continue
-				}
-				if c.err = errs[i]; c.err != nil {
-					s.unclaimAll(c.jobs, c.claims)
-				}
-			}
-		})
+	if len(calls) == 0 {
+		return
 	}
-	wg.Wait()
+	parts := make([]insertPart, len(calls))
+	for i, c := range calls {
+		parts[i] = insertPart{jobs: c.jobs, claims: c.claims, fresh: c.fresh}
+	}
+	errs, err := s.insertParts(ctx, calls[0].jobs[0].Topic, parts)
+	for i, c := range calls {
+		if err != nil {
+			c.err = err
+			continue
+		}
+		if c.err = errs[i]; c.err != nil {
+			s.unclaimAll(c.jobs, c.claims)
+		}
+	}
 }

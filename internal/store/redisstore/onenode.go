@@ -143,7 +143,7 @@ func (s *Store) putInLine(ctx context.Context, jobs []*delayq.Job, fresh bool) (
 		}
 		c.body += len(j.Body)
 	}
-	if err := s.putLine().Do(ctx, c); err != nil {
+	if err := s.putLineOf(jobs[0].Topic).Do(ctx, c); err != nil {
 		return true, fmt.Errorf("redisstore: put: %w", err)
 	}
 	if c.claimed {
@@ -217,8 +217,10 @@ var _ store.FreshPutter = (*Store)(nil)
 // PutFresh implements store.FreshPutter. On one node it is the one-script
 // put without the check of each id (an EXISTS of its claim and an HGET
 // in its topic per job): the engine made the ids just now, so none is
-// taken. On a Cluster it skips the id claim script (putFreshCluster);
-// on one node for jobs of several topics it is Put.
+// taken. On a Cluster it skips the id claim script: each claim names its
+// seq and is a plain SET in the index pipeline, in a group of the
+// topic's puts (clusterput.go), or putFreshCluster for jobs of several
+// topics; on one node for jobs of several topics it is Put.
 func (s *Store) PutFresh(ctx context.Context, jobs []*delayq.Job) error {
 	if err := s.check(); err != nil {
 		return err

@@ -26,7 +26,9 @@ const staleClaim = 10 * time.Second
 // bucket, and finally inserts the jobs of each topic with one script, the
 // source of truth. Every step before the insert only leaves entries that
 // readers verify against the topic, so a crash in between loses nothing
-// acknowledged and corrupts nothing.
+// acknowledged and corrupts nothing. Jobs of one topic go through the
+// put line (putInLine): on one node as one script (onenode.go), on a
+// Cluster the same steps for a whole group (clusterput.go).
 func (s *Store) Put(ctx context.Context, jobs []*delayq.Job) error {
 	if err := s.check(); err != nil {
 		return err

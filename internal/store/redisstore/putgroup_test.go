@@ -59,23 +59,37 @@ type linedPuts struct {
 }
 
 // hold starts the put that takes the line's slot (Redis holds it).
-func (p *linedPuts) hold(jobs ...*delayq.Job) {
+func (p *linedPuts) hold(jobs ...*delayq.Job) int {
 	p.t.Helper()
-	p.start(p.t.Context(), 0, jobs...)
-	waitFor(p.t, 10*time.Second, "the first put in flight", func() bool { return p.s.putLine().Writing() == 1 })
+	return p.holdBy(p.s.Put, jobs...)
 }
 
-// start starts a put and waits until inLine puts wait in the line.
+// holdBy is hold with put (Put or PutFresh).
+func (p *linedPuts) holdBy(put func(context.Context, []*delayq.Job) error, jobs ...*delayq.Job) int {
+	p.t.Helper()
+	i := p.startBy(p.t.Context(), 0, put, jobs...)
+	waitFor(p.t, 10*time.Second, "the first put in flight", func() bool { return p.s.putLineOf(jobs[0].Topic).Writing() == 1 })
+	return i
+}
+
+// start starts a put and waits until inLine puts wait in its line (on
+// a Cluster, its topic's).
 func (p *linedPuts) start(ctx context.Context, inLine int, jobs ...*delayq.Job) int {
+	p.t.Helper()
+	return p.startBy(ctx, inLine, p.s.Put, jobs...)
+}
+
+// startBy is start with put (Put or PutFresh).
+func (p *linedPuts) startBy(ctx context.Context, inLine int, put func(context.Context, []*delayq.Job) error, jobs ...*delayq.Job) int {
 	p.t.Helper()
 	e := new(error)
 	p.errs = append(p.errs, e)
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		*e = p.s.Put(ctx, jobs)
+		*e = put(ctx, jobs)
 	}()
-	waitFor(p.t, 10*time.Second, fmt.Sprintf("%d puts in line", inLine), func() bool { return p.s.putLine().Waiting() == inLine })
+	waitFor(p.t, 10*time.Second, fmt.Sprintf("%d puts in line", inLine), func() bool { return p.s.putLineOf(jobs[0].Topic).Waiting() == inLine })
 	return len(p.errs) - 1
 }
 
