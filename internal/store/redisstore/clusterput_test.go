@@ -74,34 +74,11 @@ func TestClusterConcurrentPutsShareOneScript(t *testing.T) {
 	if n := clusterCalls(t, a, "evalsha") - scripts; n != 4 {
 		t.Errorf("%d insert scripts for 2 puts in flight and 5 lined up behind them, want 4", n)
 	}
-	for _, ids := range [][]string{{"hold", "r1", "r2", "d1", "r3"}, {"u1", "m1", "m2"}} {
-		var last uint64
-		for _, id := range ids {
-			j := ok(a.Get(ctx, delayq.Ref{ID: id}))(t)
-			if j.Seq <= last {
-				t.Errorf("%s has seq %d, not after the put before it (%d)", id, j.Seq, last)
-			}
-			last = j.Seq
-		}
-	}
+	seqsInOrder(t, a, "hold", "r1", "r2", "d1", "r3")
+	seqsInOrder(t, a, "u1", "m1", "m2")
 	// B hears the group's wake-ups: one count and the due time (after
-	// the held put's own t 1).
-	want := map[string]bool{"t 3": true, "u 2": true, "due " + strconv.FormatInt(due.UnixMilli(), 10): true}
-	var heard []string
-	timeout := time.After(5 * time.Second)
-	for len(want) > 0 {
-		select {
-		case e := <-events:
-			h := e.Topic + " " + strconv.Itoa(e.Count)
-			if !e.Due.IsZero() {
-				h = "due " + strconv.FormatInt(e.Due.UnixMilli(), 10)
-			}
-			heard = append(heard, h)
-			delete(want, h)
-		case <-timeout:
-			t.Fatalf("B heard %v; never %v", heard, want)
-		}
-	}
+	// the held puts' own t 1 and u 1).
+	hears(t, events, "t 3", "u 2", "due "+strconv.FormatInt(due.UnixMilli(), 10))
 }
 
 // TestClusterPutGroupAnswersEachPut: in one group on a Cluster every put
@@ -119,16 +96,7 @@ func TestClusterPutGroupAnswersEachPut(t *testing.T) {
 	s := openStore(t, addrs, quietLeases)
 	defer s.Close()
 	ctx := t.Context()
-	for _, id := range []string{"live", "live2"} {
-		if err := s.Put(ctx, []*delayq.Job{readyIn(id, "t")}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// A claim whose put died before its insert, an hour ago.
-	stale := "t|" + strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10) + "|0123456789abcdef"
-	if err := s.c.Do(ctx, s.c.B().Set().Key(s.k.claim("old")).Value(stale).Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
+	liveAndStale(t, s)
 	// A topic whose insert script fails: its id index is not a hash.
 	if err := s.c.Do(ctx, s.c.B().Set().Key(s.k.topic("bad").idsKey()).Value("x").Build()).Error(); err != nil {
 		t.Fatal(err)
@@ -174,16 +142,7 @@ func TestClusterPutGroupAnswersEachPut(t *testing.T) {
 	writes := commits.Load()
 
 	for i, c := range cases {
-		err := p.err(at[i])
-		var ee *delayq.ExistsError
-		switch {
-		case c.taken == "" && err != nil:
-			t.Errorf("put %d (%s) = %v, want nil", i, c.jobs[0].ID, err)
-		case c.taken != "" && !errors.As(err, &ee):
-			t.Errorf("put %d (%s) = %v, want an ExistsError", i, c.jobs[0].ID, err)
-		case c.taken != "" && (ee.ID != c.taken || ee.State != delayq.StateReady):
-			t.Errorf("put %d: ExistsError{%q, %q}, want {%q, ready}", i, ee.ID, ee.State, c.taken)
-		}
+		putAnswered(t, i, c.jobs, c.taken, p.err(at[i]))
 	}
 	if err := p.err(other); err != nil {
 		t.Errorf("the put of another topic = %v, want nil", err)

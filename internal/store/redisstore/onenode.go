@@ -222,16 +222,7 @@ var _ store.FreshPutter = (*Store)(nil)
 // topic's puts (clusterput.go), or putFreshCluster for jobs of several
 // topics; on one node for jobs of several topics it is Put.
 func (s *Store) PutFresh(ctx context.Context, jobs []*delayq.Job) error {
-	if err := s.check(); err != nil {
-		return err
-	}
-	if len(jobs) == 0 {
-		return nil
-	}
-	if err := dupInBatch(jobs); err != nil {
-		return err
-	}
-	if done, err := s.putInLine(ctx, jobs, true); done {
+	if done, err := s.putFirst(ctx, jobs, true); done {
 		return err
 	}
 	if !s.oneNode {

@@ -30,16 +30,7 @@ const staleClaim = 10 * time.Second
 // put line (putInLine): on one node as one script (onenode.go), on a
 // Cluster the same steps for a whole group (clusterput.go).
 func (s *Store) Put(ctx context.Context, jobs []*delayq.Job) error {
-	if err := s.check(); err != nil {
-		return err
-	}
-	if len(jobs) == 0 {
-		return nil
-	}
-	if err := dupInBatch(jobs); err != nil {
-		return err
-	}
-	if done, err := s.putInLine(ctx, jobs, false); done {
+	if done, err := s.putFirst(ctx, jobs, false); done {
 		return err
 	}
 	start := time.Now()
@@ -65,6 +56,22 @@ func (s *Store) Put(ctx context.Context, jobs []*delayq.Job) error {
 	}
 	s.publishPut(ctx, jobs)
 	return nil
+}
+
+// putFirst is what Put and PutFresh (fresh) do first: check the store
+// and the batch, then put jobs of one topic through the put line
+// (putInLine). done is false when the jobs are still to be put.
+func (s *Store) putFirst(ctx context.Context, jobs []*delayq.Job, fresh bool) (done bool, err error) {
+	if err := s.check(); err != nil {
+		return true, err
+	}
+	if len(jobs) == 0 {
+		return true, nil
+	}
+	if err := dupInBatch(jobs); err != nil {
+		return true, err
+	}
+	return s.putInLine(ctx, jobs, fresh)
 }
 
 func dupInBatch(jobs []*delayq.Job) error {
