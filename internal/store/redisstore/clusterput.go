@@ -13,9 +13,9 @@ import (
 // Grouped puts on a Cluster.
 //
 // Concurrent one-topic Put and PutFresh calls on a Cluster go through a
-// line as on one node (putgroup.go), one line per topic (putLineOf): the
-// calls of a topic that arrive while one group of it is in flight are
-// written together. A Cluster script touches one slot only, so a group
+// line as on one node (putgroup.go), one line per topic (putLineOf), two
+// groups in flight at a time (clusterPutsInFlight): the calls of a topic
+// that arrive while both are in flight are written together. A Cluster script touches one slot only, so a group
 // is written step by step as a lone multi-step put is (put.go), each
 // step for the whole group at once: the seqs (one block), the id claims
 // (a claimScript per id of Put, in one pipeline; PutFresh's claims go

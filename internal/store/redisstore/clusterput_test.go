@@ -56,8 +56,11 @@ func TestClusterConcurrentPutsShareOneScript(t *testing.T) {
 
 	release := pauseCluster(t, a)
 	p := &linedPuts{t: t, s: a}
-	p.holdBy(a.PutFresh, readyIn("hold", "t"))
-	p.holdBy(a.PutFresh, readyIn("u1", "u")) // not behind t's
+	// Two groups of a topic are in flight at a time: these four fill
+	// t's and u's slots (u's puts are not behind t's).
+	for _, j := range []*delayq.Job{readyIn("hold", "t"), readyIn("hold2", "t"), readyIn("u1", "u"), readyIn("u2", "u")} {
+		p.holdBy(a.PutFresh, j)
+	}
 	lined := [][]*delayq.Job{{readyIn("r1", "t")}, {readyIn("r2", "t")}, {delayed}, {readyIn("r3", "t")}}
 	for i, jobs := range lined {
 		p.startBy(ctx, i+1, a.PutFresh, jobs...)
@@ -71,11 +74,11 @@ func TestClusterConcurrentPutsShareOneScript(t *testing.T) {
 		}
 	}
 	// The held puts' inserts, then one for t's four and one for u's.
-	if n := clusterCalls(t, a, "evalsha") - scripts; n != 4 {
-		t.Errorf("%d insert scripts for 2 puts in flight and 5 lined up behind them, want 4", n)
+	if n := clusterCalls(t, a, "evalsha") - scripts; n != 6 {
+		t.Errorf("%d insert scripts for 4 puts in flight and 5 lined up behind them, want 6", n)
 	}
-	seqsInOrder(t, a, "hold", "r1", "r2", "d1", "r3")
-	seqsInOrder(t, a, "u1", "m1", "m2")
+	seqsInOrder(t, a, "hold", "hold2", "r1", "r2", "d1", "r3")
+	seqsInOrder(t, a, "u1", "u2", "m1", "m2")
 	// B hears the group's wake-ups: one count and the due time (after
 	// the held puts' own t 1 and u 1).
 	hears(t, events, "t 3", "u 2", "due "+strconv.FormatInt(due.UnixMilli(), 10))
@@ -96,6 +99,9 @@ func TestClusterPutGroupAnswersEachPut(t *testing.T) {
 	s := openStore(t, addrs, quietLeases)
 	defer s.Close()
 	ctx := t.Context()
+	// One group of t in flight at a time (a Cluster writes two), so the
+	// second put of c is written after the first one's group.
+	s.putLineOf("t").InFlight = 1
 	liveAndStale(t, s)
 	// A topic whose insert script fails: its id index is not a hash.
 	if err := s.c.Do(ctx, s.c.B().Set().Key(s.k.topic("bad").idsKey()).Value("x").Build()).Error(); err != nil {
@@ -144,6 +150,7 @@ func TestClusterPutGroupAnswersEachPut(t *testing.T) {
 	for i, c := range cases {
 		putAnswered(t, i, c.jobs, c.taken, p.err(at[i]))
 	}
+
 	if err := p.err(other); err != nil {
 		t.Errorf("the put of another topic = %v, want nil", err)
 	}

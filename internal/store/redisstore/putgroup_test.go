@@ -58,7 +58,7 @@ type linedPuts struct {
 	errs []*error
 }
 
-// hold starts the put that takes the line's slot (Redis holds it).
+// hold starts a put that takes one of the line's slots (Redis holds it).
 func (p *linedPuts) hold(jobs ...*delayq.Job) int {
 	p.t.Helper()
 	return p.holdBy(p.s.Put, jobs...)
@@ -67,8 +67,10 @@ func (p *linedPuts) hold(jobs ...*delayq.Job) int {
 // holdBy is hold with put (Put or PutFresh).
 func (p *linedPuts) holdBy(put func(context.Context, []*delayq.Job) error, jobs ...*delayq.Job) int {
 	p.t.Helper()
+	l := p.s.putLineOf(jobs[0].Topic)
+	n := l.Writing()
 	i := p.startBy(p.t.Context(), 0, put, jobs...)
-	waitFor(p.t, 10*time.Second, "the first put in flight", func() bool { return p.s.putLineOf(jobs[0].Topic).Writing() == 1 })
+	waitFor(p.t, 10*time.Second, "the put in flight", func() bool { return l.Writing() == n+1 })
 	return i
 }
 
