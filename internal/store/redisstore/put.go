@@ -159,8 +159,7 @@ func earliestDelayed(jobs []*delayq.Job) map[string]int64 {
 
 // indexPut writes what a put indexes before its insert, in one pipeline:
 // the claims in set (claims that name their job's seq, of fresh ids:
-// plain SETs; "" for a claim made already), seq -> topic (one HSET per
-// seq shard: a group's seqs are consecutive), the topics to the registry
+// plain SETs; "" for a claim made already), seq -> topic, the topics to the registry
 // (those this instance has not added within registerEvery) and each
 // topic's bucket entry lowered to its earliest delayed due.
 func (s *Store) indexPut(ctx context.Context, jobs []*delayq.Job, set []string) error {
@@ -170,22 +169,13 @@ func (s *Store) indexPut(ctx context.Context, jobs []*delayq.Job, set []string) 
 			cmds = append(cmds, s.c.B().Set().Key(s.k.claim(j.ID)).Value(set[i]).Build())
 		}
 	}
-	shards := map[string]int{} // shard key -> its HSET's index in fields
-	var order []string
-	var fields [][]string
-	for _, j := range jobs {
-		k := s.k.seqShard(j.Seq)
-		i, ok := shards[k]
-		if !ok {
-			i, shards[k], order = len(fields), len(fields), append(order, k)
-			fields = append(fields, nil)
-		}
-		fields[i] = append(fields[i], strconv.FormatUint(j.Seq, 10), j.Topic)
-	}
-	for i, k := range order {
-		fv := s.c.B().Hset().Key(k).FieldValue()
-		for f := 0; f < len(fields[i]); f += 2 {
-			fv = fv.FieldValue(fields[i][f], fields[i][f+1])
+	// One HSET per run of jobs in one seq shard: a put's seqs, and a
+	// group's, are consecutive.
+	for i := 0; i < len(jobs); {
+		shard := s.k.seqShard(jobs[i].Seq)
+		fv := s.c.B().Hset().Key(shard).FieldValue()
+		for ; i < len(jobs) && s.k.seqShard(jobs[i].Seq) == shard; i++ {
+			fv = fv.FieldValue(strconv.FormatUint(jobs[i].Seq, 10), jobs[i].Topic)
 		}
 		cmds = append(cmds, fv.Build())
 	}
