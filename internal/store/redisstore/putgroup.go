@@ -114,7 +114,9 @@ const maxPutLines = 4096
 // 33 producers over 30 topics, whose puts rarely share a topic, put a
 // third slower and cost the Cluster's Redis more CPU per put than
 // without groups. With two, a put waits only behind two of its own
-// topic, and 11 producers of one topic still gather groups of about 5.
+// topic, and 11 producers of one topic still gather groups of about 3
+// (0.36 insert scripts per put, `TOPICS=3 scripts/bench-redis.sh
+// cluster`).
 const clusterPutsInFlight = 2
 
 // newPutLine is a line of puts, not yet used.
