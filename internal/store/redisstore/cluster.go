@@ -87,24 +87,17 @@ func (s *Store) Buckets() []int { return s.leases.held() }
 // InstanceID returns the id this instance uses in leases and events.
 func (s *Store) InstanceID() string { return s.opt.InstanceID }
 
-// insertFreshScript inserts new jobs whose ids were made just now
-// (PutFresh) into one topic on a Cluster: each job's claim already names
-// its seq, so, as on one node, nothing goes into the topic's K_IDS and no
-// id is checked there.
-//
-//	KEYS[1..13] -> the topic's keys (keys.go)
-//	ARGV[1]    -> number of jobs n
-//	ARGV[2..]  -> per job: seq, state, pri, due, deadline (placeArgs), then its packed record
-//	Returns:   {"OK"}
-var insertFreshScript = newScript(`
-for i = 0, tonumber(ARGV[1]) - 1 do
-  local b = 2 + i * 6
-  local seq = ARGV[b]
-  redis.call('SET', K_JOB .. seq, ARGV[b + 5])
-  place(seq, {state = ARGV[b + 1], pri = ARGV[b + 2], due = ARGV[b + 3], deadline = ARGV[b + 4]})
-end
-return {'OK'}
-`)
+// freshClaims are the claims of fresh ids (PutFresh) for jobs, whose
+// seqs are set: each names its job's seq ("topic|at|nonce|seq"), as a
+// one-node put's does.
+func freshClaims(jobs []*delayq.Job) []string {
+	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	claims := make([]string, len(jobs))
+	for i, j := range jobs {
+		claims[i] = j.Topic + "|" + now + "|" + nonce() + "|" + strconv.FormatUint(j.Seq, 10)
+	}
+	return claims
+}
 
 // putFreshCluster is PutFresh on a Cluster. The ids were made just now,
 // so none can be claimed: instead of a claim script per id (SET NX, then
@@ -122,62 +115,20 @@ func (s *Store) putFreshCluster(ctx context.Context, jobs []*delayq.Job) error {
 	if err != nil {
 		return err
 	}
-	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
-	claims := make([]string, len(jobs))
-	cmds := make(rueidis.Commands, 0, 2*len(jobs)+2)
-	earliest := map[string]int64{}
 	for i, j := range jobs {
 		j.Seq = first + uint64(i)
-		seq := strconv.FormatUint(j.Seq, 10)
-		claims[i] = j.Topic + "|" + now + "|" + nonce() + "|" + seq
-		cmds = append(cmds, s.c.B().Set().Key(s.k.claim(j.ID)).Value(claims[i]).Build(),
-			s.c.B().Hset().Key(s.k.seqShard(j.Seq)).FieldValue().FieldValue(seq, j.Topic).Build())
-		if j.State == delayq.StateDelayed {
-			if e, ok := earliest[j.Topic]; !ok || ms(j.Due) < e {
-				earliest[j.Topic] = ms(j.Due)
-			}
-		}
 	}
-	topics := topicsOf(jobs)
-	var register []string
-	for _, t := range topics {
-		if s.registered.due(t) {
-			register = append(register, t)
-		}
-	}
-	asked := time.Now()
-	if len(register) > 0 {
-		cmds = append(cmds, s.c.B().Sadd().Key(s.k.topics()).Member(register...).Build())
-	}
-	for topic, due := range earliest {
-		cmds = append(cmds, s.markDue(topic, due))
-	}
-	if err := s.doAll(ctx, "put: index", cmds); err != nil {
+	claims := freshClaims(jobs)
+	if err := s.indexPut(ctx, jobs, claims); err != nil {
 		s.unclaimAll(jobs, claims)
 		return err
 	}
-	for _, t := range register {
-		s.registered.done(t, asked)
-	}
+	topics := topicsOf(jobs)
 	if s.testHookIndexed != nil {
 		s.testHookIndexed()
 	}
 	for k, topic := range topics {
-		args := []string{""}
-		n := 0
-		var buf []byte
-		for i, j := range jobs {
-			if j.Topic != topic {
-				continue
-			}
-			n++
-			seq := strconv.FormatUint(j.Seq, 10)
-			args = append(append(args, seq), placeArgs(j)...)
-			buf = appendPacked(buf[:0], append(jobFields(j), "seq", seq, "claim", claims[i]), 0)
-			args = append(args, string(buf))
-		}
-		args[0] = strconv.Itoa(n)
-		if _, err := s.exec(ctx, "put", insertFreshScript, topic, args); err != nil {
+		if _, err := s.insertParts(ctx, topic, []insertPart{partOf(topic, jobs, claims, true)}); err != nil {
 			// The topics before this one are in; this one's insert may
 			// have run (its reply was lost) and keeps its claims too.
 			var rest []string

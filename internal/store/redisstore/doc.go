@@ -11,7 +11,9 @@
 // the two steps leaves nothing wrong (docs/redis.md). On one Redis server
 // (not a Cluster) the put, reserve and delete scripts write those global
 // entries themselves, one step per transition (onenode.go), and the puts
-// that arrive while one is in flight share one script call (putgroup.go).
+// that arrive while one is in flight share one script call (putgroup.go);
+// on a Cluster the puts of a topic that arrive while one of it is in
+// flight share each step, one insert script among them (clusterput.go).
 //
 // The timer work is split into buckets leased by the live instances
 // (leases.go); Tick promotes due work of the leased buckets only. Instances

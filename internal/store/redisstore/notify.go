@@ -114,39 +114,49 @@ func (e event) toStore() store.Event {
 	return store.Event{Topic: e.topic, Count: e.count, Due: fromMS(e.due)}
 }
 
-// publish tells the other instances; errors are ignored (best effort).
-func (s *Store) publish(ctx context.Context, e event) {
-	topic := e.topic
-	if topic == "" {
-		topic = "-"
+// publish tells the other instances, all events in one pipeline; errors
+// are ignored (best effort).
+func (s *Store) publish(ctx context.Context, events ...event) {
+	cmds := make(rueidis.Commands, len(events))
+	for i, e := range events {
+		topic := e.topic
+		if topic == "" {
+			topic = "-"
+		}
+		msg := fmt.Sprintf("%s %s %d %d", s.opt.InstanceID, topic, e.count, e.due)
+		if ch := s.channelOf(e); s.sharded {
+			cmds[i] = s.c.B().Spublish().Channel(ch).Message(msg).Build()
+		} else {
+			cmds[i] = s.c.B().Publish().Channel(ch).Message(msg).Build()
+		}
 	}
-	msg := fmt.Sprintf("%s %s %d %d", s.opt.InstanceID, topic, e.count, e.due)
-	ch := s.channelOf(e)
-	if s.sharded {
-		s.c.Do(ctx, s.c.B().Spublish().Channel(ch).Message(msg).Build())
-		return
-	}
-	s.c.Do(ctx, s.c.B().Publish().Channel(ch).Message(msg).Build())
+	s.c.DoMulti(ctx, cmds...)
 }
 
-// publishPut announces the jobs of a put: ready counts per topic and the
-// earliest delayed due.
+// publishPut announces the jobs of a put (or of a group of puts): ready
+// counts per topic and the earliest delayed due.
 func (s *Store) publishPut(ctx context.Context, jobs []*delayq.Job) {
 	ready := map[string]int{}
+	var topics []string
 	var due int64
 	for _, j := range jobs {
 		if j.State == delayq.StateReady {
+			if ready[j.Topic] == 0 {
+				topics = append(topics, j.Topic)
+			}
 			ready[j.Topic]++
 		} else if d := ms(j.Due); due == 0 || d < due {
 			due = d
 		}
 	}
-	for t, n := range ready {
-		s.publish(ctx, event{topic: t, count: n})
+	events := make([]event, 0, len(topics)+1)
+	for _, t := range topics {
+		events = append(events, event{topic: t, count: ready[t]})
 	}
 	if due != 0 {
-		s.publish(ctx, event{due: due})
+		events = append(events, event{due: due})
 	}
+	s.publish(ctx, events...)
 }
 
 func parseEvent(msg string) (self string, e event, ok bool) {

@@ -128,13 +128,14 @@ var putTopicLua = func() string {
 	return strings.Join(names, ", ") + " = " + strings.Join(values, ", ")
 }()
 
-// putOne is Put on a one-node Redis for jobs of one topic, through the
-// instance's put line (putLine): the calls that arrive while one group is
-// in flight go as one script call. ok is false when the one step does
-// not apply (the jobs are of several topics, or some id is claimed: a
-// live job, or a claim the full path may take over) and nothing was
-// written. fresh skips the check of the ids (PutFresh).
-func (s *Store) putOne(ctx context.Context, jobs []*delayq.Job, fresh bool) (ok bool, err error) {
+// putInLine is Put of jobs of one topic through the instance's put line
+// (putLine): the calls that arrive while one group is in flight are
+// written together, on one node as one script call, on a Cluster step by
+// step for the whole group (clusterput.go). ok is false when the line
+// does not apply (the jobs are of several topics, or on one node some id
+// is claimed: a live job, or a claim the full path may take over) and
+// nothing was written. fresh skips the check of the ids (PutFresh).
+func (s *Store) putInLine(ctx context.Context, jobs []*delayq.Job, fresh bool) (ok bool, err error) {
 	c := &putCall{jobs: jobs, fresh: fresh}
 	for _, j := range jobs {
 		if j.Topic != jobs[0].Topic {
@@ -142,7 +143,7 @@ func (s *Store) putOne(ctx context.Context, jobs []*delayq.Job, fresh bool) (ok 
 		}
 		c.body += len(j.Body)
 	}
-	if err := s.putLine().Do(ctx, c); err != nil {
+	if err := s.putLineOf(jobs[0].Topic).Do(ctx, c); err != nil {
 		return true, fmt.Errorf("redisstore: put: %w", err)
 	}
 	if c.claimed {
@@ -216,25 +217,16 @@ var _ store.FreshPutter = (*Store)(nil)
 // PutFresh implements store.FreshPutter. On one node it is the one-script
 // put without the check of each id (an EXISTS of its claim and an HGET
 // in its topic per job): the engine made the ids just now, so none is
-// taken. On a Cluster it skips the id claim script (putFreshCluster);
-// on one node for jobs of several topics it is Put.
+// taken. On a Cluster it skips the id claim script: each claim names its
+// seq and is a plain SET in the index pipeline, in a group of the
+// topic's puts (clusterput.go), or putFreshCluster for jobs of several
+// topics; on one node for jobs of several topics it is Put.
 func (s *Store) PutFresh(ctx context.Context, jobs []*delayq.Job) error {
-	if err := s.check(); err != nil {
+	if done, err := s.putFirst(ctx, jobs, true); done {
 		return err
 	}
-	if !s.oneNode && len(jobs) > 0 {
-		if err := dupInBatch(jobs); err != nil {
-			return err
-		}
+	if !s.oneNode {
 		return s.putFreshCluster(ctx, jobs)
-	}
-	if s.oneNode && len(jobs) > 0 {
-		if err := dupInBatch(jobs); err != nil {
-			return err
-		}
-		if done, err := s.putOne(ctx, jobs, true); done {
-			return err
-		}
 	}
 	return s.Put(ctx, jobs)
 }

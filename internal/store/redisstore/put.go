@@ -26,21 +26,12 @@ const staleClaim = 10 * time.Second
 // bucket, and finally inserts the jobs of each topic with one script, the
 // source of truth. Every step before the insert only leaves entries that
 // readers verify against the topic, so a crash in between loses nothing
-// acknowledged and corrupts nothing.
+// acknowledged and corrupts nothing. Jobs of one topic go through the
+// put line (putInLine): on one node as one script (onenode.go), on a
+// Cluster the same steps for a whole group (clusterput.go).
 func (s *Store) Put(ctx context.Context, jobs []*delayq.Job) error {
-	if err := s.check(); err != nil {
+	if done, err := s.putFirst(ctx, jobs, false); done {
 		return err
-	}
-	if len(jobs) == 0 {
-		return nil
-	}
-	if err := dupInBatch(jobs); err != nil {
-		return err
-	}
-	if s.oneNode {
-		if done, err := s.putOne(ctx, jobs, false); done {
-			return err
-		}
 	}
 	start := time.Now()
 	claims, err := s.claimAll(ctx, jobs)
@@ -67,6 +58,22 @@ func (s *Store) Put(ctx context.Context, jobs []*delayq.Job) error {
 	return nil
 }
 
+// putFirst is what Put and PutFresh (fresh) do first: check the store
+// and the batch, then put jobs of one topic through the put line
+// (putInLine). done is false when the jobs are still to be put.
+func (s *Store) putFirst(ctx context.Context, jobs []*delayq.Job, fresh bool) (done bool, err error) {
+	if err := s.check(); err != nil {
+		return true, err
+	}
+	if len(jobs) == 0 {
+		return true, nil
+	}
+	if err := dupInBatch(jobs); err != nil {
+		return true, err
+	}
+	return s.putInLine(ctx, jobs, fresh)
+}
+
 func dupInBatch(jobs []*delayq.Job) error {
 	seen := make(map[string]bool, len(jobs))
 	for _, j := range jobs {
@@ -89,7 +96,7 @@ func (s *Store) insert(ctx context.Context, jobs []*delayq.Job, claims []string,
 	for i, j := range jobs {
 		j.Seq = first + uint64(i)
 	}
-	if err := s.indexPut(ctx, jobs); err != nil {
+	if err := s.indexPut(ctx, jobs, nil); err != nil {
 		return nil, err
 	}
 	if s.testHookIndexed != nil {
@@ -124,15 +131,7 @@ func (s *Store) insert(ctx context.Context, jobs []*delayq.Job, claims []string,
 // what the sweep repairs (as after a crash between a transition and its
 // mark).
 func (s *Store) markAgain(ctx context.Context, jobs []*delayq.Job) {
-	earliest := map[string]int64{}
-	for _, j := range jobs {
-		if j.State != delayq.StateDelayed {
-			continue
-		}
-		if e, ok := earliest[j.Topic]; !ok || ms(j.Due) < e {
-			earliest[j.Topic] = ms(j.Due)
-		}
-	}
+	earliest := earliestDelayed(jobs)
 	if len(earliest) == 0 {
 		return
 	}
@@ -143,25 +142,63 @@ func (s *Store) markAgain(ctx context.Context, jobs []*delayq.Job) {
 	_ = s.doAll(ctx, "put: index", cmds)
 }
 
-// indexPut writes seq -> topic, registers the topics and lowers each
-// topic's bucket entry to its earliest delayed due, all before the insert.
-func (s *Store) indexPut(ctx context.Context, jobs []*delayq.Job) error {
-	cmds := make(rueidis.Commands, 0, len(jobs)+4)
+// earliestDelayed is the earliest due (unix ms) of the delayed jobs of
+// each topic among jobs.
+func earliestDelayed(jobs []*delayq.Job) map[string]int64 {
 	earliest := map[string]int64{}
 	for _, j := range jobs {
-		cmds = append(cmds, s.c.B().Hset().Key(s.k.seqShard(j.Seq)).FieldValue().
-			FieldValue(strconv.FormatUint(j.Seq, 10), j.Topic).Build())
-		if j.State == delayq.StateDelayed {
-			if e, ok := earliest[j.Topic]; !ok || ms(j.Due) < e {
-				earliest[j.Topic] = ms(j.Due)
-			}
+		if j.State != delayq.StateDelayed {
+			continue
+		}
+		if e, ok := earliest[j.Topic]; !ok || ms(j.Due) < e {
+			earliest[j.Topic] = ms(j.Due)
 		}
 	}
-	cmds = append(cmds, s.c.B().Sadd().Key(s.k.topics()).Member(topicsOf(jobs)...).Build())
-	for topic, due := range earliest {
+	return earliest
+}
+
+// indexPut writes what a put indexes before its insert, in one pipeline:
+// the claims in set (claims that name their job's seq, of fresh ids:
+// plain SETs; "" for a claim made already), seq -> topic, the topics to the registry
+// (those this instance has not added within registerEvery) and each
+// topic's bucket entry lowered to its earliest delayed due.
+func (s *Store) indexPut(ctx context.Context, jobs []*delayq.Job, set []string) error {
+	cmds := make(rueidis.Commands, 0, len(jobs)+4)
+	for i, j := range jobs {
+		if set != nil && set[i] != "" {
+			cmds = append(cmds, s.c.B().Set().Key(s.k.claim(j.ID)).Value(set[i]).Build())
+		}
+	}
+	// One HSET per run of jobs in one seq shard: a put's seqs, and a
+	// group's, are consecutive.
+	for i := 0; i < len(jobs); {
+		shard := s.k.seqShard(jobs[i].Seq)
+		fv := s.c.B().Hset().Key(shard).FieldValue()
+		for ; i < len(jobs) && s.k.seqShard(jobs[i].Seq) == shard; i++ {
+			fv = fv.FieldValue(strconv.FormatUint(jobs[i].Seq, 10), jobs[i].Topic)
+		}
+		cmds = append(cmds, fv.Build())
+	}
+	var register []string
+	for _, t := range topicsOf(jobs) {
+		if s.registered.due(t) {
+			register = append(register, t)
+		}
+	}
+	asked := time.Now()
+	if len(register) > 0 {
+		cmds = append(cmds, s.c.B().Sadd().Key(s.k.topics()).Member(register...).Build())
+	}
+	for topic, due := range earliestDelayed(jobs) {
 		cmds = append(cmds, s.markDue(topic, due))
 	}
-	return s.doAll(ctx, "put: index", cmds)
+	if err := s.doAll(ctx, "put: index", cmds); err != nil {
+		return err
+	}
+	for _, t := range register {
+		s.registered.done(t, asked)
+	}
+	return nil
 }
 
 // markDue lowers topic's entry in its bucket's due index to due (ZADD LT).
@@ -200,50 +237,124 @@ func topicsOf(jobs []*delayq.Job) []string {
 	return out
 }
 
-// insertScript inserts new jobs into one topic.
+// insertScript inserts the jobs of one or more put calls (a group,
+// clusterput.go) into one topic on a Cluster, each call on its own: a call
+// with an id live in the topic writes none of its jobs and answers
+// EXISTS, and the others go in. A call's ids were claimed before (the
+// claim step; fresh ids, PutFresh, with a claim naming the seq): a
+// fresh call's jobs are found through their claims and get no K_IDS
+// entry, nor is a fresh id checked there; another call's ids are
+// checked in K_IDS (a job put before claims named seqs) and entered
+// there.
 //
 //	KEYS[1]    -> the topic's key prefix (keys.go)
-//	ARGV[1]    -> number of jobs n
-//	ARGV[2..]  -> per job: seq, id, state, pri, due, deadline (placeArgs),
-//	              then its packed record
-//	Returns:   {"OK"} or {"EXISTS", id, state} when an id is live in the topic
+//	ARGV[1..]  -> per call: number of jobs n, "1" when its ids are fresh
+//	              (else "0"); then per job: seq, id, state, pri, due,
+//	              deadline (placeArgs), its packed record
+//	Returns:   per call, in order: "OK", or "EXISTS" followed by the
+//	           live id and its state
 var insertScript = newScript(`
-local n = tonumber(ARGV[1])
-for i = 0, n - 1 do
-  local id = ARGV[3 + i * 7]
-  local seq = redis.call('HGET', K_IDS, id)
-  if seq then return {'EXISTS', id, (load(seq) or {}).state or ''} end
+local out, a = {}, 1
+while a <= #ARGV do
+  local n, fresh, first = tonumber(ARGV[a]), ARGV[a + 1] == '1', a + 2
+  a = first + n * 7
+  local st, sid, sstate = 'OK', nil, nil
+  for i = 0, n - 1 do
+    if fresh then break end
+    local id = ARGV[first + i * 7 + 1]
+    local seq = redis.call('HGET', K_IDS, id)
+    if seq then st, sid, sstate = 'EXISTS', id, (load(seq) or {}).state or ''; break end
+  end
+  if st == 'OK' then
+    for i = 0, n - 1 do
+      local b = first + i * 7
+      local seq = ARGV[b]
+      redis.call('SET', K_JOB .. seq, ARGV[b + 6])
+      if not fresh then redis.call('HSET', K_IDS, ARGV[b + 1], seq) end
+      place(seq, {state = ARGV[b + 2], pri = ARGV[b + 3], due = ARGV[b + 4], deadline = ARGV[b + 5]})
+    end
+  end
+  out[#out + 1] = st
+  if sid then out[#out + 1] = sid; out[#out + 1] = sstate end
 end
-for i = 0, n - 1 do
-  local b = 2 + i * 7
-  local seq = ARGV[b]
-  redis.call('SET', K_JOB .. seq, ARGV[b + 6])
-  redis.call('HSET', K_IDS, ARGV[b + 1], seq)
-  place(seq, {state = ARGV[b + 2], pri = ARGV[b + 3], due = ARGV[b + 4], deadline = ARGV[b + 5]})
-end
-return {'OK'}
+return out
 `)
 
-func (s *Store) insertTopic(ctx context.Context, topic string, jobs []*delayq.Job, claims []string) error {
-	args := []string{""}
-	n := 0
+// insertPart is one put call's jobs of one topic, with their claims, for
+// insertScript.
+type insertPart struct {
+	jobs   []*delayq.Job
+	claims []string
+	fresh  bool // the claims name the seqs: no K_IDS entry (PutFresh)
+}
+
+// partOf is the part of jobs (claims[i] is job i's) of topic.
+func partOf(topic string, jobs []*delayq.Job, claims []string, fresh bool) insertPart {
+	p := insertPart{fresh: fresh}
 	for i, j := range jobs {
-		if j.Topic != topic {
-			continue
+		if j.Topic == topic {
+			p.jobs, p.claims = append(p.jobs, j), append(p.claims, claims[i])
 		}
-		n++
-		seq := strconv.FormatUint(j.Seq, 10)
-		kv := append(jobFields(j), "seq", seq, "claim", claims[i], "ix", "1")
-		args = append(args, seq, j.ID)
-		args = append(args, placeArgs(j)...)
-		args = append(args, string(appendPacked(nil, kv, 0)))
 	}
-	args[0] = strconv.Itoa(n)
+	return p
+}
+
+// insertParts inserts parts, all of topic, with one insertScript call.
+// errs[i] is part i's answer: nil when its jobs went in, its
+// *delayq.ExistsError when an id was live and none of them did. err is
+// set, and errs nil, when the script failed or its reply was lost: then
+// every part may be in.
+func (s *Store) insertParts(ctx context.Context, topic string, parts []insertPart) (errs []error, err error) {
+	var args []string
+	var buf []byte
+	for _, p := range parts {
+		fresh := "0"
+		if p.fresh {
+			fresh = "1"
+		}
+		args = append(args, strconv.Itoa(len(p.jobs)), fresh)
+		for i, j := range p.jobs {
+			seq := strconv.FormatUint(j.Seq, 10)
+			kv := append(jobFields(j), "seq", seq, "claim", p.claims[i])
+			if !p.fresh {
+				kv = append(kv, "ix", "1")
+			}
+			args = append(append(args, seq, j.ID), placeArgs(j)...)
+			buf = appendPacked(buf[:0], kv, 0)
+			args = append(args, string(buf))
+		}
+	}
 	arr, err := s.exec(ctx, "put", insertScript, topic, args)
+	if err != nil {
+		return nil, err
+	}
+	errs = make([]error, len(parts))
+	for i := range parts {
+		st := ""
+		if len(arr) > 0 {
+			st, _ = arr[0].ToString()
+		}
+		switch st {
+		case "OK":
+			arr = arr[1:]
+		case "EXISTS":
+			errs[i] = statusErr("put", delayq.Ref{}, arr[:min(3, len(arr))])
+			arr = arr[min(3, len(arr)):]
+		default:
+			return nil, unavailable("put", fmt.Errorf("the insert script answered %q for call %d of %d", st, i+1, len(parts)))
+		}
+	}
+	return errs, nil
+}
+
+// insertTopic inserts the jobs of topic among jobs (claims[i] is job
+// i's), all or none.
+func (s *Store) insertTopic(ctx context.Context, topic string, jobs []*delayq.Job, claims []string) error {
+	errs, err := s.insertParts(ctx, topic, []insertPart{partOf(topic, jobs, claims, false)})
 	if err != nil {
 		return err
 	}
-	return statusErr("put", delayq.Ref{}, arr)
+	return errs[0]
 }
 
 // seqScript hands out n seqs and returns the last. The counter never goes
@@ -301,6 +412,16 @@ return 1
 // claimAll claims every job's id; on a live conflict it undoes its own
 // claims and returns ErrExists naming the id.
 func (s *Store) claimAll(ctx context.Context, jobs []*delayq.Job) ([]string, error) {
+	claims, execs := s.newClaims(jobs)
+	if err := s.settleClaims(ctx, jobs, claims, execMulti(ctx, s.c, claimScript, execs)); err != nil {
+		return nil, err
+	}
+	return claims, nil
+}
+
+// newClaims makes a claim of each job's id ("topic|at|nonce") and the
+// claimScript calls that set them.
+func (s *Store) newClaims(jobs []*delayq.Job) ([]string, []rueidis.LuaExec) {
 	claims := make([]string, len(jobs))
 	execs := make([]rueidis.LuaExec, len(jobs))
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
@@ -308,8 +429,16 @@ func (s *Store) claimAll(ctx context.Context, jobs []*delayq.Job) ([]string, err
 		claims[i] = j.Topic + "|" + now + "|" + nonce()
 		execs[i] = rueidis.LuaExec{Keys: []string{s.k.claim(j.ID)}, Args: []string{claims[i]}}
 	}
+	return claims, execs
+}
+
+// settleClaims reads the answers rs of the claimScript calls of jobs'
+// claims: an id another put holds is taken over when that claim is
+// stale (takeOver), else the put fails. On failure it undoes the put's
+// own claims (those set, or maybe set) and returns why.
+func (s *Store) settleClaims(ctx context.Context, jobs []*delayq.Job, claims []string, rs []rueidis.RedisResult) error {
 	var failed error
-	for i, r := range execMulti(ctx, s.c, claimScript, execs) {
+	for i, r := range rs {
 		if failed != nil {
 			claims[i] = claimedOrUnknown(r, claims[i])
 			continue
@@ -332,9 +461,8 @@ func (s *Store) claimAll(ctx context.Context, jobs []*delayq.Job) ([]string, err
 	}
 	if failed != nil {
 		s.unclaimAll(jobs, claims)
-		return nil, failed
 	}
-	return claims, nil
+	return failed
 }
 
 // claimedOrUnknown is claim when r set it or did not answer (it may have

@@ -58,24 +58,40 @@ type linedPuts struct {
 	errs []*error
 }
 
-// hold starts the put that takes the line's slot (Redis holds it).
-func (p *linedPuts) hold(jobs ...*delayq.Job) {
+// hold starts a put that takes one of the line's slots (Redis holds it).
+func (p *linedPuts) hold(jobs ...*delayq.Job) int {
 	p.t.Helper()
-	p.start(p.t.Context(), 0, jobs...)
-	waitFor(p.t, 10*time.Second, "the first put in flight", func() bool { return p.s.putLine().Writing() == 1 })
+	return p.holdBy(p.s.Put, jobs...)
 }
 
-// start starts a put and waits until inLine puts wait in the line.
+// holdBy is hold with put (Put or PutFresh).
+func (p *linedPuts) holdBy(put func(context.Context, []*delayq.Job) error, jobs ...*delayq.Job) int {
+	p.t.Helper()
+	l := p.s.putLineOf(jobs[0].Topic)
+	n := l.Writing()
+	i := p.startBy(p.t.Context(), 0, put, jobs...)
+	waitFor(p.t, 10*time.Second, "the put in flight", func() bool { return l.Writing() == n+1 })
+	return i
+}
+
+// start starts a put and waits until inLine puts wait in its line (on
+// a Cluster, its topic's).
 func (p *linedPuts) start(ctx context.Context, inLine int, jobs ...*delayq.Job) int {
+	p.t.Helper()
+	return p.startBy(ctx, inLine, p.s.Put, jobs...)
+}
+
+// startBy is start with put (Put or PutFresh).
+func (p *linedPuts) startBy(ctx context.Context, inLine int, put func(context.Context, []*delayq.Job) error, jobs ...*delayq.Job) int {
 	p.t.Helper()
 	e := new(error)
 	p.errs = append(p.errs, e)
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		*e = p.s.Put(ctx, jobs)
+		*e = put(ctx, jobs)
 	}()
-	waitFor(p.t, 10*time.Second, fmt.Sprintf("%d puts in line", inLine), func() bool { return p.s.putLine().Waiting() == inLine })
+	waitFor(p.t, 10*time.Second, fmt.Sprintf("%d puts in line", inLine), func() bool { return p.s.putLineOf(jobs[0].Topic).Waiting() == inLine })
 	return len(p.errs) - 1
 }
 
@@ -141,20 +157,52 @@ func TestOneNodeConcurrentPutsShareOneScript(t *testing.T) {
 	if n := commits.Load(); n != 2 {
 		t.Errorf("%d write round trips for a put in flight and %d lined up behind it, want 2", n, len(lined))
 	}
+	seqsInOrder(t, a, "hold", "r1", "r2", "u1", "d1", "m1", "m2")
+	// B hears the group's wake-ups: its due time, and one count per
+	// topic (after the held put's own t 1).
+	hears(t, events, "t 2", "u 3", "due "+strconv.FormatInt(due.UnixMilli(), 10))
+}
+
+// liveAndStale puts the live jobs "live" and "live2" in topic t and
+// leaves a stale claim of id "old" in t (its put died before its insert,
+// an hour ago).
+func liveAndStale(t *testing.T, s *Store) {
+	t.Helper()
+	for _, id := range []string{"live", "live2"} {
+		if err := s.Put(t.Context(), []*delayq.Job{readyIn(id, "t")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale := "t|" + strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10) + "|0123456789abcdef"
+	if err := s.c.Do(t.Context(), s.c.B().Set().Key(s.k.claim("old")).Value(stale).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// seqsInOrder checks that the jobs of ids have growing seqs.
+func seqsInOrder(t *testing.T, s *Store, ids ...string) {
+	t.Helper()
 	var last uint64
-	for _, id := range []string{"hold", "r1", "r2", "u1", "d1", "m1", "m2"} {
-		j := ok(a.Get(t.Context(), delayq.Ref{ID: id}))(t)
+	for _, id := range ids {
+		j := ok(s.Get(t.Context(), delayq.Ref{ID: id}))(t)
 		if j.Seq <= last {
 			t.Errorf("%s has seq %d, not after the put before it (%d)", id, j.Seq, last)
 		}
 		last = j.Seq
 	}
-	// B hears the group's wake-ups: its due time, and one count per
-	// topic (after the held put's own t 1).
-	want := map[string]bool{"t 2": true, "u 3": true, "due " + strconv.FormatInt(due.UnixMilli(), 10): true}
+}
+
+// hears waits until every event of want ("topic count", or "due <unix
+// ms>") came out of events, for up to 5 s.
+func hears(t *testing.T, events <-chan store.Event, want ...string) {
+	t.Helper()
+	left := map[string]bool{}
+	for _, w := range want {
+		left[w] = true
+	}
 	var heard []string
 	timeout := time.After(5 * time.Second)
-	for len(want) > 0 {
+	for len(left) > 0 {
 		select {
 		case e := <-events:
 			h := e.Topic + " " + strconv.Itoa(e.Count)
@@ -162,10 +210,25 @@ func TestOneNodeConcurrentPutsShareOneScript(t *testing.T) {
 				h = "due " + strconv.FormatInt(e.Due.UnixMilli(), 10)
 			}
 			heard = append(heard, h)
-			delete(want, h)
+			delete(left, h)
 		case <-timeout:
-			t.Fatalf("B heard %v; never %v", heard, want)
+			t.Fatalf("B heard %v; never %v", heard, left)
 		}
+	}
+}
+
+// putAnswered checks put i's answer err: nil when taken is "", else an
+// ExistsError for the id taken, whose job is ready.
+func putAnswered(t *testing.T, i int, jobs []*delayq.Job, taken string, err error) {
+	t.Helper()
+	var ee *delayq.ExistsError
+	switch {
+	case taken == "" && err != nil:
+		t.Errorf("put %d (%s) = %v, want nil", i, jobs[0].ID, err)
+	case taken != "" && !errors.As(err, &ee):
+		t.Errorf("put %d (%s) = %v, want an ExistsError", i, jobs[0].ID, err)
+	case taken != "" && (ee.ID != taken || ee.State != delayq.StateReady):
+		t.Errorf("put %d: ExistsError{%q, %q}, want {%q, ready}", i, ee.ID, ee.State, taken)
 	}
 }
 
@@ -181,16 +244,7 @@ func TestOneNodePutGroupAnswersEachPut(t *testing.T) {
 	s := openStore(t, addrs, Options{})
 	defer s.Close()
 	ctx := t.Context()
-	for _, id := range []string{"live", "live2"} {
-		if err := s.Put(ctx, []*delayq.Job{readyIn(id, "t")}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// A claim whose put died before its insert, an hour ago.
-	stale := "t|" + strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10) + "|0123456789abcdef"
-	if err := s.c.Do(ctx, s.c.B().Set().Key(s.k.claim("old")).Value(stale).Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
+	liveAndStale(t, s)
 	steadySeqs(t, s)
 	commits := countCommits(s)
 
@@ -222,16 +276,7 @@ func TestOneNodePutGroupAnswersEachPut(t *testing.T) {
 	writes := commits.Load()
 
 	for i, c := range cases {
-		err := p.err(at[i])
-		var ee *delayq.ExistsError
-		switch {
-		case c.taken == "" && err != nil:
-			t.Errorf("put %d (%s) = %v, want nil", i, c.jobs[0].ID, err)
-		case c.taken != "" && !errors.As(err, &ee):
-			t.Errorf("put %d (%s) = %v, want an ExistsError", i, c.jobs[0].ID, err)
-		case c.taken != "" && (ee.ID != c.taken || ee.State != delayq.StateReady):
-			t.Errorf("put %d: ExistsError{%q, %q}, want {%q, ready}", i, ee.ID, ee.State, c.taken)
-		}
+		putAnswered(t, i, c.jobs, c.taken, p.err(at[i]))
 	}
 	if err := p.err(quit); !errors.Is(err, context.Canceled) {
 		t.Errorf("the cancelled put = %v, want context.Canceled", err)

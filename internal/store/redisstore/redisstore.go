@@ -126,7 +126,7 @@ type Store struct {
 	topicOf    seqTopics
 	registered registeredTopics
 	seqs       seqBlocks
-	puts       putLine     // one-node puts waiting for a group (putgroup.go)
+	puts       putLine     // puts waiting for a group (putgroup.go; on a Cluster one line per topic)
 	finishes   finishLine  // one node: Delete calls written in groups (finish.go)
 	reserves   reserveLine // one node: single-topic Reserve calls likewise (reservegroup.go)
 
