@@ -28,12 +28,7 @@ import (
 // compare-and-set per id claim and one script per seq shard (EVALSHA
 // calls), not two scripts per call.
 func TestFinishesShareOneScript(t *testing.T) {
-	for _, where := range []struct {
-		name  string
-		addrs func(t *testing.T) []string
-	}{{"one-node", privateRedis}, {"cluster", privateCluster}} {
-		t.Run(where.name, func(t *testing.T) { testFinishesShareOneScript(t, where.addrs(t)) })
-	}
+	eachPrivateRedis(t, testFinishesShareOneScript)
 }
 
 func testFinishesShareOneScript(t *testing.T, addrs []string) {
@@ -222,6 +217,13 @@ func privateRedis(t *testing.T) []string {
 	return []string{fmt.Sprintf("127.0.0.1:%d", port)}
 }
 
+// eachPrivateRedis runs test against a Redis of its own and a Cluster
+// of its own (privateRedis, privateCluster).
+func eachPrivateRedis(t *testing.T, test func(t *testing.T, addrs []string)) {
+	t.Run("one-node", func(t *testing.T) { test(t, privateRedis(t)) })
+	t.Run("cluster", func(t *testing.T) { test(t, privateCluster(t)) })
+}
+
 // privateCluster starts a Redis Cluster of the test's own: one master
 // that holds every slot. To a store it is a Cluster (no script names
 // another slot's keys, the global steps follow the topics' scripts,
@@ -277,12 +279,7 @@ func cmdCalls(stats, cmd string) int {
 // publishes no deadline (nobody else would hear it). On one node and on
 // a Cluster.
 func TestReservesShareOneScript(t *testing.T) {
-	for _, where := range []struct {
-		name  string
-		addrs func(t *testing.T) []string
-	}{{"one-node", privateRedis}, {"cluster", privateCluster}} {
-		t.Run(where.name, func(t *testing.T) { testReservesShareOneScript(t, where.addrs(t)) })
-	}
+	eachPrivateRedis(t, testReservesShareOneScript)
 }
 
 func testReservesShareOneScript(t *testing.T, addrs []string) {
@@ -391,12 +388,7 @@ func testReservesShareOneScript(t *testing.T, addrs []string) {
 // is the test's own, so its PUBLISH and SPUBLISH counts are the two
 // instances' alone.
 func TestReserveDeadlineEventsOnlyWhenEarlier(t *testing.T) {
-	for _, where := range []struct {
-		name  string
-		addrs func(t *testing.T) []string
-	}{{"one-node", privateRedis}, {"cluster", privateCluster}} {
-		t.Run(where.name, func(t *testing.T) { testReserveDeadlineEventsOnlyWhenEarlier(t, where.addrs(t)) })
-	}
+	eachPrivateRedis(t, testReserveDeadlineEventsOnlyWhenEarlier)
 }
 
 func testReserveDeadlineEventsOnlyWhenEarlier(t *testing.T, addrs []string) {
