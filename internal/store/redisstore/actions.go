@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -224,7 +225,7 @@ const trimEvery = "16"
 // claim does); and the topic's ZSET of that state lists it by ended,
 // trimmed of members older than the window on one write in trimEvery.
 // On a Cluster that ZSET has the retention as its TTL and the caller
-// moves the seq's entry to a key with the TTL (retainIndex); on one
+// moves the seq's entry to a key with the TTL (indexEnded); on one
 // node the entry stays in its shard, the ZSET has no TTL, and its trim
 // (here, and the sweep's: trimEnded) drops both.
 //
@@ -234,10 +235,10 @@ const trimEvery = "16"
 //	ARGV[6] -> retention (ms); "0" keeps nothing
 //	ARGV[7] -> "1" to keep the body of a retained job
 //	ARGV[8] -> on a one-node Redis the key prefix: the script then also
-//	           drops or retains the job's global entries (unindex,
-//	           retainIndex; onenode.go); "" on a Cluster, where the caller
-//	           does that after
-//	ARGV[9] -> the nonce of a retained claim (retainIndex)
+//	           drops or retains the job's global entries (onenode.go);
+//	           "" on a Cluster, where the caller does that after
+//	           (indexEnded)
+//	ARGV[9] -> the nonce of a retained claim (one node)
 //	Returns: {"OK", record as it was} or {"NOTRESERVED"}
 var deleteScript = newScript(`
 local seq, j, raw = find(ARGV[1], ARGV[2])
@@ -291,7 +292,7 @@ redis.call('ZADD', idx, nowS, pad(seq))
 local trim = tonumber(seq) % ` + trimEvery + ` == 0
 if prefix == '' then
   -- A Cluster's topic script cannot reach the global keys: the caller
-  -- moves the seq's entry to a key with a TTL (retainIndex), and the
+  -- moves the seq's entry to a key with a TTL (indexEnded), and the
   -- PEXPIRE drops the whole index a window after its last write.
   if trim then redis.call('ZREMRANGEBYSCORE', idx, '-inf', fmt(now - keep)) end
   redis.call('PEXPIRE', idx, px)
@@ -311,33 +312,25 @@ end
 return {'OK', rec}
 `)
 
-// Delete implements store.Store. After the script, the global entries of
-// the job (its id claim, compare-and-delete; its seq) are dropped, or,
-// for a retained job, given the retention as their TTL; if that fails
-// they dangle harmlessly (docs/redis.md).
-//
-// On one node the script also drops or retains the global entries, and
-// concurrent calls are written in groups (finish.go).
+// Delete implements store.Store. Concurrent calls are written in groups
+// (finish.go). On one node the script also drops or retains the job's
+// global entries; on a Cluster they are another slot's, written after
+// the script (indexEnded): the id claim (compare-and-delete) and the seq
+// are dropped, or, for a retained job, given the retention as their TTL;
+// if that fails they dangle harmlessly (docs/redis.md).
 func (s *Store) Delete(ctx context.Context, p store.DeleteParams) (*delayq.Job, error) {
-	if s.oneNode {
-		return s.deleteOne(ctx, p)
-	}
-	force := "0"
-	if p.Force {
-		force = "1"
-	}
-	keep, bodies := s.retentionArgs()
-	r, err := s.runJob(ctx, "delete", deleteScript, p.Ref, p.Ref.Reservation, force,
-		msString(p.Now), keep, bodies, "", nonce())
+	t, err := s.resolve(ctx, p.Ref)
 	if err != nil {
 		return nil, err
 	}
-	if keep != "0" {
-		s.retainIndex(ctx, r, s.opt.Retention.For.Milliseconds())
-	} else {
-		s.unindex(ctx, r)
+	c := &finishCall{t: t, res: p.Ref.Reservation, force: p.Force, now: msString(p.Now), ref: p.Ref}
+	if err := s.finishLine().Do(ctx, c); err != nil {
+		return nil, fmt.Errorf("redisstore: delete %s: %w", p.Ref, err)
 	}
-	return r.job, nil
+	if c.err != nil {
+		return nil, c.err
+	}
+	return c.rec.job, nil
 }
 
 // DeleteBatch implements store.Store. The jobs of a batch may live in
@@ -354,65 +347,6 @@ func (s *Store) DeleteBatch(ctx context.Context, ps []store.DeleteParams) ([]*de
 		jobs[i], errs[i] = s.Delete(ctx, p)
 	}
 	return jobs, errs, nil
-}
-
-// unindex drops a deleted job's global entries.
-func (s *Store) unindex(ctx context.Context, r record) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	s.unclaim(ctx, r.job.ID, r.claim)
-	s.c.Do(ctx, s.c.B().Hdel().Key(s.k.seqShard(r.job.Seq)).Field(strconv.FormatUint(r.job.Seq, 10)).Build())
-}
-
-// retainScript gives a retained job's id claim the retention as its TTL,
-// if it is still the claim the job was put under, and rewrites it as
-// claimed at 0: a retained claim is never a put in progress, so a put of
-// the id takes it over as soon as the retained job is gone or invisible
-// (takeOver), without waiting for staleClaim.
-//
-//	KEYS[1] -> the id's claim key
-//	ARGV[1] -> the claim expected
-//	ARGV[2] -> the retained claim
-//	ARGV[3] -> the retention (ms)
-var retainScript = rueidis.NewLuaScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-return 1
-`)
-
-// retainSeqScript moves a retained job's seq -> topic entry from its
-// shard's hash to a key of its own with the retention as TTL, in one
-// step (both keys share the shard's hash tag), so a reader finds one or
-// the other.
-//
-//	KEYS[1] -> the retained seq key
-//	KEYS[2] -> the seq's shard
-//	ARGV[1] -> the topic
-//	ARGV[2] -> the retention (ms)
-//	ARGV[3] -> the seq
-var retainSeqScript = rueidis.NewLuaScript(`
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('HDEL', KEYS[2], ARGV[3])
-return 1
-`)
-
-// retainIndex keeps a retained job's global entries for the retention:
-// its seq -> topic (a key of its own with a TTL, written before the
-// shard's field is dropped, so a reader always finds one) and its id
-// claim (so a put of the id in any topic finds the retained job).
-func (s *Store) retainIndex(ctx context.Context, r record, keep int64) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	j, seq := r.job, strconv.FormatUint(r.job.Seq, 10)
-	ttl := strconv.FormatInt(keep, 10)
-	retained := j.Topic + "|0|" + nonce()
-	if err := retainSeqScript.Exec(ctx, s.c, []string{s.k.retainedSeq(j.Seq), s.k.seqShard(j.Seq)},
-		[]string{j.Topic, ttl, seq}).Error(); err != nil {
-		s.log.Warn("redisstore: could not index a retained job by seq", "seq", seq, "err", err)
-	}
-	if err := retainScript.Exec(ctx, s.c, []string{s.k.claim(j.ID)}, []string{r.claim, retained, ttl}).Error(); err != nil {
-		s.log.Warn("redisstore: could not keep a retained job's id claim", "id", j.ID, "err", err)
-	}
 }
 
 // updateScript changes a job that is not reserved.

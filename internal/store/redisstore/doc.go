@@ -14,6 +14,9 @@
 // that arrive while one is in flight share one script call (putgroup.go);
 // on a Cluster the puts of a topic that arrive while one of it is in
 // flight share each step, one insert script among them (clusterput.go).
+// Concurrent finishes and single-topic reserves are written in groups,
+// one script per topic, on one node and on a Cluster alike (finish.go,
+// reservegroup.go).
 //
 // The timer work is split into buckets leased by the live instances
 // (leases.go); Tick promotes due work of the leased buckets only. Instances

@@ -14,19 +14,20 @@ import (
 	"github.com/delayq/delayq/internal/store"
 )
 
-// Grouped finishes on one node.
+// Grouped finishes.
 //
-// On a one-node Redis, concurrent Delete calls (a consumer's finish, an
-// operator's delete) go through a store.Line: the calls that arrive
-// while one group is in flight are written together, one script per
-// topic (deleteGroupScript) in one round trip, and a lone call goes at
-// once, through the single-call script (deleteScript), which costs
-// Redis less for one call. The group script reads the records of the
-// whole group with one MGET and the topic's clock with the ids' claims
-// with another, removes them from the reserved index with one ZREM,
-// adds them to their ended index with one ZADD per state, and writes
-// the topic's clock once: callgrind counts 156k Redis instructions per
-// retained finish in groups of 8 against 229k alone (docs/benchmarks.md).
+// Concurrent Delete calls (a consumer's finish, an operator's delete) go
+// through a store.Line, on one node and on a Cluster alike: the calls
+// that arrive while one group is in flight are written together, one
+// script per topic (deleteGroupScript) in one round trip, and a lone
+// call goes at once, through the single-call script (deleteScript),
+// which costs Redis less for one call. The group script reads the
+// records of the whole group with one MGET and the topic's clock (with,
+// on one node, the ids' claims) with another, removes them from the
+// reserved index with one ZREM, adds them to their ended index with one
+// ZADD per state, and writes the topic's clock once: callgrind counts
+// 156k Redis instructions per retained finish on one node in groups of 8
+// against 229k alone (docs/benchmarks.md).
 //
 // Each call keeps its own answer: the script checks every call as the
 // single-call script would (a finish of a job no longer held by that
@@ -36,8 +37,15 @@ import (
 // writes anything, so a record that cannot be read fails the script
 // with nothing written, and the group is then written again one call
 // per script (deleteScript), where that record fails only its own call.
-// A Cluster keeps one script per call: its global entries are another
-// slot's, written after the script (retainIndex, unindex).
+//
+// On one node the scripts also drop or retain the jobs' global entries
+// (the id claims, the seq -> topic shards). On a Cluster those are other
+// slots' keys, which a topic's script cannot touch: the script does what
+// deleteScript does with no key prefix (the retained job's P:{t}:r:<id>,
+// the ended index's TTL), and after the group's scripts its global steps
+// go in one pipelined round trip (indexEnded): one compare-and-set of
+// each id's claim, and one command per seq shard for all of the group's
+// seqs in it.
 
 // finishCall is one Delete waiting for its group.
 type finishCall struct {
@@ -47,7 +55,10 @@ type finishCall struct {
 	now   string // unix ms
 	ref   delayq.Ref
 
-	rec record // the answer, set before the group returns
+	// The answer, set before the group returns: rec.job is set when the
+	// script ended the job, err then only when its replicas did not
+	// confirm it (the write stands).
+	rec record
 	err error
 }
 
@@ -57,7 +68,7 @@ type finishCall struct {
 // about 8 per round trip on two cores.
 const maxFinishGroup = 128
 
-// finishLine is the one-node line of Delete calls, made on first use.
+// finishLine is the store's line of Delete calls, made on first use.
 type finishLine struct {
 	once sync.Once
 	line store.Line[*finishCall]
@@ -73,28 +84,15 @@ func (s *Store) finishLine() *store.Line[*finishCall] {
 	return &s.finishes.line
 }
 
-// deleteOne is Delete on a one-node Redis: its topic looked up, then
-// written through the line.
-func (s *Store) deleteOne(ctx context.Context, p store.DeleteParams) (*delayq.Job, error) {
-	t, err := s.resolve(ctx, p.Ref)
-	if err != nil {
-		return nil, err
-	}
-	c := &finishCall{t: t, res: p.Ref.Reservation, force: p.Force, now: msString(p.Now), ref: p.Ref}
-	if err := s.finishLine().Do(ctx, c); err != nil {
-		return nil, fmt.Errorf("redisstore: delete %s: %w", p.Ref, err)
-	}
-	if c.err != nil {
-		return nil, c.err
-	}
-	return c.rec.job, nil
-}
-
 // writeFinishes writes one group under ctx (a lone call's caller's, a
 // gathered group's the store's): one script per topic, in one round
-// trip (on one dedicated connection, one after the other, when the
-// store waits for replicas), and answers each call.
+// trip (with --redis-wait-replicas, each followed by WAIT on its
+// connection), then on a Cluster the global steps of the jobs ended, in
+// another; and answers each call.
 func (s *Store) writeFinishes(ctx context.Context, calls []*finishCall) {
+	if !s.oneNode {
+		defer s.indexEnded(ctx, calls)
+	}
 	if len(calls) == 1 {
 		// The single-call script costs Redis less for one call (about
 		// 230k instructions against 260k: the group script's tables
@@ -114,7 +112,7 @@ func (s *Store) writeFinishes(ctx context.Context, calls []*finishCall) {
 	for i, t := range topics {
 		group := byTopic[t]
 		args := make([]string, 4, 4+6*len(group))
-		copy(args, []string{keep, bodies, s.k.prefix, strconv.Itoa(len(group))})
+		copy(args, []string{keep, bodies, s.globalPrefix(), strconv.Itoa(len(group))})
 		for _, c := range group {
 			force := "0"
 			if c.force {
@@ -124,7 +122,7 @@ func (s *Store) writeFinishes(ctx context.Context, calls []*finishCall) {
 		}
 		execs[i] = rueidis.LuaExec{Keys: s.k.topic(t).slice(), Args: args}
 	}
-	results, werr := s.execGroups(ctx, "delete", deleteGroupScript, execs)
+	results, werrs := s.execGroups(ctx, "delete", deleteGroupScript, execs)
 	for i, t := range topics {
 		group := byTopic[t]
 		arr, err := results[i].ToArray()
@@ -158,12 +156,24 @@ func (s *Store) writeFinishes(ctx context.Context, calls []*finishCall) {
 				c.err = fmt.Errorf("redisstore: delete: %w", c.err)
 				continue
 			}
-			c.err = werr // written; its replicas may not have confirmed it
+			c.err = werrs[i] // written; its replicas may not have confirmed it
 		}
 	}
 }
 
+// globalPrefix is the key prefix for the scripts that name the global
+// keys themselves on one node (onenode.go), "" on a Cluster, where a
+// topic's script cannot reach them.
+func (s *Store) globalPrefix() string {
+	if s.oneNode {
+		return s.k.prefix
+	}
+	return ""
+}
+
 // deleteAlone is one call of a group written by the single-call script.
+// Its record is returned whenever the script ended the job, with the
+// replicas' error when they did not confirm it.
 func (s *Store) deleteAlone(ctx context.Context, c *finishCall) (record, error) {
 	force := "0"
 	if c.force {
@@ -171,8 +181,8 @@ func (s *Store) deleteAlone(ctx context.Context, c *finishCall) (record, error) 
 	}
 	keep, bodies := s.retentionArgs()
 	arr, err := s.exec(ctx, "delete", deleteScript, c.t.topic,
-		[]string{c.t.mode, c.t.ref, c.res, force, c.now, keep, bodies, s.k.prefix, nonce()})
-	if err != nil {
+		[]string{c.t.mode, c.t.ref, c.res, force, c.now, keep, bodies, s.globalPrefix(), nonce()})
+	if arr == nil {
 		return record{}, err
 	}
 	if err := statusErr("delete", c.ref, arr); err != nil {
@@ -181,11 +191,11 @@ func (s *Store) deleteAlone(ctx context.Context, c *finishCall) (record, error) 
 	if len(arr) < 2 {
 		return record{}, fmt.Errorf("redisstore: delete: short reply")
 	}
-	r, err := decodeJob(arr[1])
-	if err != nil {
-		return record{}, fmt.Errorf("redisstore: delete: %w", err)
+	r, derr := decodeJob(arr[1])
+	if derr != nil {
+		return record{}, fmt.Errorf("redisstore: delete: %w", derr)
 	}
-	return r, nil
+	return r, err
 }
 
 // retentionArgs are the retention (ms, "0" keeps nothing) and whether
@@ -198,13 +208,103 @@ func (s *Store) retentionArgs() (keep, bodies string) {
 	return strconv.FormatInt(max(s.opt.Retention.For.Milliseconds(), 0), 10), bodies
 }
 
+// indexEnded writes, on a Cluster, the global entries of the jobs that
+// calls ended, in one pipelined round trip: each id's claim is dropped,
+// or for a retained job given the retention as its TTL (endClaimScript),
+// and each seq shard's entries of the group are dropped, or for retained
+// jobs moved to keys of their own with that TTL (retainSeqsScript). A
+// step that fails leaves its entry dangling, harmlessly (docs/redis.md);
+// the calls' answers stand. Not under the caller's ctx: a client that
+// hangs up now must not cost its jobs their entries.
+func (s *Store) indexEnded(ctx context.Context, calls []*finishCall) {
+	keep := max(s.opt.Retention.For.Milliseconds(), 0)
+	ttl := strconv.FormatInt(keep, 10)
+	var steps []pipedCall
+	shards := map[string][]string{} // shard -> its entries' args
+	var order []string
+	for _, c := range calls {
+		j := c.rec.job
+		if j == nil {
+			continue
+		}
+		seq := strconv.FormatUint(j.Seq, 10)
+		sh := s.k.seqShard(j.Seq)
+		if _, ok := shards[sh]; !ok {
+			order = append(order, sh)
+		}
+		claim := "" // dropped
+		if keep > 0 {
+			// claimed at 0: a retained claim is never a put in progress
+			claim = j.Topic + "|0|" + nonce()
+			shards[sh] = append(shards[sh], j.Topic, seq)
+		} else {
+			shards[sh] = append(shards[sh], seq)
+		}
+		steps = append(steps, pipedCall{script: endClaimScript, keys: []string{s.k.claim(j.ID)}, args: []string{c.rec.claim, claim, ttl}})
+	}
+	if len(steps) == 0 {
+		return
+	}
+	for _, sh := range order {
+		if keep > 0 {
+			steps = append(steps, pipedCall{script: retainSeqsScript, keys: []string{sh}, args: append([]string{ttl}, shards[sh]...)})
+		} else {
+			steps = append(steps, pipedCall{keys: []string{sh}, cmd: s.c.B().Hdel().Key(sh).Field(shards[sh]...).Build()})
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	for i, r := range doPiped(ctx, s.c, steps) {
+		if err := r.Error(); err != nil {
+			s.log.Warn("redisstore: could not index an ended job's id or seq; it dangles", "key", steps[i].keys[0], "err", err)
+		}
+	}
+}
+
+// endClaimScript drops an ended job's id claim, or gives a retained
+// job's claim the retention as its TTL and rewrites it as claimed at 0
+// (a retained claim is never a put in progress, so a put of the id takes
+// it over as soon as the retained job is gone or invisible: takeOver,
+// without waiting for staleClaim); only if it is still the claim the job
+// was put under.
+//
+//	KEYS[1] -> the id's claim key
+//	ARGV[1] -> the claim expected
+//	ARGV[2] -> the retained claim, or "" to drop it
+//	ARGV[3] -> the retention (ms)
+var endClaimScript = newPipedScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) end
+return 1
+`)
+
+// retainSeqsScript moves retained jobs' seq -> topic entries from their
+// shard's hash to keys of their own with the retention as TTL (keys.go:
+// retainedSeq, the shard's key and ":r:<seq>", so the same hash tag), in
+// one step, so a reader finds one or the other.
+//
+//	KEYS[1]    -> the seqs' shard
+//	ARGV[1]    -> the retention (ms)
+//	ARGV[2..]  -> per job: topic, seq
+var retainSeqsScript = newPipedScript(`
+local seqs = {}
+for i = 2, #ARGV, 2 do
+  redis.call('SET', KEYS[1] .. ':r:' .. ARGV[i + 1], ARGV[i], 'PX', ARGV[1])
+  seqs[#seqs + 1] = ARGV[i + 1]
+end
+redis.call('HDEL', KEYS[1], unpack(seqs))
+return 1
+`)
+
 // deleteGroupScript is deleteScript for the calls of one group, all of
-// one topic, on one node (it names the global keys from the prefix).
+// one topic. On one node it names the global keys from the prefix; on a
+// Cluster (no prefix) it does what deleteScript does there, and the
+// caller writes the global entries after (indexEnded).
 //
 //	KEYS[1]    -> the topic's key prefix (keys.go)
 //	ARGV[1]    -> retention (ms); "0" keeps nothing
 //	ARGV[2]    -> "1" to keep the body of a retained job
-//	ARGV[3]    -> the key prefix
+//	ARGV[3]    -> the key prefix on one node, "" on a Cluster
 //	ARGV[4]    -> number of calls n
 //	ARGV[5..]  -> per call: mode ("i", "s" or "p"), ref, reservation
 //	              ("" for none), force ("1" deletes whatever the state),
@@ -212,6 +312,7 @@ func (s *Store) retentionArgs() (keep, bodies string) {
 //	Returns:   per call its status and the record as it was ("" unless OK)
 var deleteGroupScript = newScript(`
 local keep, px, prefix, n = tonumber(ARGV[1]), ARGV[1], ARGV[3], tonumber(ARGV[4])
+local one = prefix ~= ''
 -- Every call is found and checked before anything is written, so a
 -- record that cannot be read fails the script with nothing done.
 local seqs, ids, keys = {}, {}, {}
@@ -244,10 +345,11 @@ for i = 1, n do
   end
   out[2 * i - 1], out[2 * i] = st, ''
 end
--- The claims, and the topic's clock, in one MGET.
+-- The topic's clock, and on one node the claims, in one MGET (a
+-- Cluster's claims are other slots').
 local claimKeys = {K_NOW}
 for i = 1, n do
-  if out[2 * i - 1] == 'OK' then claimKeys[#claimKeys + 1] = prefix .. ':id:{' .. calls[i].j.id .. '}' end
+  if one and out[2 * i - 1] == 'OK' then claimKeys[#claimKeys + 1] = prefix .. ':id:{' .. calls[i].j.id .. '}' end
 end
 local v = redis.call('MGET', unpack(claimKeys))
 local lastS = v[1]
@@ -258,47 +360,50 @@ local ended, endedOrder, trim = {}, {}, false
 local ci = 1
 for i = 1, n do
   if out[2 * i - 1] == 'OK' then
-    ci = ci + 1
     local c = calls[i]
     local seq, j = c.seq, c.j
-    do
-      out[2 * i] = c.raw or pack(j)
-      local claimKey, claimV = claimKeys[ci], v[ci]
-      if j.state == 'reserved' then reserved[#reserved + 1] = pad(seq) else unplace(seq, j) end
-      if j.ix then redis.call('HDEL', K_IDS, j.id) end
-      if keep <= 0 then
-        dels[#dels + 1] = K_JOB .. seq
+    local claimKey, claimV
+    if one then ci = ci + 1; claimKey, claimV = claimKeys[ci], v[ci] end
+    out[2 * i] = c.raw or pack(j)
+    if j.state == 'reserved' then reserved[#reserved + 1] = pad(seq) else unplace(seq, j) end
+    if j.ix then redis.call('HDEL', K_IDS, j.id) end
+    if keep <= 0 then
+      dels[#dels + 1] = K_JOB .. seq
+      if one then
         if claimV == j.claim then delClaims[#delClaims + 1] = claimKey end
         local sh = shardKeys(prefix, seq)
         if not shards[sh] then shards[sh] = {}; shardOrder[#shardOrder + 1] = sh end
         local f = shards[sh]
         f[#f + 1] = seq
-      else
-        local b = 5 + (i - 1) * 6
-        -- the topic's clock, as clockAt: never back, written once below
-        local nowS = ARGV[b + 4]
-        if last and last >= tonumber(nowS) then nowS = lastS
-        else last, lastS, moved = tonumber(nowS), nowS, true end
-        if c.finished then hend(j, nowS, 'finished', '') else hend(j, nowS, 'deleted', '') end
-        if c.finished then j.state = 'finished'
-        elseif j.state == 'buried' then j.state = 'failed'
-        else j.state = 'deleted' end
-        clear(j)
-        j.ended = nowS
-        local claim = j.claim
-        j.claim = nil
-        j.ix = nil
-        if ARGV[2] ~= '1' then j.body = nil end
-        redis.call('SET', K_JOB .. seq, pack(j), 'PX', px)
-        local idx = K_ENDED[j.state]
-        if not ended[idx] then ended[idx] = {}; endedOrder[#endedOrder + 1] = idx end
-        local e = ended[idx]
-        e[#e + 1] = nowS
-        e[#e + 1] = pad(seq)
-        if tonumber(seq) % ` + trimEvery + ` == 0 then trim = true end
-        if claimV == claim then
-          redis.call('SET', claimKey, j.topic .. '|0|' .. ARGV[b + 5] .. '|' .. seq, 'PX', px)
-        end
+      end
+    else
+      local b = 5 + (i - 1) * 6
+      -- the topic's clock, as clockAt: never back, written once below
+      local nowS = ARGV[b + 4]
+      if last and last >= tonumber(nowS) then nowS = lastS
+      else last, lastS, moved = tonumber(nowS), nowS, true end
+      if c.finished then hend(j, nowS, 'finished', '') else hend(j, nowS, 'deleted', '') end
+      if c.finished then j.state = 'finished'
+      elseif j.state == 'buried' then j.state = 'failed'
+      else j.state = 'deleted' end
+      clear(j)
+      j.ended = nowS
+      local claim = j.claim
+      j.claim = nil
+      j.ix = nil
+      if ARGV[2] ~= '1' then j.body = nil end
+      redis.call('SET', K_JOB .. seq, pack(j), 'PX', px)
+      local idx = K_ENDED[j.state]
+      if not ended[idx] then ended[idx] = {}; endedOrder[#endedOrder + 1] = idx end
+      local e = ended[idx]
+      e[#e + 1] = nowS
+      e[#e + 1] = pad(seq)
+      if tonumber(seq) % ` + trimEvery + ` == 0 then trim = true end
+      if not one then
+        -- the id's claim (another slot) cannot name the seq
+        redis.call('SET', K_RET .. j.id, seq, 'PX', px)
+      elseif claimV == claim then
+        redis.call('SET', claimKey, j.topic .. '|0|' .. ARGV[b + 5] .. '|' .. seq, 'PX', px)
       end
     end
   end
@@ -309,7 +414,14 @@ if #delClaims > 0 then redis.call('DEL', unpack(delClaims)) end
 for _, sh in ipairs(shardOrder) do redis.call('HDEL', sh, unpack(shards[sh])) end
 for _, idx in ipairs(endedOrder) do
   redis.call('ZADD', idx, unpack(ended[idx]))
-  if trim then trimEnded(prefix, idx, fmt(last - keep)) end
+  if one then
+    if trim then trimEnded(prefix, idx, fmt(last - keep)) end
+  else
+    -- as deleteScript on a Cluster: the index goes a window after its
+    -- last write
+    if trim then redis.call('ZREMRANGEBYSCORE', idx, '-inf', fmt(last - keep)) end
+    redis.call('PEXPIRE', idx, px)
+  end
 end
 if moved then redis.call('SET', K_NOW, lastS) end
 return out
@@ -331,35 +443,56 @@ func groupByTopic[C any](calls []C, topic func(C) string) ([]string, map[string]
 }
 
 // execGroups runs script once per topic group (execs) and returns each
-// run's result, to be read on its own: a topic's script that failed must
-// not cost the others their WAIT. werr is the replicas' answer
-// (--redis-wait-replicas): non-nil when they did not confirm the writes.
-func (s *Store) execGroups(ctx context.Context, op string, script *rueidis.Lua, execs []rueidis.LuaExec) (results []rueidis.RedisResult, werr error) {
+// run's result, to be read on its own (a topic's script that failed must
+// not cost the others their WAIT), and the replicas' answer for each
+// (--redis-wait-replicas): non-nil when they did not confirm its writes.
+// On one node the scripts share one dedicated connection and one WAIT;
+// on a Cluster a dedicated connection is one master's, so each topic's
+// script and its WAIT go on their own, side by side.
+func (s *Store) execGroups(ctx context.Context, op string, script *rueidis.Lua, execs []rueidis.LuaExec) (results []rueidis.RedisResult, werrs []error) {
 	var start time.Time
 	if s.Observing() {
 		start = time.Now()
 	}
-	werr = s.acked(ctx, op, func(c rueidis.Client) error {
-		if s.opt.WaitReplicas > 0 { // one dedicated connection: one at a time
-			results = make([]rueidis.RedisResult, len(execs))
-			for i, e := range execs {
-				results[i] = script.Exec(ctx, c, e.Keys, e.Args)
-			}
-		} else {
-			results = execMulti(ctx, c, script, execs)
+	results, werrs = make([]rueidis.RedisResult, len(execs)), make([]error, len(execs))
+	sent := make([]bool, len(execs))
+	switch {
+	case s.opt.WaitReplicas <= 0:
+		results = execMulti(ctx, s.c, script, execs)
+		for i := range sent {
+			sent[i] = true
 		}
-		return nil
-	})
+	case s.oneNode: // one dedicated connection: one at a time
+		werr := s.acked(ctx, op, func(c rueidis.Client) error {
+			for i, e := range execs {
+				results[i], sent[i] = script.Exec(ctx, c, e.Keys, e.Args), true
+			}
+			return nil
+		})
+		for i := range werrs {
+			werrs[i] = werr
+		}
+	default:
+		var wg sync.WaitGroup
+		for i, e := range execs {
+			wg.Go(func() {
+				werrs[i] = s.acked(ctx, op, func(c rueidis.Client) error {
+					results[i], sent[i] = script.Exec(ctx, c, e.Keys, e.Args), true
+					return nil
+				})
+			})
+		}
+		wg.Wait()
+	}
 	if !start.IsZero() {
 		s.Committed(start)
 	}
-	if results == nil {
-		// No connection to write on (a dedicated one for the WAIT):
-		// nothing was sent, and every group answers with why.
-		results = make([]rueidis.RedisResult, len(execs))
-		for i := range results {
-			results[i] = rueidis.NewErrorResult(werr)
+	for i, ok := range sent {
+		if !ok {
+			// No connection to write on (a dedicated one for the WAIT):
+			// nothing was sent, and the group answers with why.
+			results[i] = rueidis.NewErrorResult(werrs[i])
 		}
 	}
-	return results, werr
+	return results, werrs
 }

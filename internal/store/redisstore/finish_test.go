@@ -3,6 +3,8 @@ package redisstore
 import (
 	"errors"
 	"fmt"
+	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,15 +17,21 @@ import (
 	"github.com/delayq/delayq/internal/store"
 )
 
-// TestOneNodeFinishesShareOneScript: finishes that arrive while one is in
+// TestFinishesShareOneScript: finishes that arrive while one is in
 // flight are written together, one script for the group (one ZREM of the
 // reserved index for all of them, read in INFO commandstats), and each is
 // answered on its own: a finish with a reservation that no longer holds
 // its job fails alone with ErrNotReserved, a second finish of a job the
 // group ends fails alone with ErrNotFound, and every other job ends
-// (retained with its history, or gone without retention).
-func TestOneNodeFinishesShareOneScript(t *testing.T) {
-	addrs := privateRedis(t)
+// (retained with its history, or gone without retention). On one node
+// and on a Cluster; on a Cluster the group's global steps then take one
+// compare-and-set per id claim and one script per seq shard (EVALSHA
+// calls), not two scripts per call.
+func TestFinishesShareOneScript(t *testing.T) {
+	eachPrivateRedis(t, testFinishesShareOneScript)
+}
+
+func testFinishesShareOneScript(t *testing.T, addrs []string) {
 	// Another connection pauses Redis's writes while the finishes queue
 	// up, and reads the counters.
 	admin, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
@@ -33,21 +41,34 @@ func TestOneNodeFinishesShareOneScript(t *testing.T) {
 	defer admin.Close()
 	for _, keep := range []time.Duration{time.Hour, 0} {
 		t.Run("retain="+keep.String(), func(t *testing.T) {
-			s := openStore(t, addrs, Options{Volatile: true, Retention: store.Retention{For: keep}})
+			// Leases renewed once an hour: no script but the test's runs
+			// while it counts them.
+			s := openStore(t, addrs, Options{Volatile: true, Retention: store.Retention{For: keep}, LeaseTTL: time.Hour})
 			defer s.Close()
 			ctx := t.Context()
 			const n = 24
 			var jobs []*delayq.Job
-			for i := range n {
+			for i := range n + 3 {
 				jobs = append(jobs, hjob(fmt.Sprintf("f%d", i), "t"))
 			}
 			if err := s.Put(ctx, jobs); err != nil {
 				t.Fatal(err)
 			}
-			got := ok(s.Reserve(ctx, store.ReserveParams{Topics: []string{"t"}, Max: n, Now: time.Now(), By: "w"}))(t)
-			if len(got) != n {
-				t.Fatalf("Reserve = %d jobs, want %d", len(got), n)
+			got := ok(s.Reserve(ctx, store.ReserveParams{Topics: []string{"t"}, Max: n + 3, Now: time.Now(), By: "w"}))(t)
+			if len(got) != n+3 {
+				t.Fatalf("Reserve = %d jobs, want %d", len(got), n+3)
 			}
+			// The last three warm up: one finish alone and a group of
+			// two load every script a finish runs, so none is loaded
+			// (EVAL) while the test counts.
+			warm := got[n:]
+			got = got[:n]
+			finish := func(j *delayq.Job) *finishCall {
+				ref := delayq.Ref{Seq: j.Seq, Reservation: j.Reservation}
+				return &finishCall{t: ok(s.resolve(ctx, ref))(t), res: j.Reservation, now: msString(time.Now()), ref: ref}
+			}
+			s.writeFinishes(ctx, []*finishCall{finish(warm[0])})
+			s.writeFinishes(ctx, []*finishCall{finish(warm[1]), finish(warm[2])})
 			// The calls, all by seq (this instance reserved them, so their
 			// topics are known without asking Redis, whose writes are
 			// paused): each job finished with its reservation, then a
@@ -102,6 +123,22 @@ func TestOneNodeFinishesShareOneScript(t *testing.T) {
 			if zrem := cmdCalls(stats, "zrem"); zrem != 2 {
 				t.Errorf("ZREM calls = %d, want 2: the first finish alone, then one for the group of %d", zrem, len(calls)-1)
 			}
+			if !s.oneNode {
+				// The topic's scripts (the first finish alone, then the
+				// group), an id claim's compare-and-set per job, and with
+				// retention one script per seq shard of each write.
+				want := 2 + n
+				if keep > 0 {
+					shards := map[uint64]bool{}
+					for _, j := range got[1:] {
+						shards[j.Seq/seqShardSize] = true
+					}
+					want += 1 + len(shards)
+				}
+				if evalsha := cmdCalls(stats, "evalsha"); evalsha != want {
+					t.Errorf("EVALSHA calls = %d, want %d: the topic's two scripts, %d claims and the seq shards' steps", evalsha, want, n)
+				}
+			}
 			for _, j := range got {
 				g, err := s.Get(ctx, delayq.Ref{Seq: j.Seq})
 				switch {
@@ -113,8 +150,8 @@ func TestOneNodeFinishesShareOneScript(t *testing.T) {
 			}
 			if keep > 0 {
 				l := ok(s.List(ctx, store.ListParams{Topic: "t", State: delayq.StateFinished}))(t)
-				if len(l.Jobs) != n {
-					t.Errorf("List(finished) = %d jobs, want %d", len(l.Jobs), n)
+				if len(l.Jobs) != n+3 {
+					t.Errorf("List(finished) = %d jobs, want %d", len(l.Jobs), n+3)
 				}
 				var ex *delayq.ExistsError
 				if err := s.Put(ctx, []*delayq.Job{hjob(got[3].ID, "other")}); !errors.As(err, &ex) || ex.State != delayq.StateFinished {
@@ -127,12 +164,17 @@ func TestOneNodeFinishesShareOneScript(t *testing.T) {
 	}
 }
 
-// TestOneNodeFinishGroupWithAnUnreadableRecord: a group whose script
-// fails on a record it cannot read wrote nothing (it reads every record
-// before it writes), and is written again one call at a time, so only
-// the call of that record fails.
-func TestOneNodeFinishGroupWithAnUnreadableRecord(t *testing.T) {
-	s := retaining(t, 1, store.Retention{For: time.Hour})[0]
+// TestFinishGroupWithAnUnreadableRecord: a group whose script fails on a
+// record it cannot read wrote nothing (it reads every record before it
+// writes), and is written again one call at a time, so only the call of
+// that record fails. On one node and on a Cluster.
+func TestFinishGroupWithAnUnreadableRecord(t *testing.T) {
+	eachRedis(t, testFinishGroupWithAnUnreadableRecord)
+}
+
+func testFinishGroupWithAnUnreadableRecord(t *testing.T, addrs []string) {
+	s := openStore(t, addrs, Options{Retention: store.Retention{For: time.Hour}})
+	defer s.Close()
 	ctx := t.Context()
 	jobs := []*delayq.Job{hjob("a", "t"), hjob("b", "t"), hjob("c", "t")}
 	if err := s.Put(ctx, jobs); err != nil {
@@ -175,6 +217,45 @@ func privateRedis(t *testing.T) []string {
 	return []string{fmt.Sprintf("127.0.0.1:%d", port)}
 }
 
+// eachPrivateRedis runs test against a Redis of its own and a Cluster
+// of its own (privateRedis, privateCluster).
+func eachPrivateRedis(t *testing.T, test func(t *testing.T, addrs []string)) {
+	t.Run("one-node", func(t *testing.T) { test(t, privateRedis(t)) })
+	t.Run("cluster", func(t *testing.T) { test(t, privateCluster(t)) })
+}
+
+// privateCluster starts a Redis Cluster of the test's own: one master
+// that holds every slot. To a store it is a Cluster (no script names
+// another slot's keys, the global steps follow the topics' scripts,
+// wake-ups go over sharded pub/sub), and its command counters and
+// CLIENT PAUSE are the test's alone. The shared 3-master Cluster runs
+// the conformance suite.
+func privateCluster(t *testing.T) []string {
+	l, err := net.Listen("tcp", "127.0.0.1:0") // the cluster bus's port
+	if err != nil {
+		t.Fatal(err)
+	}
+	bus := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	_, port := startRedis(t, 0, "--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(bus),
+		"--cluster-config-file", filepath.Join(t.TempDir(), "nodes.conf"))
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	admin, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	ctx := t.Context()
+	if err := admin.Do(ctx, admin.B().ClusterAddslotsrange().StartSlotEndSlot().StartSlotEndSlot(0, clusterSlots-1).Build()).Error(); err != nil {
+		t.Fatalf("CLUSTER ADDSLOTSRANGE: %v", err)
+	}
+	waitFor(t, 10*time.Second, "the private Cluster's state ok", func() bool {
+		info, err := admin.Do(ctx, admin.B().ClusterInfo().Build()).ToString()
+		return err == nil && strings.Contains(info, "cluster_state:ok")
+	})
+	return []string{addr}
+}
+
 // cmdCalls is the calls of cmd in an INFO commandstats answer.
 func cmdCalls(stats, cmd string) int {
 	for _, line := range strings.Split(stats, "\n") {
@@ -186,22 +267,32 @@ func cmdCalls(stats, cmd string) int {
 	return 0
 }
 
-// TestOneNodeReservesShareOneScript: single-topic reserves that arrive
-// while one is in flight are written together, one script for the group
-// (one ZREM of the ready index for all of them, read in INFO
-// commandstats), and each is served as if alone, in order: up to its own
-// Max of the best jobs the calls before it left, acted at its own Now,
-// by its own name, and its jobs' TTRs begin at its own Now rounded up
-// (store.BeginTTR), not at the Now of the call that led the group.
-func TestOneNodeReservesShareOneScript(t *testing.T) {
-	addrs := privateRedis(t)
+// TestReservesShareOneScript: single-topic reserves that arrive while
+// one is in flight are written together, one script for the group (one
+// ZREM of the ready index for all of them, read in INFO commandstats),
+// and each is served as if alone, in order: up to its own Max of the
+// best jobs the calls before it left, acted at its own Now, by its own
+// name, and its jobs' TTRs begin at its own Now rounded up
+// (store.BeginTTR), not at the Now of the call that led the group. The
+// topic's timer bucket is marked once per group (one ZADD of the
+// reserved index and one of the bucket), and an instance alone
+// publishes no deadline (nobody else would hear it). On one node and on
+// a Cluster.
+func TestReservesShareOneScript(t *testing.T) {
+	eachPrivateRedis(t, testReservesShareOneScript)
+}
+
+func testReservesShareOneScript(t *testing.T, addrs []string) {
 	admin, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	s := openStore(t, addrs, Options{Volatile: true, Retention: store.Retention{For: time.Hour}})
+	// Leases renewed (and heartbeats written) once an hour: no ZADD but
+	// the test's runs while it counts them.
+	s := openStore(t, addrs, Options{Volatile: true, Retention: store.Retention{For: time.Hour}, LeaseTTL: time.Hour})
 	defer s.Close()
+	waitFor(t, 10*time.Second, "the store's subscriptions confirmed", func() bool { return s.fan.own() == "1" })
 	ctx := t.Context()
 	const n = 10
 	var jobs []*delayq.Job
@@ -275,20 +366,97 @@ func TestOneNodeReservesShareOneScript(t *testing.T) {
 	if zrem := cmdCalls(stats, "zrem"); zrem != 4 {
 		t.Errorf("ZREM calls = %d, want 4: two for the first reserve alone, two for the group of %d", zrem, len(calls)-1)
 	}
+	// Each of the two adds its jobs to the reserved index and marks the
+	// bucket once.
+	if zadd := cmdCalls(stats, "zadd"); zadd != 4 {
+		t.Errorf("ZADD calls = %d, want 4: two for the first reserve alone, two for the group of %d", zadd, len(calls)-1)
+	}
+	if pub := cmdCalls(stats, "publish") + cmdCalls(stats, "spublish"); pub != 0 {
+		t.Errorf("PUBLISH and SPUBLISH calls = %d, want 0: no other instance listens", pub)
+	}
 	st := ok(s.TopicStats(ctx, "t"))(t)
 	if st.Ready != 0 || st.Reserved != n {
 		t.Errorf("topic stats = %+v, want %d reserved, none ready", st, n)
 	}
 }
 
-// TestOneNodeDeleteGroupOfEveryState: one group of deletes of jobs in
-// every state, as an operator's deletes may meet: a ready, a delayed and
-// a buried job deleted (retained as deleted, deleted and failed, and out
+// TestReserveDeadlineEventsOnlyWhenEarlier: a reserve tells the other
+// instances' timers of its new deadline only when that lowered the
+// topic's timer bucket entry (a later one is no news: the bucket's timer
+// steps at the entry anyway), and the entry then holds it. On one node
+// the script does both; on a Cluster they follow it. Each kind of Redis
+// is the test's own, so its PUBLISH and SPUBLISH counts are the two
+// instances' alone.
+func TestReserveDeadlineEventsOnlyWhenEarlier(t *testing.T) {
+	eachPrivateRedis(t, testReserveDeadlineEventsOnlyWhenEarlier)
+}
+
+func testReserveDeadlineEventsOnlyWhenEarlier(t *testing.T, addrs []string) {
+	stores := group(t, addrs, 2, Options{Volatile: true})
+	a, b := stores[0], stores[1]
+	ctx := t.Context()
+	events := listening(t, a, b)
+	now := delayq.TruncMilli(time.Now())
+	// Served in this order, each with its own TTR: the second's deadline
+	// is later than the first's, the third's earlier.
+	ttrs := []time.Duration{2 * time.Hour, 3 * time.Hour, 30 * time.Minute}
+	var jobs []*delayq.Job
+	for i, ttr := range ttrs {
+		j := hjob(fmt.Sprintf("r%d", i), "de")
+		j.Priority, j.TTR, j.Due, j.Created = uint32(i), ttr, now, now
+		jobs = append(jobs, j)
+	}
+	if err := a.Put(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	published := func() int { return commandCalls(t, a, "publish") + commandCalls(t, a, "spublish") }
+	for i, j := range jobs {
+		before := published()
+		got := ok(a.Reserve(ctx, store.ReserveParams{Topics: []string{"de"}, Max: 1, Now: now, By: "w"}))(t)
+		if len(got) != 1 || got[0].ID != j.ID {
+			t.Fatalf("reserve %d = %v, want %s", i, got, j.ID)
+		}
+		want := 1
+		if i == 1 {
+			want = 0
+		}
+		if n := published() - before; n != want {
+			t.Errorf("reserve %d (deadline in %v) published %d times, want %d", i, ttrs[i], n, want)
+		}
+	}
+	// B hears both deadlines that lowered the entry (an event due within
+	// the minute is a timer's "step now" after a lease change).
+	heard := map[int64]bool{} // unix ms
+	timeout := time.After(5 * time.Second)
+	for !heard[now.Add(2*time.Hour).UnixMilli()] || !heard[now.Add(30*time.Minute).UnixMilli()] {
+		select {
+		case ev := <-events:
+			if !ev.Due.Before(now.Add(time.Minute)) {
+				heard[ev.Due.UnixMilli()] = true
+			}
+		case <-timeout:
+			t.Fatalf("B heard deadlines %v, want %v and %v", heard, now.Add(2*time.Hour), now.Add(30*time.Minute))
+		}
+	}
+	score := ok(a.c.Do(ctx, a.c.B().Zscore().Key(a.k.bucketDue(bucketOf("de", a.opt.Buckets))).Member("de").Build()).AsFloat64())(t)
+	if e := time.UnixMilli(int64(score)); !e.Equal(now.Add(30 * time.Minute)) {
+		t.Errorf("the topic's bucket entry = %v, want the earliest deadline %v", e, now.Add(30*time.Minute))
+	}
+}
+
+// TestDeleteGroupOfEveryState: one group of deletes of jobs in every
+// state, as an operator's deletes may meet: a ready, a delayed and a
+// buried job deleted (retained as deleted, deleted and failed, and out
 // of their live indexes), a reserved job deleted without its reservation
 // (refused alone), the same job then finished with it, and a forced
-// delete of another reserved job.
-func TestOneNodeDeleteGroupOfEveryState(t *testing.T) {
-	s := retaining(t, 1, store.Retention{For: time.Hour})[0]
+// delete of another reserved job. On one node and on a Cluster.
+func TestDeleteGroupOfEveryState(t *testing.T) {
+	eachRedis(t, testDeleteGroupOfEveryState)
+}
+
+func testDeleteGroupOfEveryState(t *testing.T, addrs []string) {
+	s := openStore(t, addrs, Options{Retention: store.Retention{For: time.Hour}})
+	defer s.Close()
 	ctx := t.Context()
 	ready, delayed, buried, held, forced := hjob("ready", "t"), hjob("delayed", "t"), hjob("buried", "t"), hjob("held", "t"), hjob("forced", "t")
 	delayed.State, delayed.Due = delayq.StateDelayed, hat(time.Hour.Milliseconds())
@@ -352,22 +520,32 @@ func TestOneNodeDeleteGroupOfEveryState(t *testing.T) {
 	}
 }
 
-// TestOneNodeGroupsWaitForReplicas: with WaitReplicas, a group's scripts
-// are followed by one WAIT on their connection, and each call of the
-// group is answered with its outcome: on a Redis without replicas, the
-// calls written get the ReplicationError (their writes stand), a finish
-// refused gets its own refusal.
-func TestOneNodeGroupsWaitForReplicas(t *testing.T) {
-	s := openStore(t, redisAddrs(t, "DELAYQ_TEST_REDIS"), Options{WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond,
+// TestGroupsWaitForReplicas: with WaitReplicas, a group's scripts are
+// followed by WAIT on their connection, and each call of the group is
+// answered with its outcome: on a Redis without replicas, the calls
+// written get the ReplicationError (their writes stand), a finish
+// refused gets its own refusal. On one node and on a Cluster (a WAIT per
+// topic there, on that topic's master).
+func TestGroupsWaitForReplicas(t *testing.T) {
+	eachRedis(t, testGroupsWaitForReplicas)
+}
+
+func testGroupsWaitForReplicas(t *testing.T, addrs []string) {
+	s := openStore(t, addrs, Options{WaitReplicas: 1, WaitTimeout: 50 * time.Millisecond,
 		Retention: store.Retention{For: time.Hour}})
 	defer s.Close()
 	ctx := t.Context()
 	var repl *delayq.ReplicationError
-	if err := s.Put(ctx, []*delayq.Job{hjob("a", "t"), hjob("b", "t"), hjob("c", "t")}); !errors.As(err, &repl) {
-		t.Fatalf("Put = %v, want a ReplicationError", err)
+	// Two topics: on a Cluster two slots, each topic's script with a
+	// WAIT of its own.
+	for _, j := range []*delayq.Job{hjob("a", "t"), hjob("b", "t"), hjob("c", "t"), hjob("d", "u")} {
+		if err := s.Put(ctx, []*delayq.Job{j}); !errors.As(err, &repl) {
+			t.Fatalf("Put(%s) = %v, want a ReplicationError", j.ID, err)
+		}
 	}
 	now := time.Now()
 	rcalls := []*reserveCall{{topic: "t", now: msString(now), begin: ceilMSString(now), max: 2, by: "w"},
+		{topic: "u", now: msString(now), begin: ceilMSString(now), max: 1, by: "w"},
 		{topic: "t", now: msString(now), begin: ceilMSString(now), max: 1, by: "w"}}
 	s.writeReserves(ctx, rcalls)
 	for i, c := range rcalls {
@@ -380,7 +558,10 @@ func TestOneNodeGroupsWaitForReplicas(t *testing.T) {
 		t.Fatalf("topic stats = %+v, want the three jobs reserved (the writes stand)", st)
 	}
 	var calls []*finishCall
-	for _, id := range []string{"a", "b", "c"} {
+	if st := ok(s.TopicStats(ctx, "u"))(t); st.Reserved != 1 {
+		t.Fatalf("topic stats of u = %+v, want its job reserved", st)
+	}
+	for _, id := range []string{"a", "d", "c"} {
 		g := ok(s.Get(ctx, delayq.Ref{ID: id}))(t)
 		res := g.Reservation
 		if id == "c" {
@@ -398,7 +579,7 @@ func TestOneNodeGroupsWaitForReplicas(t *testing.T) {
 			t.Errorf("grouped finish with a stale reservation = %v, want ErrNotReserved", c.err)
 		}
 	}
-	for _, id := range []string{"a", "b"} {
+	for _, id := range []string{"a", "d"} {
 		if g := ok(s.Get(ctx, delayq.Ref{ID: id}))(t); g.State != delayq.StateFinished {
 			t.Errorf("Get(%s) = %+v, want finished (the write stands)", id, g)
 		}

@@ -558,7 +558,7 @@ func (s *Store) resolve(ctx context.Context, ref delayq.Ref) (target, error) {
 		}
 		topic, err = s.c.Do(ctx, s.c.B().Hget().Key(s.k.seqShard(ref.Seq)).Field(seq).Build()).ToString()
 		if rueidis.IsRedisNil(err) {
-			// a retained job's seq has a key of its own (retainIndex)
+			// on a Cluster a retained job's seq has a key of its own (indexEnded)
 			topic, err = s.c.Do(ctx, s.c.B().Get().Key(s.k.retainedSeq(ref.Seq)).Build()).ToString()
 		}
 		if err == nil {
@@ -614,7 +614,10 @@ func (s *Store) exec(ctx context.Context, op string, script *rueidis.Lua, topic 
 }
 
 // execKeys is exec with the keys given: a topic's, and on a one-node
-// Redis the global ones its script also writes (onenode.go).
+// Redis the global ones its script also writes (onenode.go). Its reply
+// is nil when the script did not run; a script that ran but whose
+// replicas did not confirm it (--redis-wait-replicas) returns its reply
+// and that error.
 func (s *Store) execKeys(ctx context.Context, op string, script *rueidis.Lua, keys, args []string) ([]rueidis.RedisMessage, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -639,7 +642,9 @@ func (s *Store) execKeys(ctx context.Context, op string, script *rueidis.Lua, ke
 		return nil, unavailable(op, serr)
 	}
 	if err != nil {
-		return nil, err // the script ran; its replicas did not confirm it
+		// The script ran (its reply is returned too); its replicas did
+		// not confirm it.
+		return arr, err
 	}
 	if !start.IsZero() {
 		s.Committed(start)

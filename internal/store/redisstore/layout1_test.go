@@ -111,7 +111,7 @@ func putLayout1(t *testing.T, c rueidis.Client, k keys, jobs ...*delayq.Job) {
 }
 
 // retainLayout1 writes a retained finished job as layout 1's delete
-// script and retainIndex left it: a hash record with a TTL, the id's
+// script and its global steps (indexEnded) left it: a hash record with a TTL, the id's
 // P:{t}:r:<id> key, the ended index, the retained seq key and the claim.
 func retainLayout1(t *testing.T, c rueidis.Client, k keys, j *delayq.Job, ended time.Time, keep time.Duration) {
 	t.Helper()

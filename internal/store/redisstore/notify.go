@@ -133,6 +133,33 @@ func (s *Store) publish(ctx context.Context, events ...event) {
 	s.c.DoMulti(ctx, cmds...)
 }
 
+// heard reports whether e, published now, may reach another instance:
+// its channel has more subscribers than this instance's own (fanout.own),
+// listenedLua's test from Go. One node's PUBSUB NUMSUB counts every
+// subscriber, and a sharded Cluster's PUBSUB SHARDNUMSUB, sent to the
+// shard of the channel, every subscriber of that channel; a Cluster
+// older than Redis 7 counts one node's only, so there, and when Redis
+// cannot say, the answer is yes.
+func (s *Store) heard(ctx context.Context, e event) bool {
+	if !s.oneNode && !s.sharded {
+		return true
+	}
+	ch := s.channelOf(e)
+	var cmd rueidis.Completed
+	if s.sharded {
+		cmd = s.c.B().PubsubShardnumsub().Channel(ch).Build()
+	} else {
+		cmd = s.c.B().PubsubNumsub().Channel(ch).Build()
+	}
+	arr, err := s.c.Do(ctx, cmd).ToArray()
+	if err != nil || len(arr) != 2 {
+		return true
+	}
+	n, err := arr[1].AsInt64()
+	own, _ := strconv.ParseInt(s.fan.own(), 10, 64)
+	return err != nil || n > own
+}
+
 // publishPut announces the jobs of a put (or of a group of puts): ready
 // counts per topic and the earliest delayed due.
 func (s *Store) publishPut(ctx context.Context, jobs []*delayq.Job) {

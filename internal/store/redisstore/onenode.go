@@ -237,7 +237,8 @@ func (s *Store) PutFresh(ctx context.Context, jobs []*delayq.Job) error {
 // ignores its own events. With one instance, or while the others'
 // subscriptions are down (they step their timers when it is back), a
 // one-node put or reserve publishes nothing. PUBSUB NUMSUB counts one
-// node's subscribers only, so a Cluster always publishes.
+// node's subscribers only, so on a Cluster a script cannot tell; there a
+// reserve asks the channel's shard from Go after its script (heard).
 //
 // own is how many of the subscribers are this instance (fanout.own):
 // "1" while Redis has confirmed its subscription. A subscription that

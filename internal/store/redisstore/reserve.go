@@ -105,10 +105,7 @@ func (s *Store) Reserve(ctx context.Context, p store.ReserveParams) ([]*delayq.J
 	now := strconv.FormatInt(ms(p.Now), 10)
 	begin := ceilMSString(p.Now)
 	if len(topics) == 1 {
-		if s.oneNode {
-			return s.reserveOne(ctx, topics[0], p.Max, now, begin, p.By) // grouped: reservegroup.go
-		}
-		return s.reserveTopics(ctx, map[string]share{topics[0]: {n: p.Max}}, now, begin, p.By)
+		return s.reserveOne(ctx, topics[0], p.Max, now, begin, p.By) // grouped: reservegroup.go
 	}
 	shares, err := s.pickShares(ctx, topics, p.Max, now)
 	if err != nil || len(shares) == 0 {
@@ -233,42 +230,44 @@ end
 return out
 `)
 
-// reserveTopics runs the reserve script on each topic with a share, then
-// lowers each topic's bucket entry to its new earliest deadline and tells
-// the other instances' timers.
+// reserveTopics runs the reserve script on each topic with a share; on
+// one node each script lowers its topic's bucket entry to its new
+// earliest deadline and tells the other instances' timers, on a Cluster
+// markDeadlines does after them.
 func (s *Store) reserveTopics(ctx context.Context, shares map[string]share, now, begin, by string) ([]*delayq.Job, error) {
 	out := []*delayq.Job{}
-	var marks rueidis.Commands
-	var earliest int64
-	publish := false
+	dues := map[string]int64{}
+	var rerr error
 	for topic, sh := range shares {
 		var arr []rueidis.RedisMessage
-		var err error
 		if s.oneNode {
-			arr, err = s.execKeys(ctx, "reserve", reserveScript, append(s.k.topic(topic).slice(), s.k.bucketDue(bucketOf(topic, s.opt.Buckets))),
+			arr, rerr = s.execKeys(ctx, "reserve", reserveScript, append(s.k.topic(topic).slice(), s.k.bucketDue(bucketOf(topic, s.opt.Buckets))),
 				[]string{now, strconv.Itoa(sh.n), sh.last, begin, by, topic, s.k.events(), s.opt.InstanceID, s.fan.own()})
 		} else {
-			arr, err = s.exec(ctx, "reserve", reserveScript, topic, []string{now, strconv.Itoa(sh.n), sh.last, begin, by})
+			arr, rerr = s.exec(ctx, "reserve", reserveScript, topic, []string{now, strconv.Itoa(sh.n), sh.last, begin, by})
 		}
-		if err != nil {
-			return out, err
+		if len(arr) > 0 {
+			if d, err := arr[0].AsInt64(); err == nil {
+				dues[topic] = d
+			}
+		}
+		if rerr != nil {
+			// Not run, or run and not confirmed by the replicas: the
+			// error, and not this topic's jobs (reserved, they come back
+			// after their TTR, which is marked below).
+			break
 		}
 		for _, m := range arr[1:] {
 			r, err := decodeJob(m)
 			if err != nil {
-				return out, unavailable("reserve: decode", err)
+				rerr = unavailable("reserve: decode", err)
+				break
 			}
 			out = append(out, r.job)
 			s.topicOf.add(r.job.Seq, topic)
 		}
-		if d, err := arr[0].AsInt64(); err == nil {
-			if !s.oneNode {
-				marks = append(marks, s.markDue(topic, d))
-				publish = true // one node: the script published
-			}
-			if earliest == 0 || d < earliest {
-				earliest = d
-			}
+		if rerr != nil {
+			break
 		}
 	}
 	slices.SortFunc(out, func(a, b *delayq.Job) int {
@@ -277,22 +276,56 @@ func (s *Store) reserveTopics(ctx context.Context, shares map[string]share, now,
 		}
 		return cmpU(a.Seq, b.Seq)
 	})
-	if len(marks) > 0 {
-		// The jobs are reserved whatever happens now; a lost mark only
-		// delays their TTR expiry until the sweep (tick.go) repairs it.
-		// Not the caller's ctx: a client that hangs up now must not
-		// cost its jobs their marks (rueidis's own timeouts bound this).
-		if err := s.doAll(context.WithoutCancel(ctx), "reserve: mark deadline", marks); err != nil {
-			s.log.Warn("redisstore: reserve could not mark deadlines; the sweep will", "err", err)
+	if !s.oneNode {
+		s.markDeadlines(ctx, dues)
+	}
+	return out, rerr
+}
+
+// markDeadlines lowers each topic's entry in its timer bucket's due
+// index to its earliest new deadline (dues, unix ms) after a reserve
+// script that could not (a Cluster's, whose bucket is another slot's;
+// reserveJobScript's), in one round trip (ZADD LT CH), and publishes the
+// earliest deadline that lowered an entry, when another instance listens
+// (heard). An entry it did not lower is at or before the deadline
+// already, so the bucket's timer, whichever instance holds it, steps
+// there anyway and then finds the next (tick.go: next); an instance that
+// takes the bucket over sweeps it and steps at once (leases.go). So the
+// one-node scripts publish, and so a Cluster does.
+//
+// The jobs are reserved whatever happens now; a lost mark only delays
+// their TTR expiry until the sweep (tick.go) repairs it. Not the
+// caller's ctx: a client that hangs up now must not cost its jobs their
+// marks (rueidis's own timeouts bound this).
+func (s *Store) markDeadlines(ctx context.Context, dues map[string]int64) {
+	if len(dues) == 0 {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	topics := make([]string, 0, len(dues))
+	cmds := make(rueidis.Commands, 0, len(dues))
+	for t, d := range dues {
+		topics = append(topics, t)
+		cmds = append(cmds, s.c.B().Zadd().Key(s.k.bucketDue(bucketOf(t, s.opt.Buckets))).Lt().Ch().
+			ScoreMember().ScoreMember(float64(d), t).Build())
+	}
+	var lowered int64
+	for i, r := range s.c.DoMulti(ctx, cmds...) {
+		n, err := r.AsInt64()
+		if err != nil {
+			s.log.Warn("redisstore: reserve could not mark a deadline; the sweep will", "topic", topics[i], "err", err)
+			continue
+		}
+		if d := dues[topics[i]]; n == 1 && (lowered == 0 || d < lowered) {
+			lowered = d
 		}
 	}
-	if publish {
-		// Even when this instance holds the bucket: its lease may move
-		// before the deadline, and the timer that takes it must hear of
-		// it (skipping this made a failover test's TTR expiry 17 s late).
-		s.publish(ctx, event{due: earliest})
+	if lowered != 0 {
+		e := event{due: lowered}
+		if s.heard(ctx, e) {
+			s.publish(ctx, e)
+		}
 	}
-	return out, nil
 }
 
 func cmpU(a, b uint64) int {
@@ -340,10 +373,6 @@ func (s *Store) ReserveJob(ctx context.Context, p store.ReserveJobParams) (*dela
 	if err != nil {
 		return nil, err
 	}
-	d := ms(r.job.Deadline)
-	if err := s.c.Do(context.WithoutCancel(ctx), s.markDue(r.job.Topic, d)).Error(); err != nil {
-		s.log.Warn("redisstore: reserve could not mark deadline; the sweep will", "err", err)
-	}
-	s.publish(ctx, event{due: d})
+	s.markDeadlines(ctx, map[string]int64{r.job.Topic: ms(r.job.Deadline)})
 	return r.job, nil
 }

@@ -13,21 +13,28 @@ import (
 	"github.com/delayq/delayq/internal/store"
 )
 
-// Grouped reserves on one node.
+// Grouped reserves.
 //
 // Concurrent reserves of one topic (a consumer's reserve names one tube,
 // or an HTTP reserve one topic) go through a store.Line as finishes do
-// (finish.go): the calls that arrive while one group is in flight are
-// written together, one script per topic (reserveGroupScript) in one
-// round trip, and a lone call goes at once, through the single-call
-// script. Each call is served as if alone, in the order taken: it takes
-// up to its own Max of the best ready jobs left after the calls before
-// it, acts at its own Now (never before the topic's clock, which the
-// group moves forward call by call), and its jobs' TTRs begin at that
-// call's own rounded-up Now (store.BeginTTR), so a call gathered behind
-// another never gets a TTR that began earlier than it asked. Reserves of
-// several topics keep their own path (a peek of each, then one script
-// per topic with a bound).
+// (finish.go), on one node and on a Cluster alike: the calls that arrive
+// while one group is in flight are written together, one script per
+// topic (reserveGroupScript) in one round trip, and a lone call goes at
+// once, through the single-call script. Each call is served as if
+// alone, in the order taken: it takes up to its own Max of the best
+// ready jobs left after the calls before it, acts at its own Now (never
+// before the topic's clock, which the group moves forward call by
+// call), and its jobs' TTRs begin at that call's own rounded-up Now
+// (store.BeginTTR), so a call gathered behind another never gets a TTR
+// that began earlier than it asked. Reserves of several topics keep
+// their own path (a peek of each, then one script per topic with a
+// bound).
+//
+// The group's earliest new deadline lowers the topic's timer bucket
+// entry and is published to the other instances' timers only when it
+// lowered the entry and another instance listens: on one node in the
+// script, on a Cluster (the bucket is another slot's) after it, once per
+// group (markDeadlines).
 
 // reserveCall is one single-topic Reserve waiting for its group.
 type reserveCall struct {
@@ -41,7 +48,7 @@ type reserveCall struct {
 	err  error
 }
 
-// reserveLine is the one-node line of single-topic Reserve calls, made
+// reserveLine is the store's line of single-topic Reserve calls, made
 // on first use.
 type reserveLine struct {
 	once sync.Once
@@ -58,8 +65,7 @@ func (s *Store) reserveLine() *store.Line[*reserveCall] {
 	return &s.reserves.line
 }
 
-// reserveOne is Reserve of one topic on a one-node Redis, through the
-// line.
+// reserveOne is Reserve of one topic, through the line.
 func (s *Store) reserveOne(ctx context.Context, topic string, max int, now, begin, by string) ([]*delayq.Job, error) {
 	c := &reserveCall{topic: topic, now: now, begin: begin, max: max, by: by}
 	if err := s.reserveLine().Do(ctx, c); err != nil {
@@ -70,7 +76,8 @@ func (s *Store) reserveOne(ctx context.Context, topic string, max int, now, begi
 
 // writeReserves writes one group of reserves under ctx (a lone call's
 // caller's, a gathered group's the store's): one script per topic, in
-// one round trip, and answers each call.
+// one round trip, then on a Cluster the marks of the topics' buckets;
+// and answers each call.
 func (s *Store) writeReserves(ctx context.Context, calls []*reserveCall) {
 	if len(calls) == 1 {
 		s.reserveAlone(ctx, calls[0])
@@ -91,11 +98,16 @@ func (s *Store) writeReserves(ctx context.Context, calls []*reserveCall) {
 		for _, c := range group {
 			args = append(args, c.now, strconv.Itoa(c.max), c.begin, c.by)
 		}
-		execs[i] = rueidis.LuaExec{Keys: append(s.k.topic(t).slice(), s.k.bucketDue(bucketOf(t, s.opt.Buckets))), Args: args}
+		keys := s.k.topic(t).slice()
+		if s.oneNode {
+			keys = append(keys, s.k.bucketDue(bucketOf(t, s.opt.Buckets)))
+		}
+		execs[i] = rueidis.LuaExec{Keys: keys, Args: args}
 	}
-	results, werr := s.execGroups(ctx, "reserve", reserveGroupScript, execs)
+	results, werrs := s.execGroups(ctx, "reserve", reserveGroupScript, execs)
+	dues := map[string]int64{} // each topic's earliest new deadline
 	for i, t := range topics {
-		group := byTopic[t]
+		group, werr := byTopic[t], werrs[i]
 		arr, err := results[i].ToArray()
 		if err != nil {
 			var re *rueidis.RedisError
@@ -120,7 +132,10 @@ func (s *Store) writeReserves(ctx context.Context, calls []*reserveCall) {
 				c.err = fmt.Errorf("redisstore: reserve: short reply")
 				continue
 			}
-			k, _ := arr[0].AsInt64() // arr[1] is its earliest deadline: published by the script
+			k, _ := arr[0].AsInt64()
+			if d, err := arr[1].AsInt64(); err == nil && (dues[t] == 0 || d < dues[t]) {
+				dues[t] = d // on one node the script marked it
+			}
 			arr = arr[2:]
 			if int(k) > len(arr) {
 				c.err = fmt.Errorf("redisstore: reserve: short reply")
@@ -143,6 +158,10 @@ func (s *Store) writeReserves(ctx context.Context, calls []*reserveCall) {
 			}
 		}
 	}
+	if !s.oneNode {
+		// Marked whatever the replicas said: the jobs are reserved.
+		s.markDeadlines(ctx, dues)
+	}
 }
 
 // reserveAlone is one call written by the single-call script.
@@ -151,11 +170,12 @@ func (s *Store) reserveAlone(ctx context.Context, c *reserveCall) {
 }
 
 // reserveGroupScript is reserveScript for the calls of one group, all of
-// one topic, on one node.
+// one topic.
 //
 //	KEYS[1]    -> the topic's key prefix (keys.go)
-//	KEYS[2]    -> the topic's timer bucket, lowered to the earliest new
-//	              deadline
+//	KEYS[2]    -> on one node the topic's timer bucket, lowered to the
+//	              earliest new deadline; none on a Cluster, where the
+//	              caller marks it after (markDeadlines)
 //	ARGV[1]    -> the topic
 //	ARGV[2]    -> the events channel (listenedLua)
 //	ARGV[3]    -> this instance's id
@@ -237,9 +257,9 @@ if #ready > 0 then
   redis.call('ZADD', K_RESERVED, unpack(reserved))
 end
 if moved then redis.call('SET', K_NOW, lastS) end
--- published only when it lowered the bucket's entry (else the bucket's
--- timer steps at the entry, at or before it, anyway)
-if soonest then
+-- one node: published only when it lowered the bucket's entry (else
+-- the bucket's timer steps at the entry, at or before it, anyway)
+if soonest and KEYS[2] then
   local d = fmt(soonest)
   if redis.call('ZADD', KEYS[2], 'LT', 'CH', d, ARGV[1]) == 1 and listened(ARGV[2], ARGV[4]) then
     redis.call('PUBLISH', ARGV[2], ARGV[3] .. ' - 0 ' .. d)
