@@ -68,20 +68,26 @@ type finishCall struct {
 // about 8 per round trip on two cores.
 const maxFinishGroup = 128
 
-// finishLine is the store's line of Delete calls, made on first use.
-type finishLine struct {
+// onceLine is a store.Line that the store sets up on its first use.
+type onceLine[C any] struct {
 	once sync.Once
-	line store.Line[*finishCall]
+	line store.Line[C]
 }
 
+// get returns the line, set up by setup the first time.
+func (o *onceLine[C]) get(setup func(l *store.Line[C])) *store.Line[C] {
+	o.once.Do(func() { setup(&o.line) })
+	return &o.line
+}
+
+// finishLine is the store's line of Delete calls.
 func (s *Store) finishLine() *store.Line[*finishCall] {
-	s.finishes.once.Do(func() {
-		s.finishes.line.Write = s.writeFinishes
-		s.finishes.line.Ctx = s.ctx // a gathered group writes for all its callers
-		s.finishes.line.MaxJobs = maxFinishGroup
-		s.finishes.line.Size = func(*finishCall) (int, int) { return 1, 0 }
+	return s.finishes.get(func(l *store.Line[*finishCall]) {
+		l.Write = s.writeFinishes
+		l.Ctx = s.ctx // a gathered group writes for all its callers
+		l.MaxJobs = maxFinishGroup
+		l.Size = func(*finishCall) (int, int) { return 1, 0 }
 	})
-	return &s.finishes.line
 }
 
 // writeFinishes writes one group under ctx (a lone call's caller's, a

@@ -126,9 +126,9 @@ type Store struct {
 	topicOf    seqTopics
 	registered registeredTopics
 	seqs       seqBlocks
-	puts       putLine     // puts waiting for a group (putgroup.go; on a Cluster one line per topic)
-	finishes   finishLine  // one node: Delete calls written in groups (finish.go)
-	reserves   reserveLine // one node: single-topic Reserve calls likewise (reservegroup.go)
+	puts       putLine                // puts waiting for a group (putgroup.go; on a Cluster one line per topic)
+	finishes   onceLine[*finishCall]  // Delete calls written in groups (finish.go)
+	reserves   onceLine[*reserveCall] // single-topic Reserve calls likewise (reservegroup.go)
 
 	// testHookIndexed, set only by tests, runs in a multi-step put
 	// between its bucket marks and its inserts (put.go, cluster.go).

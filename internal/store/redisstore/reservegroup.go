@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 
 	"github.com/redis/rueidis"
 
@@ -48,21 +47,14 @@ type reserveCall struct {
 	err  error
 }
 
-// reserveLine is the store's line of single-topic Reserve calls, made
-// on first use.
-type reserveLine struct {
-	once sync.Once
-	line store.Line[*reserveCall]
-}
-
+// reserveLine is the store's line of single-topic Reserve calls.
 func (s *Store) reserveLine() *store.Line[*reserveCall] {
-	s.reserves.once.Do(func() {
-		s.reserves.line.Write = s.writeReserves
-		s.reserves.line.Ctx = s.ctx // a gathered group writes for all its callers
-		s.reserves.line.MaxJobs = maxFinishGroup
-		s.reserves.line.Size = func(c *reserveCall) (int, int) { return c.max, 0 }
+	return s.reserves.get(func(l *store.Line[*reserveCall]) {
+		l.Write = s.writeReserves
+		l.Ctx = s.ctx // a gathered group writes for all its callers
+		l.MaxJobs = maxFinishGroup
+		l.Size = func(c *reserveCall) (int, int) { return c.max, 0 }
 	})
-	return &s.reserves.line
 }
 
 // reserveOne is Reserve of one topic, through the line.
