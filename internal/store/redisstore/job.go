@@ -372,6 +372,23 @@ func placeArgs(j *delayq.Job) []string {
 	return []string{string(j.State), strconv.FormatUint(uint64(j.Priority), 10), msString(j.Due), optMS(j.Deadline)}
 }
 
+// putPlaceArgs are what putOneScript needs of a job seq to index it,
+// made here so the script formats nothing: its state, its index score
+// (due; a reserved job's deadline) and member ("%010d(priority)%020d(seq)"
+// for a ready job, whose age index member is the seq part; "%020d(seq)"
+// else; keys.go).
+func putPlaceArgs(j *delayq.Job, seq uint64) []string {
+	score := msString(j.Due)
+	if j.State == delayq.StateReserved {
+		score = msString(j.Deadline)
+	}
+	m := fmt.Sprintf("%020d", seq)
+	if j.State == delayq.StateReady {
+		m = fmt.Sprintf("%010d", j.Priority) + m
+	}
+	return []string{string(j.State), score, m}
+}
+
 // optMS is "" for the zero time, else unix ms.
 func optMS(t time.Time) string {
 	if t.IsZero() {
