@@ -70,6 +70,26 @@ local function pad(seq) return string.rep('0', 20 - #seq) .. seq end
 local function unpad(m) return (string.gsub(m, '^0+', '')) end
 local function rmember(pri, seq) return string.format('%010d', tonumber(pri)) .. pad(seq) end
 local function fmt(n) return string.format('%d', n) end
+-- callIn sends cmd (with key, unless nil) and the pairs of w as one
+-- variadic command, 2,000 pairs a call at most (Lua's unpack takes some
+-- 8,000 values; a put may hold delayq.MaxBatch jobs). A command called
+-- from Lua costs Redis some 5,000 instructions besides its own work
+-- (its arguments' conversion, the call, its AOF entry): a script that
+-- writes many jobs sends one per key, not one per job.
+local function callIn(cmd, key, w)
+  for i = 1, #w, 4000 do
+    local j = math.min(i + 3999, #w)
+    if key then redis.call(cmd, key, unpack(w, i, j)) else redis.call(cmd, unpack(w, i, j)) end
+  end
+end
+-- gather adds the pair a, b to the list of cmds[key], for callIn; cmds
+-- also lists its keys, in the order they came.
+local function gather(cmds, key, a, b)
+  local w = cmds[key]
+  if not w then w = {}; cmds[key] = w; cmds[#cmds + 1] = key end
+  w[#w + 1] = a
+  w[#w + 1] = b
+end
 -- load reads a job record: a MessagePack string (layout 2, packed.go),
 -- or the hash an older delayq wrote (layout 1), read as it is; the next
 -- save writes it as a string (SET replaces a key of any type). A layout 1
@@ -98,6 +118,16 @@ local function place(seq, j)
   elseif j.state == 'delayed' then redis.call('ZADD', K_DELAYED, j.due, m)
   elseif j.state == 'reserved' then redis.call('ZADD', K_RESERVED, j.deadline, m)
   else redis.call('ZADD', K_BURIED, j.due, m) end
+end
+-- gatherPlace gathers a new job's index entries into zadds for callIn:
+-- what place writes, from placeArgs' state, score and member.
+local function gatherPlace(zadds, state, score, m)
+  if state == 'ready' then
+    gather(zadds, K_READY, '0', m)
+    gather(zadds, K_AGE, score, string.sub(m, 11))
+  elseif state == 'delayed' then gather(zadds, K_DELAYED, score, m)
+  elseif state == 'reserved' then gather(zadds, K_RESERVED, score, m)
+  else gather(zadds, K_BURIED, score, m) end
 end
 local function unplace(seq, j)
   local m = pad(seq)
@@ -366,18 +396,12 @@ func jobFields(j *delayq.Job) []string {
 	return f
 }
 
-// placeArgs are what a put script needs of a job to index it (place):
-// state, priority, due and deadline.
-func placeArgs(j *delayq.Job) []string {
-	return []string{string(j.State), strconv.FormatUint(uint64(j.Priority), 10), msString(j.Due), optMS(j.Deadline)}
-}
-
-// putPlaceArgs are what putOneScript needs of a job seq to index it,
-// made here so the script formats nothing: its state, its index score
+// placeArgs are what a put script (putOneScript, insertScript) needs of
+// a job seq to index it, made here so the script formats nothing: its state, its index score
 // (due; a reserved job's deadline) and member ("%010d(priority)%020d(seq)"
 // for a ready job, whose age index member is the seq part; "%020d(seq)"
 // else; keys.go).
-func putPlaceArgs(j *delayq.Job, seq uint64) []string {
+func placeArgs(j *delayq.Job, seq uint64) []string {
 	score := msString(j.Due)
 	if j.State == delayq.StateReserved {
 		score = msString(j.Deadline)

@@ -57,7 +57,7 @@ import (
 //	              (P:{b<n>}:due), the earliest due of its delayed jobs
 //	              (unix ms) or ""; then per job: id, seq, claim, state,
 //	              its index score and member and its seq shard key
-//	              (putPlaceArgs), the packed record
+//	              (placeArgs), the packed record
 //	Returns:   per call, in order: "OK"; "CLAIMED" when an id is
 //	           claimed already (nothing of the call written: it takes
 //	           the full path, which tells a live job from a stale claim);
@@ -66,25 +66,10 @@ var putOneScript = newScript(listenedLua + `
 local prefix, out, ready, lowered = ARGV[1], {}, {}, nil
 local a, cur = 5, ARGV[5]
 -- Every write of the group is gathered and sent as one variadic command
--- per key (an MSET of all claims and records, an HSET per seq shard, a
--- ZADD per index): a command called from Lua costs Redis about 5,000
--- instructions besides its own work (argument conversion, the call,
--- its AOF entry), which per job and per key was a third of a put.
+-- per key (callIn): an MSET of all claims and records, an HSET per seq
+-- shard, a ZADD per index. Per job and per key the commands were a
+-- third of a put.
 local mset, hsets, zadds = {}, {}, {}
-local function add(cmds, key, a, b)
-  local w = cmds[key]
-  if not w then w = {}; cmds[key] = w; cmds[#cmds + 1] = key end
-  w[#w + 1] = a
-  w[#w + 1] = b
-end
--- callIn sends cmd with the pairs of w, 2,000 pairs a call at most (Lua's
--- unpack takes some 8,000 values; a call may put delayq.MaxBatch jobs).
-local function callIn(cmd, key, w)
-  for i = 1, #w, 4000 do
-    local j = math.min(i + 3999, #w)
-    if key then redis.call(cmd, key, unpack(w, i, j)) else redis.call(cmd, unpack(w, i, j)) end
-  end
-end
 while a <= #ARGV do
   local topic, n, fl = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2]
   local bucket, due, first = ARGV[a + 3], ARGV[a + 4], a + 5
@@ -112,14 +97,9 @@ while a <= #ARGV do
       mset[#mset + 1] = ARGV[b + 2]
       mset[#mset + 1] = K_JOB .. seq
       mset[#mset + 1] = ARGV[b + 7]
-      add(hsets, ARGV[b + 6], seq, topic)
-      if state == 'ready' then
-        add(zadds, K_READY, '0', m)
-        add(zadds, K_AGE, score, string.sub(m, 11))
-        r = r + 1
-      elseif state == 'delayed' then add(zadds, K_DELAYED, score, m)
-      elseif state == 'reserved' then add(zadds, K_RESERVED, score, m)
-      else add(zadds, K_BURIED, score, m) end
+      gather(hsets, ARGV[b + 6], seq, topic)
+      gatherPlace(zadds, state, score, m)
+      if state == 'ready' then r = r + 1 end
     end
     if r > 0 then
       if not ready[topic] then ready[#ready + 1] = topic; ready[topic] = 0 end

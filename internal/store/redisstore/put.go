@@ -249,34 +249,39 @@ func topicsOf(jobs []*delayq.Job) []string {
 //
 //	KEYS[1]    -> the topic's key prefix (keys.go)
 //	ARGV[1..]  -> per call: number of jobs n, "1" when its ids are fresh
-//	              (else "0"); then per job: seq, id, state, pri, due,
-//	              deadline (placeArgs), its packed record
+//	              (else "0"); then per job: seq, id, state, index score
+//	              and member (placeArgs), its packed record
 //	Returns:   per call, in order: "OK", or "EXISTS" followed by the
 //	           live id and its state
 var insertScript = newScript(`
-local out, a = {}, 1
+-- the writes of all the calls go as one command per key (callIn)
+local out, a, recs, ids, zadds = {}, 1, {}, {}, {}
 while a <= #ARGV do
   local n, fresh, first = tonumber(ARGV[a]), ARGV[a + 1] == '1', a + 2
-  a = first + n * 7
+  a = first + n * 6
   local st, sid, sstate = 'OK', nil, nil
   for i = 0, n - 1 do
     if fresh then break end
-    local id = ARGV[first + i * 7 + 1]
+    local id = ARGV[first + i * 6 + 1]
     local seq = redis.call('HGET', K_IDS, id)
     if seq then st, sid, sstate = 'EXISTS', id, (load(seq) or {}).state or ''; break end
   end
   if st == 'OK' then
     for i = 0, n - 1 do
-      local b = first + i * 7
-      local seq = ARGV[b]
-      redis.call('SET', K_JOB .. seq, ARGV[b + 6])
-      if not fresh then redis.call('HSET', K_IDS, ARGV[b + 1], seq) end
-      place(seq, {state = ARGV[b + 2], pri = ARGV[b + 3], due = ARGV[b + 4], deadline = ARGV[b + 5]})
+      local b = first + i * 6
+      local seq, state, score, m = ARGV[b], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
+      recs[#recs + 1] = K_JOB .. seq
+      recs[#recs + 1] = ARGV[b + 5]
+      if not fresh then ids[#ids + 1] = ARGV[b + 1]; ids[#ids + 1] = seq end
+      gatherPlace(zadds, state, score, m)
     end
   end
   out[#out + 1] = st
   if sid then out[#out + 1] = sid; out[#out + 1] = sstate end
 end
+callIn('MSET', nil, recs)
+callIn('HSET', K_IDS, ids)
+for _, key in ipairs(zadds) do callIn('ZADD', key, zadds[key]) end
 return out
 `)
 
@@ -319,7 +324,7 @@ func (s *Store) insertParts(ctx context.Context, topic string, parts []insertPar
 			if !p.fresh {
 				kv = append(kv, "ix", "1")
 			}
-			args = append(append(args, seq, j.ID), placeArgs(j)...)
+			args = append(append(args, seq, j.ID), placeArgs(j, j.Seq)...)
 			buf = appendPacked(buf[:0], kv, 0)
 			args = append(args, string(buf))
 		}

@@ -256,7 +256,7 @@ func (s *Store) putArgs(calls []*putCall, first uint64) (args []string, asked ma
 			seq++
 			claim := topic + "|" + now + "|" + nonce() + "|" + sq
 			args = append(args, j.ID, sq, claim)
-			args = append(args, putPlaceArgs(j, seq-1)...)
+			args = append(args, placeArgs(j, seq-1)...)
 			args = append(args, s.k.seqShard(seq-1))
 			buf = appendPacked(buf[:0], append(jobFields(j), "seq", sq, "claim", claim), 0)
 			args = append(args, string(buf))

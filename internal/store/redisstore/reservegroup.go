@@ -248,7 +248,7 @@ for i = 1, n do
   end
 end
 if #ready > 0 then
-  for i = 1, #recs, 4000 do redis.call('MSET', unpack(recs, i, math.min(i + 3999, #recs))) end
+  callIn('MSET', nil, recs)
   redis.call('ZREM', K_READY, unpack(ready))
   redis.call('ZREM', K_AGE, unpack(age))
   redis.call('ZADD', K_RESERVED, unpack(reserved))
