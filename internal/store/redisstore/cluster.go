@@ -107,7 +107,7 @@ func (s *Store) putFreshSteps(ctx context.Context, jobs []*delayq.Job) error {
 		j.ID = freshID(j.ID, j.Seq)
 	}
 	claims := make([]string, len(jobs)) // none
-	if err := s.indexPut(ctx, jobs, nil); err != nil {
+	if err := s.indexPut(ctx, jobs); err != nil {
 		return err
 	}
 	topics := topicsOf(jobs)

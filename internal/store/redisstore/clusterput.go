@@ -76,7 +76,7 @@ func (s *Store) writeClusterPuts(ctx context.Context, calls []*putCall) {
 	if len(calls) == 0 {
 		return
 	}
-	if err := s.indexPut(ctx, jobs, nil); err != nil {
+	if err := s.indexPut(ctx, jobs); err != nil {
 		for _, c := range calls {
 			c.err = err
 			s.unclaimAll(c.jobs, c.claims)

@@ -306,7 +306,10 @@ func oldFreshPut(t *testing.T, s *Store, j *delayq.Job) {
 	j.Seq = seq
 	claims := []string{j.Topic + "|" + strconv.FormatInt(time.Now().UnixMilli(), 10) + "|" + nonce() + "|" + strconv.FormatUint(seq, 10)}
 	jobs := []*delayq.Job{j}
-	if err := s.indexPut(ctx, jobs, claims); err != nil {
+	if err := s.c.Do(ctx, s.c.B().Set().Key(s.k.claim(j.ID)).Value(claims[0]).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.indexPut(ctx, jobs); err != nil {
 		t.Fatal(err)
 	}
 	if errs, err := s.insertParts(ctx, j.Topic, []insertPart{{jobs: jobs, claims: claims, fresh: true}}); err != nil || errs[0] != nil {

@@ -96,7 +96,7 @@ func (s *Store) insert(ctx context.Context, jobs []*delayq.Job, claims []string,
 	for i, j := range jobs {
 		j.Seq = first + uint64(i)
 	}
-	if err := s.indexPut(ctx, jobs, nil); err != nil {
+	if err := s.indexPut(ctx, jobs); err != nil {
 		return nil, err
 	}
 	if s.testHookIndexed != nil {
@@ -158,17 +158,11 @@ func earliestDelayed(jobs []*delayq.Job) map[string]int64 {
 }
 
 // indexPut writes what a put indexes before its insert, in one pipeline:
-// the claims in set (claims that name their job's seq, of fresh ids:
-// plain SETs; "" for a claim made already), seq -> topic, the topics to the registry
-// (those this instance has not added within registerEvery) and each
-// topic's bucket entry lowered to its earliest delayed due.
-func (s *Store) indexPut(ctx context.Context, jobs []*delayq.Job, set []string) error {
+// seq -> topic, the topics to the registry (those this instance has not
+// added within registerEvery) and each topic's bucket entry lowered to
+// its earliest delayed due.
+func (s *Store) indexPut(ctx context.Context, jobs []*delayq.Job) error {
 	cmds := make(rueidis.Commands, 0, len(jobs)+4)
-	for i, j := range jobs {
-		if set != nil && set[i] != "" {
-			cmds = append(cmds, s.c.B().Set().Key(s.k.claim(j.ID)).Value(set[i]).Build())
-		}
-	}
 	// One HSET per run of jobs in one seq shard: a put's seqs, and a
 	// group's, are consecutive.
 	for i := 0; i < len(jobs); {
