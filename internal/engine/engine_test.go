@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/google/uuid"
 	"go.uber.org/goleak"
 
 	"github.com/delayq/delayq"
@@ -422,6 +423,48 @@ func TestPutFreshOnlyForGeneratedIDs(t *testing.T) {
 	}
 	if st.fresh != 2 {
 		t.Errorf("%d jobs went through PutFresh, want still 2 (client ids must be checked)", st.fresh)
+	}
+}
+
+// renamingStore is a real memstore whose PutFresh gives every job an
+// id of its own making, as the FreshPutter contract allows (redisstore
+// makes ids that carry the seq).
+type renamingStore struct {
+	*memstore.Store
+	given []string // the ids it gave
+}
+
+func (s *renamingStore) PutFresh(ctx context.Context, jobs []*delayq.Job) error {
+	for _, j := range jobs {
+		j.ID = uuid.Must(uuid.NewV7()).String()
+		s.given = append(s.given, j.ID)
+	}
+	return s.Store.Put(ctx, jobs)
+}
+
+// TestPutAnswersTheStoresID checks that a put of ids the engine made
+// answers with the ids the store gave the jobs in PutFresh, not the
+// ones the engine made, and that the job is then found, reserved and
+// finished by that id.
+func TestPutAnswersTheStoresID(t *testing.T) {
+	st := &renamingStore{Store: memstore.New()}
+	e := New(st, Config{})
+	ctx := context.Background()
+	gen := PutRequest{Topic: "t", TTR: ptr(time.Minute)}
+	jobs, err := e.Put(ctx, []PutRequest{gen, gen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.given) != 2 || jobs[0].ID != st.given[0] || jobs[1].ID != st.given[1] {
+		t.Fatalf("put answered ids %s, %s; the store gave %v", jobs[0].ID, jobs[1].ID, st.given)
+	}
+	got, err := e.Get(ctx, delayq.Ref{ID: jobs[0].ID})
+	if err != nil || got.Seq != jobs[0].Seq {
+		t.Fatalf("Get(%s) = %+v, %v; want the job put", jobs[0].ID, got, err)
+	}
+	r, err := e.Reserve(ctx, ReserveRequest{Topics: []string{"t"}, N: 1})
+	if err != nil || len(r) != 1 || r[0].ID != jobs[0].ID {
+		t.Fatalf("Reserve = %v, %v; want the job put first, by the store's id", r, err)
 	}
 }
 

@@ -105,7 +105,10 @@ func (e *Engine) put(ctx context.Context, reqs []PutRequest) ([]*delayq.Job, err
 }
 
 // putJobs writes new jobs, through the store's PutFresh when every id was
-// generated here (the duplicate check is then needless).
+// generated here (the duplicate check is then needless). PutFresh may
+// give the jobs ids of the store's own making (redisstore's carry the
+// seq): the jobs, as the store left them, are what put answers with and
+// announces, so nothing may keep an id newJob made.
 func (e *Engine) putJobs(ctx context.Context, jobs []*delayq.Job, fresh bool) error {
 	if fp, ok := e.base.(store.FreshPutter); ok && fresh {
 		return fp.PutFresh(ctx, jobs)

@@ -32,7 +32,7 @@
 //     the live ones (GET /v1/cluster); a store that is not one is a
 //     deployment of one instance.
 //   - FreshPutter: a put of ids the engine generated itself may skip the
-//     costly duplicate-id check.
+//     costly duplicate-id check, and may give the jobs ids of its own.
 //   - TopicStater: one topic's stats without reading every topic's.
 //   - Backuper: a consistent copy while serving (diskstore). A store
 //     without it refuses backups; its deployment backs up its server
@@ -513,6 +513,12 @@ type FreshPutter interface {
 	// PutFresh is Put for jobs whose ids cannot be live: it may skip the
 	// duplicate-id check, and is otherwise the same (one durable write,
 	// Seq assigned and written back).
+	//
+	// PutFresh may replace each job's ID with one of its own making, as
+	// it sets Seq; it must stay a UUIDv7 (the engine's millisecond
+	// timestamp kept) and be unique. The caller reads the ids back from
+	// the jobs: they are what the producer is told (redisstore's carry
+	// the seq, so its jobs need no id index).
 	PutFresh(ctx context.Context, jobs []*delayq.Job) error
 }
 

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -222,7 +223,8 @@ const trimEvery = "16"
 // ended, no reservation, no body unless bodies are kept, and the
 // retention as its TTL, so Redis drops it by itself; on a Cluster
 // P:{t}:r:<id> names its seq for as long (on one node the retained
-// claim does); and the topic's ZSET of that state lists it by ended,
+// claim does; a job whose id the server made has no claim and needs
+// neither: its id carries its seq); and the topic's ZSET of that state lists it by ended,
 // trimmed of members older than the window on one write in trimEvery.
 // On a Cluster that ZSET has the retention as its TTL and the caller
 // moves the seq's entry to a key with the TTL (indexEnded); on one
@@ -254,19 +256,20 @@ unplace(seq, j)
 if j.ix then redis.call('HDEL', K_IDS, j.id) end
 local keep = tonumber(ARGV[6])
 local prefix = ARGV[8]
+-- A job whose id the server made has no claim (its id carries its seq).
 local claimKey
-if prefix ~= '' then claimKey = prefix .. ':id:{' .. j.id .. '}' end
+if prefix ~= '' and j.claim then claimKey = prefix .. ':id:{' .. j.id .. '}' end
 if keep <= 0 then
   redis.call('DEL', K_JOB .. seq)
   if prefix ~= '' then
-    if redis.call('GET', claimKey) == j.claim then redis.call('DEL', claimKey) end
+    if claimKey and redis.call('GET', claimKey) == j.claim then redis.call('DEL', claimKey) end
     redis.call('HDEL', (shardKeys(prefix, seq)), seq)
   end
   return {'OK', rec}
 end
 -- On one node one command reads the topic's clock and the id's claim.
 local v
-if prefix ~= '' then v = redis.call('MGET', K_NOW, claimKey) else v = {redis.call('GET', K_NOW)} end
+if claimKey then v = redis.call('MGET', K_NOW, claimKey) else v = {redis.call('GET', K_NOW)} end
 local now, nowS = clockAt(v[1], ARGV[5])
 if finished then hend(j, nowS, 'finished', '') else hend(j, nowS, 'deleted', '') end
 if finished then j.state = 'finished'
@@ -296,8 +299,9 @@ if prefix == '' then
   -- PEXPIRE drops the whole index a window after its last write.
   if trim then redis.call('ZREMRANGEBYSCORE', idx, '-inf', fmt(now - keep)) end
   redis.call('PEXPIRE', idx, px)
-  -- the id's claim (another slot) cannot name the seq
-  redis.call('SET', K_RET .. j.id, seq, 'PX', px)
+  -- the id's claim (another slot) cannot name the seq; an id without
+  -- one carries it (the retained seq key names the topic)
+  if claim then redis.call('SET', K_RET .. j.id, seq, 'PX', px) end
 else
   -- One node: the seq's entry stays in its shard and the index has no
   -- TTL; the index's trim drops the entries of the members it trims
@@ -305,7 +309,7 @@ else
   -- rewrite of its entry. The retained claim names the seq, so a read
   -- by id finds the job through it.
   if trim then trimEnded(prefix, idx, fmt(now - keep)) end
-  if v[2] == claim then
+  if claimKey and v[2] == claim then
     redis.call('SET', claimKey, j.topic .. '|0|' .. ARGV[9] .. '|' .. seq, 'PX', px)
   end
 end
@@ -323,6 +327,19 @@ func (s *Store) Delete(ctx context.Context, p store.DeleteParams) (*delayq.Job, 
 	if err != nil {
 		return nil, err
 	}
+	j, err := s.deleteAt(ctx, t, p)
+	if t.bySeq && errors.Is(err, delayq.ErrNotFound) {
+		// not the job whose seq the id carries: by its claim
+		if t, err = s.resolveClaim(ctx, p.Ref); err != nil {
+			return nil, err
+		}
+		j, err = s.deleteAt(ctx, t, p)
+	}
+	return j, err
+}
+
+// deleteAt is Delete of the job at t, through the line of finishes.
+func (s *Store) deleteAt(ctx context.Context, t target, p store.DeleteParams) (*delayq.Job, error) {
 	c := &finishCall{t: t, res: p.Ref.Reservation, force: p.Force, now: msString(p.Now), ref: p.Ref}
 	if err := s.finishLine().Do(ctx, c); err != nil {
 		return nil, fmt.Errorf("redisstore: delete %s: %w", p.Ref, err)

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/rueidis"
 
@@ -87,59 +86,39 @@ func (s *Store) Buckets() []int { return s.leases.held() }
 // InstanceID returns the id this instance uses in leases and events.
 func (s *Store) InstanceID() string { return s.opt.InstanceID }
 
-// freshClaims are the claims of fresh ids (PutFresh) for jobs, whose
-// seqs are set: each names its job's seq ("topic|at|nonce|seq"), as a
-// one-node put's does.
-func freshClaims(jobs []*delayq.Job) []string {
-	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
-	claims := make([]string, len(jobs))
-	for i, j := range jobs {
-		claims[i] = j.Topic + "|" + now + "|" + nonce() + "|" + strconv.FormatUint(j.Seq, 10)
-	}
-	return claims
-}
-
-// putFreshCluster is PutFresh on a Cluster. The ids were made just now,
-// so none can be claimed: instead of a claim script per id (SET NX, then
-// a takeover check), the claims are plain SETs that name each job's seq
-// (taken from this instance's block first, seqs.go), sent in one pipeline
-// with the seq -> topic entries, the bucket marks and, once a minute per
-// topic, the topic registry; then one script per topic writes the records
-// and indexes, with no K_IDS entry (the claim finds the job, as on one
-// node). Against Put that is one script and an HGET, an HSET and a SADD
-// fewer per job, and one round trip fewer. A crash before the insert
-// leaves claims and seq entries that name no job: readers find no job
-// there (docs/redis.md), and the id is never put again.
-func (s *Store) putFreshCluster(ctx context.Context, jobs []*delayq.Job) error {
+// putFreshSteps is PutFresh of jobs of several topics, on a Cluster or
+// on one node. The ids were made just now, so none can be taken: each
+// job's id is replaced with one that carries its seq (taken from this
+// instance's block first, seqs.go; freshid.go), which needs no claim.
+// The seq -> topic entries, the bucket marks and, once a minute per
+// topic, the topic registry go in one pipeline; then one script per
+// topic writes the records and indexes, with no K_IDS entry (the id
+// names the seq). Against Put that is a claim script per job and an
+// HGET, an HSET and a SADD fewer per job, and one round trip fewer. A
+// crash before the insert leaves seq entries that name no job: readers
+// find no job there (docs/redis.md), and the id is never put again.
+func (s *Store) putFreshSteps(ctx context.Context, jobs []*delayq.Job) error {
 	first, err := s.takeSeqs(ctx, len(jobs))
 	if err != nil {
 		return err
 	}
 	for i, j := range jobs {
 		j.Seq = first + uint64(i)
+		j.ID = freshID(j.ID, j.Seq)
 	}
-	claims := freshClaims(jobs)
-	if err := s.indexPut(ctx, jobs, claims); err != nil {
-		s.unclaimAll(jobs, claims)
+	claims := make([]string, len(jobs)) // none
+	if err := s.indexPut(ctx, jobs); err != nil {
 		return err
 	}
 	topics := topicsOf(jobs)
 	if s.testHookIndexed != nil {
 		s.testHookIndexed()
 	}
-	for k, topic := range topics {
+	for _, topic := range topics {
 		if _, err := s.insertParts(ctx, topic, []insertPart{partOf(topic, jobs, claims, true)}); err != nil {
 			// The topics before this one are in; this one's insert may
-			// have run (its reply was lost) and keeps its claims too.
-			var rest []string
-			for i, j := range jobs {
-				if slices.Contains(topics[k+1:], j.Topic) {
-					rest = append(rest, claims[i])
-				} else {
-					rest = append(rest, "")
-				}
-			}
-			s.unclaimAll(jobs, rest)
+			// have run (its reply was lost). The seq entries of the
+			// rest name no job, as after a crash.
 			return err
 		}
 	}

@@ -62,25 +62,21 @@ func (s *Store) writeClusterPuts(ctx context.Context, calls []*putCall) {
 	for _, c := range calls {
 		for _, j := range c.jobs {
 			j.Seq = seq
+			if c.fresh {
+				j.ID = freshID(j.ID, seq) // carries its seq: no claim (freshid.go)
+			}
 			seq++
 		}
 	}
 	calls = s.claimCalls(ctx, calls)
 	var jobs []*delayq.Job
-	var set []string // the fresh calls' claims, set by the index pipeline
 	for _, c := range calls {
 		jobs = append(jobs, c.jobs...)
-		for _, cl := range c.claims {
-			if !c.fresh {
-				cl = ""
-			}
-			set = append(set, cl)
-		}
 	}
 	if len(calls) == 0 {
 		return
 	}
-	if err := s.indexPut(ctx, jobs, set); err != nil {
+	if err := s.indexPut(ctx, jobs); err != nil {
 		for _, c := range calls {
 			c.err = err
 			s.unclaimAll(c.jobs, c.claims)
@@ -118,15 +114,21 @@ func (s *Store) writeClusterPuts(ctx context.Context, calls []*putCall) {
 }
 
 // claimCalls makes the claims of calls' ids: Put's by claimScript, all
-// in one pipeline, each call's answers read as claimAll reads them;
-// PutFresh's are only made here (naming the seq) and set by the index
-// pipeline. It returns the calls still going; the others have their
-// answer and none of their claims left.
+// in one pipeline, each call's answers read as claimAll reads them,
+// after the check of the ids that carry a seq (heldBySeq); PutFresh's
+// ids carry their seqs and need none. It returns the calls still going;
+// the others have their answer and none of their claims left.
 func (s *Store) claimCalls(ctx context.Context, calls []*putCall) []*putCall {
+	calls = s.dropCalls(calls, func(c *putCall) error {
+		if c.fresh {
+			return nil
+		}
+		return s.heldBySeq(ctx, c.jobs)
+	})
 	var execs []rueidis.LuaExec
 	for _, c := range calls {
 		if c.fresh {
-			c.claims = freshClaims(c.jobs)
+			c.claims = make([]string, len(c.jobs)) // none
 			continue
 		}
 		var ex []rueidis.LuaExec

@@ -58,14 +58,16 @@ func TestClusterConcurrentPutsShareOneScript(t *testing.T) {
 	p := &linedPuts{t: t, s: a}
 	// Two groups of a topic are in flight at a time: these four fill
 	// t's and u's slots (u's puts are not behind t's).
-	for _, j := range []*delayq.Job{readyIn("hold", "t"), readyIn("hold2", "t"), readyIn("u1", "u"), readyIn("u2", "u")} {
+	held := []*delayq.Job{readyIn("hold", "t"), readyIn("hold2", "t"), readyIn("u1", "u"), readyIn("u2", "u")}
+	for _, j := range held {
 		p.holdBy(a.PutFresh, j)
 	}
 	lined := [][]*delayq.Job{{readyIn("r1", "t")}, {readyIn("r2", "t")}, {delayed}, {readyIn("r3", "t")}}
 	for i, jobs := range lined {
 		p.startBy(ctx, i+1, a.PutFresh, jobs...)
 	}
-	p.startBy(ctx, 1, a.PutFresh, readyIn("m1", "u"), readyIn("m2", "u"))
+	m := []*delayq.Job{readyIn("m1", "u"), readyIn("m2", "u")}
+	p.startBy(ctx, 1, a.PutFresh, m...)
 	release()
 	p.wg.Wait()
 	for i := range p.errs {
@@ -77,8 +79,8 @@ func TestClusterConcurrentPutsShareOneScript(t *testing.T) {
 	if n := clusterCalls(t, a, "evalsha") - scripts; n != 6 {
 		t.Errorf("%d insert scripts for 4 puts in flight and 5 lined up behind them, want 6", n)
 	}
-	seqsInOrder(t, a, "hold", "hold2", "r1", "r2", "d1", "r3")
-	seqsInOrder(t, a, "u1", "u2", "m1", "m2")
+	seqsInOrder(t, a, held[0], held[1], lined[0][0], lined[1][0], delayed, lined[3][0])
+	seqsInOrder(t, a, held[2], held[3], m[0], m[1])
 	// B hears the group's wake-ups: one count and the due time (after
 	// the held puts' own t 1 and u 1).
 	hears(t, events, "t 3", "u 2", "due "+strconv.FormatInt(due.UnixMilli(), 10))
@@ -160,7 +162,8 @@ func TestClusterPutGroupAnswersEachPut(t *testing.T) {
 	if err := p.err(quit); !errors.Is(err, context.Canceled) {
 		t.Errorf("the cancelled put = %v, want context.Canceled", err)
 	}
-	for id, want := range map[string]error{"a": nil, "old": nil, "c": nil, "f1": nil, "d": nil,
+	f1 := cases[5].jobs[0].ID // PutFresh's own id for it
+	for id, want := range map[string]error{"a": nil, "old": nil, "c": nil, f1: nil, "d": nil,
 		"b": delayq.ErrNotFound, "quit": delayq.ErrNotFound} {
 		if _, err := s.Get(ctx, delayq.Ref{ID: id}); !errors.Is(err, want) {
 			t.Errorf("Get(%s) = %v, want %v", id, err, want)

@@ -16,7 +16,8 @@
 // flight share each step, one insert script among them (clusterput.go).
 // Concurrent finishes and single-topic reserves are written in groups,
 // one script per topic, on one node and on a Cluster alike (finish.go,
-// reservegroup.go).
+// reservegroup.go). The ids the server makes carry their job's seq, so
+// their jobs need no id claim (freshid.go).
 //
 // The timer work is split into buckets leased by the live instances
 // (leases.go); Tick promotes due work of the leased buckets only. Instances

@@ -44,8 +44,9 @@ import (
 // deleteScript does with no key prefix (the retained job's P:{t}:r:<id>,
 // the ended index's TTL), and after the group's scripts its global steps
 // go in one pipelined round trip (indexEnded): one compare-and-set of
-// each id's claim, and one command per seq shard for all of the group's
-// seqs in it.
+// each claimed id's claim (an id the server made has none: it carries
+// its seq), and one command per seq shard for all of the group's seqs in
+// it.
 
 // finishCall is one Delete waiting for its group.
 type finishCall struct {
@@ -246,9 +247,11 @@ func (s *Store) indexEnded(ctx context.Context, calls []*finishCall) {
 		} else {
 			shards[sh] = append(shards[sh], seq)
 		}
-		steps = append(steps, pipedCall{script: endClaimScript, keys: []string{s.k.claim(j.ID)}, args: []string{c.rec.claim, claim, ttl}})
+		if c.rec.claim != "" { // an id the server made has none: it carries its seq
+			steps = append(steps, pipedCall{script: endClaimScript, keys: []string{s.k.claim(j.ID)}, args: []string{c.rec.claim, claim, ttl}})
+		}
 	}
-	if len(steps) == 0 {
+	if len(order) == 0 {
 		return
 	}
 	for _, sh := range order {
@@ -355,7 +358,11 @@ end
 -- Cluster's claims are other slots').
 local claimKeys = {K_NOW}
 for i = 1, n do
-  if one and out[2 * i - 1] == 'OK' then claimKeys[#claimKeys + 1] = prefix .. ':id:{' .. calls[i].j.id .. '}' end
+  -- a job whose id the server made has no claim (its id carries its seq)
+  if one and out[2 * i - 1] == 'OK' and calls[i].j.claim then
+    claimKeys[#claimKeys + 1] = prefix .. ':id:{' .. calls[i].j.id .. '}'
+    calls[i].ci = #claimKeys
+  end
 end
 local v = redis.call('MGET', unpack(claimKeys))
 local lastS = v[1]
@@ -363,20 +370,19 @@ local last = lastS and tonumber(lastS)
 local moved = false
 local reserved, dels, delClaims, shards, shardOrder = {}, {}, {}, {}, {}
 local ended, endedOrder, trim = {}, {}, false
-local ci = 1
 for i = 1, n do
   if out[2 * i - 1] == 'OK' then
     local c = calls[i]
     local seq, j = c.seq, c.j
     local claimKey, claimV
-    if one then ci = ci + 1; claimKey, claimV = claimKeys[ci], v[ci] end
+    if c.ci then claimKey, claimV = claimKeys[c.ci], v[c.ci] end
     out[2 * i] = c.raw or pack(j)
     if j.state == 'reserved' then reserved[#reserved + 1] = pad(seq) else unplace(seq, j) end
     if j.ix then redis.call('HDEL', K_IDS, j.id) end
     if keep <= 0 then
       dels[#dels + 1] = K_JOB .. seq
       if one then
-        if claimV == j.claim then delClaims[#delClaims + 1] = claimKey end
+        if claimKey and claimV == j.claim then delClaims[#delClaims + 1] = claimKey end
         local sh = shardKeys(prefix, seq)
         if not shards[sh] then shards[sh] = {}; shardOrder[#shardOrder + 1] = sh end
         local f = shards[sh]
@@ -406,9 +412,10 @@ for i = 1, n do
       e[#e + 1] = pad(seq)
       if tonumber(seq) % ` + trimEvery + ` == 0 then trim = true end
       if not one then
-        -- the id's claim (another slot) cannot name the seq
-        redis.call('SET', K_RET .. j.id, seq, 'PX', px)
-      elseif claimV == claim then
+        -- the id's claim (another slot) cannot name the seq; an id
+        -- without one carries it
+        if claim then redis.call('SET', K_RET .. j.id, seq, 'PX', px) end
+      elseif claimKey and claimV == claim then
         redis.call('SET', claimKey, j.topic .. '|0|' .. ARGV[b + 5] .. '|' .. seq, 'PX', px)
       end
     end

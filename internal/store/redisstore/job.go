@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -187,7 +188,8 @@ end
 local function bury(j, at) j.state = 'buried'; j.due = at; incr(j, 'bur') end
 -- locate turns a job reference into a seq and the id it must carry:
 -- mode 'i' an id (its seq from K_IDS), 's' a seq, 'p' "<seq>|<id>" (the
--- seq a one-node claim names, checked against the record's id).
+-- seq a one-node claim names, or the one an id the server made carries:
+-- freshid.go; checked against the record's id).
 local function locate(mode, ref)
   if mode == 'i' then return redis.call('HGET', K_IDS, ref), ref end
   if mode == 'p' then
@@ -207,7 +209,8 @@ local function find(mode, ref)
 end
 -- findRetained finds a retained job that is visible at now (unix ms)
 -- under a retention of keep ms: it ended less than keep ago. By id on a
--- Cluster its seq is K_RET's; on one node the retained claim names it.
+-- Cluster its seq is K_RET's; on one node the retained claim names it;
+-- an id the server made carries it (mode 'p').
 local function findRetained(mode, ref, now, keep)
   local seq, id
   if mode == 'i' then
@@ -570,48 +573,84 @@ func decodeAttempt(s string) (delayq.Attempt, string, error) {
 }
 
 // target names a job inside its topic for a script: ARGV[1] is "i" (by
-// id) or "s" (by seq), ARGV[2] the id or seq.
+// id), "s" (by seq) or "p" ("<seq>|<id>": the seq, checked against the
+// record's id), ARGV[2] the id, seq or "<seq>|<id>".
 type target struct {
 	topic string
 	mode  string
 	ref   string
+	// bySeq: found through the seq the id carries (freshid.go); a job
+	// not there may be a producer's id that carries a seq by chance,
+	// found through its claim (resolveClaim).
+	bySeq bool
 }
 
 // resolve finds the topic of ref through the global indexes. A stale index
 // entry only points at a topic where the script then finds no such job.
+// An id that carries a seq (freshid.go) is looked up by that seq first:
+// a job found so that answers "not found" is to be looked up again by
+// its claim (target.bySeq).
 func (s *Store) resolve(ctx context.Context, ref delayq.Ref) (target, error) {
 	if err := s.check(); err != nil {
 		return target{}, err
 	}
-	var topic string
-	var err error
 	switch {
 	case ref.ID != "":
-		var v string
-		v, err = s.c.Do(ctx, s.c.B().Get().Key(s.k.claim(ref.ID)).Build()).ToString()
-		if err == nil {
-			return claimTarget(v, ref.ID), nil
+		if seq, ok := freshSeq(ref.ID); ok {
+			topic, err := s.seqTopic(ctx, seq)
+			if err == nil {
+				return target{topic: topic, mode: "p", ref: freshRef(seq, ref.ID), bySeq: true}, nil
+			}
+			if !errors.Is(err, delayq.ErrNotFound) {
+				return target{}, err
+			}
 		}
+		return s.resolveClaim(ctx, ref)
 	case ref.Seq != 0:
-		seq := strconv.FormatUint(ref.Seq, 10)
-		if t, ok := s.topicOf.get(ref.Seq); ok {
-			return target{topic: t, mode: "s", ref: seq}, nil
+		topic, err := s.seqTopic(ctx, ref.Seq)
+		if errors.Is(err, delayq.ErrNotFound) {
+			return target{}, fmt.Errorf("redisstore: job %s: %w", ref, err)
 		}
-		topic, err = s.c.Do(ctx, s.c.B().Hget().Key(s.k.seqShard(ref.Seq)).Field(seq).Build()).ToString()
-		if rueidis.IsRedisNil(err) {
-			// on a Cluster a retained job's seq has a key of its own (indexEnded)
-			topic, err = s.c.Do(ctx, s.c.B().Get().Key(s.k.retainedSeq(ref.Seq)).Build()).ToString()
+		if err != nil {
+			return target{}, err
 		}
-		if err == nil {
-			return target{topic: topic, mode: "s", ref: seq}, nil
-		}
-	default:
-		err = rueidis.Nil
+		return target{topic: topic, mode: "s", ref: strconv.FormatUint(ref.Seq, 10)}, nil
 	}
+	return target{}, fmt.Errorf("redisstore: job %s: %w", ref, delayq.ErrNotFound)
+}
+
+// resolveClaim finds the topic of ref.ID through the id's claim.
+func (s *Store) resolveClaim(ctx context.Context, ref delayq.Ref) (target, error) {
+	v, err := s.c.Do(ctx, s.c.B().Get().Key(s.k.claim(ref.ID)).Build()).ToString()
 	if rueidis.IsRedisNil(err) {
 		return target{}, fmt.Errorf("redisstore: job %s: %w", ref, delayq.ErrNotFound)
 	}
-	return target{}, unavailable("find job", err)
+	if err != nil {
+		return target{}, unavailable("find job", err)
+	}
+	return claimTarget(v, ref.ID), nil
+}
+
+// seqTopic is the topic of the job seq: this instance's memory of the
+// seqs it put or reserved, else the seq -> topic shard, else on a
+// Cluster the retained job's key of its own (indexEnded). ErrNotFound
+// when none names it.
+func (s *Store) seqTopic(ctx context.Context, seq uint64) (string, error) {
+	if t, ok := s.topicOf.get(seq); ok {
+		return t, nil
+	}
+	field := strconv.FormatUint(seq, 10)
+	topic, err := s.c.Do(ctx, s.c.B().Hget().Key(s.k.seqShard(seq)).Field(field).Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		topic, err = s.c.Do(ctx, s.c.B().Get().Key(s.k.retainedSeq(seq)).Build()).ToString()
+	}
+	if rueidis.IsRedisNil(err) {
+		return "", delayq.ErrNotFound
+	}
+	if err != nil {
+		return "", unavailable("find job", err)
+	}
+	return topic, nil
 }
 
 // claimTarget is where the claim v of id points: by seq when it names
@@ -626,11 +665,24 @@ func claimTarget(v, id string) target {
 
 // runJob runs a job script for ref: ARGV = mode, ref, extra...; the script
 // answers {status, record...}. It maps statuses to the delayq sentinels.
+// A job not found by the seq its id carries is looked for by its claim.
 func (s *Store) runJob(ctx context.Context, op string, script *rueidis.Lua, ref delayq.Ref, extra ...string) (record, error) {
 	t, err := s.resolve(ctx, ref)
 	if err != nil {
 		return record{}, err
 	}
+	r, err := s.runJobAt(ctx, op, script, t, ref, extra)
+	if t.bySeq && errors.Is(err, delayq.ErrNotFound) {
+		if t, err = s.resolveClaim(ctx, ref); err != nil {
+			return record{}, err
+		}
+		r, err = s.runJobAt(ctx, op, script, t, ref, extra)
+	}
+	return r, err
+}
+
+// runJobAt is runJob at the target t.
+func (s *Store) runJobAt(ctx context.Context, op string, script *rueidis.Lua, t target, ref delayq.Ref, extra []string) (record, error) {
 	args := append([]string{t.mode, t.ref}, extra...)
 	arr, err := s.exec(ctx, op, script, t.topic, args)
 	if err != nil {

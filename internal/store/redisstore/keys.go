@@ -14,7 +14,7 @@ import (
 // on one Cluster slot:
 //
 //	P:{t}:j:<seq>    STRING one job record, a MessagePack map (job.go, packed.go; layout 1: a HASH)
-//	P:{t}:ids        HASH   job id -> seq (live jobs put on a Cluster or by the multi-step put)
+//	P:{t}:ids        HASH   job id -> seq (live jobs of producers' ids put on a Cluster or by the multi-step put)
 //	P:{t}:ready      ZSET   score 0, member %010d(priority) . %020d(seq): lexical order = serving order
 //	P:{t}:age        ZSET   ready jobs by due (oldest ready, for Topics)
 //	P:{t}:delayed    ZSET   by due, member %020d(seq)
@@ -23,7 +23,7 @@ import (
 //	P:{t}:pause      STRING pause end, unix ms
 //	P:{t}:now        STRING the latest Now the topic was acted at (Now never goes back)
 //	P:{t}:s:<step>:<start> HASH six chart series buckets from start, fields <i><f> (series.go); PEXPIREAT the last one's start+Keep
-//	P:{t}:r:<id>     STRING seq of the retained job with that id (Cluster only); PEXPIRE = the retention
+//	P:{t}:r:<id>     STRING seq of the retained job with that producer's id (Cluster only); PEXPIRE = the retention
 //	P:{t}:finished   ZSET   retained finished jobs by Ended, member %020d(seq); trimmed to the
 //	P:{t}:deleted    ZSET   retention window on one write in 16 and by the sweep; on a Cluster
 //	P:{t}:failed     ZSET   PEXPIREd with it, on one node no TTL (its trim drops its seq entries)
@@ -34,8 +34,9 @@ import (
 // Global keys, each in its own slot, written outside the topic scripts
 // (docs/redis.md explains why a dangling entry is harmless):
 //
-//	P:id:{<id>}      STRING claim of a job id: "topic|claimed-at-ms|nonce", "|seq" appended when
-//	                        a one-node script wrote it (the job is then found through it)
+//	P:id:{<id>}      STRING claim of a producer's job id: "topic|claimed-at-ms|nonce", "|seq" appended
+//	                        when a one-node script wrote it (the job is then found through it);
+//	                        an id the server made has none: it carries its seq (freshid.go)
 //	P:seqs:{<n>}     HASH   seq -> topic, for seqs n*4096 .. n*4096+4095 (on one node a
 //	                        retained job's field stays until its ended index's trim)
 //	P:seqs:{<n>}:r:<seq> STRING on a Cluster, topic of a retained job (its HASH field is gone);

@@ -225,8 +225,9 @@ func TestClusterWakeUpsAreSharded(t *testing.T) {
 }
 
 // TestClusterFreshPutNeedsNoIdIndex checks PutFresh on a Cluster: the
-// claim names the seq and the topic's id index is not written, and the
-// job is found, reserved and deleted by id and by seq as any other.
+// ids carry the seqs, so neither an id claim nor the topic's id index is
+// written, and the job is found, reserved and deleted by id and by seq
+// as any other.
 func TestClusterFreshPutNeedsNoIdIndex(t *testing.T) {
 	s := openStore(t, redisAddrs(t, "DELAYQ_TEST_REDIS_CLUSTER"), Options{})
 	defer s.Close()
@@ -245,31 +246,36 @@ func TestClusterFreshPutNeedsNoIdIndex(t *testing.T) {
 	if n := ok(s.c.Do(ctx, s.c.B().Exists().Key(s.k.topic("fresh").idsKey()).Build()).AsInt64())(t); n != 0 {
 		t.Errorf("the topic's id index exists after a fresh put on a Cluster, want none (the claim names the seq)")
 	}
-	claim := ok(s.c.Do(ctx, s.c.B().Get().Key(s.k.claim("f1")).Build()).ToString())(t)
-	if _, _, seq := claimParts(claim); seq != strconv.FormatUint(jobs[0].Seq, 10) {
-		t.Errorf("claim of f1 = %q, want it to name seq %d", claim, jobs[0].Seq)
+	f1, f2 := jobs[0].ID, jobs[1].ID
+	for i, j := range jobs {
+		if seq, ok := freshSeq(j.ID); !ok || seq != j.Seq {
+			t.Errorf("job %d's id %s carries seq %d (%v), want %d", i, j.ID, seq, ok, j.Seq)
+		}
+		if n := ok(s.c.Do(ctx, s.c.B().Exists().Key(s.k.claim(j.ID)).Build()).AsInt64())(t); n != 0 {
+			t.Errorf("the id %s has a claim, want none (the id carries its seq)", j.ID)
+		}
 	}
 	due := ok(s.c.Do(ctx, s.c.B().Zscore().Key(s.k.bucketDue(bucketOf("fresh", s.opt.Buckets))).Member("fresh").Build()).AsFloat64())(t)
 	if int64(due) != now.Add(time.Hour).UnixMilli() {
 		t.Errorf("bucket entry of the topic = %v, want the delayed job's due %d", int64(due), now.Add(time.Hour).UnixMilli())
 	}
-	for _, ref := range []delayq.Ref{{ID: "f2"}, {Seq: jobs[1].Seq}} {
-		if j, err := s.Get(ctx, ref); err != nil || j.ID != "f2" || string(j.Body) != "two" || j.State != delayq.StateDelayed {
+	for _, ref := range []delayq.Ref{{ID: f2}, {Seq: jobs[1].Seq}} {
+		if j, err := s.Get(ctx, ref); err != nil || j.ID != f2 || string(j.Body) != "two" || j.State != delayq.StateDelayed {
 			t.Errorf("Get(%v) = %+v, %v; want f2, delayed", ref, j, err)
 		}
 	}
 	got := ok(s.Reserve(ctx, store.ReserveParams{Topics: []string{"fresh"}, Max: 2, Now: time.Now(), By: "w"}))(t)
-	if len(got) != 1 || got[0].ID != "f1" {
+	if len(got) != 1 || got[0].ID != f1 {
 		t.Fatalf("Reserve = %v, want f1", got)
 	}
-	if _, err := s.Delete(ctx, store.DeleteParams{Ref: delayq.Ref{ID: "f1", Reservation: got[0].Reservation}, Now: time.Now()}); err != nil {
+	if _, err := s.Delete(ctx, store.DeleteParams{Ref: delayq.Ref{ID: f1, Reservation: got[0].Reservation}, Now: time.Now()}); err != nil {
 		t.Fatalf("Delete(f1) = %v", err)
 	}
-	if _, err := s.Delete(ctx, store.DeleteParams{Ref: delayq.Ref{ID: "f2"}, Force: true, Now: time.Now()}); err != nil {
+	if _, err := s.Delete(ctx, store.DeleteParams{Ref: delayq.Ref{ID: f2}, Force: true, Now: time.Now()}); err != nil {
 		t.Fatalf("Delete(f2) = %v", err)
 	}
 	// A put of the same id may come again once the job is gone.
-	again := &delayq.Job{ID: "f1", Topic: "fresh", TTR: time.Minute, State: delayq.StateReady, Due: now, Created: now}
+	again := &delayq.Job{ID: f1, Topic: "fresh", TTR: time.Minute, State: delayq.StateReady, Due: now, Created: now}
 	if err := s.Put(context.WithoutCancel(ctx), []*delayq.Job{again}); err != nil {
 		t.Errorf("Put of f1 after its delete = %v", err)
 	}

@@ -14,7 +14,7 @@ import (
 // On one Redis server (standalone, or the master Sentinel names) every
 // key lives on the same node, so a transition's script can also write the
 // global keys that a Cluster keeps in other slots: a put is one script
-// (id claims that name the seq, seq -> topic, topic registry, timer
+// (id claims that name the seq, none for ids the server made, seq -> topic, topic registry, timer
 // bucket, the insert and the wake-up; the seqs come from the instance's
 // block, seqs.go), a reserve marks its bucket and publishes its deadline
 // in its own script, and a delete drops or retains its global entries in
@@ -33,9 +33,10 @@ import (
 // putOneScript puts a group of calls (putLine) in one step on a
 // one-node Redis, each call's jobs of one topic. The seqs come from this
 // instance's block (seqs.go) and each record comes packed whole from Go,
-// so the script only checks, writes and indexes. The claim names the seq
-// ("topic|at|nonce|seq"), so the job is found by id through its claim:
-// no entry in the topic's K_IDS. Each call is all or nothing and gets its
+// so the script only checks, writes and indexes. A producer's id gets a
+// claim that names the seq ("topic|at|nonce|seq"), so the job is found
+// by id through its claim: no entry in the topic's K_IDS. An id the
+// server made (PutFresh) carries its seq and gets no claim (freshid.go). Each call is all or nothing and gets its
 // own answer: a call with an id taken writes none of its jobs and leaves
 // the others' alone. The wake-ups of the whole group go after its
 // inserts, one test of the channel's subscribers (listened) for all.
@@ -55,14 +56,17 @@ import (
 //	              to P:topics, which this instance has not done lately:
 //	              Store.registered), the topic's timer bucket
 //	              (P:{b<n>}:due), the earliest due of its delayed jobs
-//	              (unix ms) or ""; then per job: id, seq, claim, state,
-//	              its index score and member and its seq shard key
-//	              (placeArgs), the packed record
+//	              (unix ms) or ""; then per job: id, seq, claim ("" for
+//	              an id the server made: none), state, its index score
+//	              and member and its seq shard key (placeArgs), the
+//	              packed record, and the seq a producer's id carries
+//	              (freshSeq; else ""), whose job must not have that id
+//	              (madeHereLua)
 //	Returns:   per call, in order: "OK"; "CLAIMED" when an id is
 //	           claimed already (nothing of the call written: it takes
 //	           the full path, which tells a live job from a stale claim);
 //	           or "EXISTS" followed by the live id and its state
-var putOneScript = newScript(listenedLua + `
+var putOneScript = newScript(listenedLua + madeHereLua + `
 local prefix, out, ready, lowered = ARGV[1], {}, {}, nil
 local a, cur = 5, ARGV[5]
 -- Every write of the group is gathered and sent as one variadic command
@@ -74,7 +78,7 @@ while a <= #ARGV do
   local topic, n, fl = ARGV[a], tonumber(ARGV[a + 1]), ARGV[a + 2]
   local bucket, due, first = ARGV[a + 3], ARGV[a + 4], a + 5
   if fl == '2' or fl == '3' then redis.call('SADD', KEYS[2], topic) end
-  a = first + n * 8
+  a = first + n * 9
   if topic ~= cur then
     local b = prefix .. ':{' .. topic .. '}:'
     ` + putTopicLua + `
@@ -83,18 +87,25 @@ while a <= #ARGV do
   local st, sid, sstate = 'OK', nil, nil
   for i = 0, n - 1 do
     if fl == '1' or fl == '3' then break end
-    local id = ARGV[first + i * 8]
+    local id, chk = ARGV[first + i * 9], ARGV[first + i * 9 + 8]
     if redis.call('EXISTS', prefix .. ':id:{' .. id .. '}') == 1 then st = 'CLAIMED'; break end
     local seq = redis.call('HGET', K_IDS, id)
     if seq then st, sid, sstate = 'EXISTS', id, (load(seq) or {}).state or ''; break end
+    if chk ~= '' then
+      -- an id that carries a seq (freshid.go): is it that job's?
+      st, sid, sstate = madeHere(prefix, chk, id)
+      if st ~= 'OK' then break end
+    end
   end
   if st == 'OK' then
     local r = 0
     for i = 0, n - 1 do
-      local b = first + i * 8
+      local b = first + i * 9
       local seq, state, score, m = ARGV[b + 1], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
-      mset[#mset + 1] = prefix .. ':id:{' .. ARGV[b] .. '}'
-      mset[#mset + 1] = ARGV[b + 2]
+      if ARGV[b + 2] ~= '' then
+        mset[#mset + 1] = prefix .. ':id:{' .. ARGV[b] .. '}'
+        mset[#mset + 1] = ARGV[b + 2]
+      end
       mset[#mset + 1] = K_JOB .. seq
       mset[#mset + 1] = ARGV[b + 7]
       gather(hsets, ARGV[b + 6], seq, topic)
@@ -225,22 +236,40 @@ func (c *seqTopics) get(seq uint64) (string, bool) {
 
 var _ store.FreshPutter = (*Store)(nil)
 
-// PutFresh implements store.FreshPutter. On one node it is the one-script
-// put without the check of each id (an EXISTS of its claim and an HGET
-// in its topic per job): the engine made the ids just now, so none is
-// taken. On a Cluster it skips the id claim script: each claim names its
-// seq and is a plain SET in the index pipeline, in a group of the
-// topic's puts (clusterput.go), or putFreshCluster for jobs of several
-// topics; on one node for jobs of several topics it is Put.
+// PutFresh implements store.FreshPutter. It replaces each job's id with
+// one that carries its seq (freshid.go), which needs no id claim: on one
+// node it is the one-script put without the claims and without the check
+// of each id (an EXISTS of its claim and an HGET in its topic per job):
+// the engine made the ids just now, so none is taken. On a Cluster the
+// jobs of a topic go in a group of the topic's puts (clusterput.go)
+// without the id claim scripts; jobs of several topics, on a Cluster or
+// on one node, go through putFreshSteps.
 func (s *Store) PutFresh(ctx context.Context, jobs []*delayq.Job) error {
 	if done, err := s.putFirst(ctx, jobs, true); done {
 		return err
 	}
-	if !s.oneNode {
-		return s.putFreshCluster(ctx, jobs)
-	}
-	return s.Put(ctx, jobs)
+	return s.putFreshSteps(ctx, jobs)
 }
+
+// madeHereLua is the one-node put script's check of an id that carries
+// a seq (freshid.go; Go passes the seq): madeHere(prefix, seq, id)
+// answers "OK" when no job seq has that id, "EXISTS", id and its state
+// when it is live, and "CLAIMED" when it is retained or a layout 1
+// record (the full path then asks the topic, which knows whether it is
+// still within the retention window: heldBySeq).
+const madeHereLua = `
+local function madeHere(prefix, seq, id)
+  local t = redis.call('HGET', (shardKeys(prefix, seq)), seq)
+  if not t then return 'OK' end
+  local raw = redis.pcall('GET', prefix .. ':{' .. t .. '}:j:' .. seq)
+  if not raw then return 'OK' end
+  if type(raw) == 'table' then return 'CLAIMED' end
+  local j = cmsgpack.unpack(raw)
+  if j.id ~= id then return 'OK' end
+  if j.ended then return 'CLAIMED' end
+  return 'EXISTS', id, j.state
+end
+`
 
 // listenedLua is the one-node scripts' test of whether a wake-up has
 // anyone to wake: PUBLISH costs Redis the command and a write to every

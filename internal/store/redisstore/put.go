@@ -96,7 +96,7 @@ func (s *Store) insert(ctx context.Context, jobs []*delayq.Job, claims []string,
 	for i, j := range jobs {
 		j.Seq = first + uint64(i)
 	}
-	if err := s.indexPut(ctx, jobs, nil); err != nil {
+	if err := s.indexPut(ctx, jobs); err != nil {
 		return nil, err
 	}
 	if s.testHookIndexed != nil {
@@ -158,17 +158,11 @@ func earliestDelayed(jobs []*delayq.Job) map[string]int64 {
 }
 
 // indexPut writes what a put indexes before its insert, in one pipeline:
-// the claims in set (claims that name their job's seq, of fresh ids:
-// plain SETs; "" for a claim made already), seq -> topic, the topics to the registry
-// (those this instance has not added within registerEvery) and each
-// topic's bucket entry lowered to its earliest delayed due.
-func (s *Store) indexPut(ctx context.Context, jobs []*delayq.Job, set []string) error {
+// seq -> topic, the topics to the registry (those this instance has not
+// added within registerEvery) and each topic's bucket entry lowered to
+// its earliest delayed due.
+func (s *Store) indexPut(ctx context.Context, jobs []*delayq.Job) error {
 	cmds := make(rueidis.Commands, 0, len(jobs)+4)
-	for i, j := range jobs {
-		if set != nil && set[i] != "" {
-			cmds = append(cmds, s.c.B().Set().Key(s.k.claim(j.ID)).Value(set[i]).Build())
-		}
-	}
 	// One HSET per run of jobs in one seq shard: a put's seqs, and a
 	// group's, are consecutive.
 	for i := 0; i < len(jobs); {
@@ -241,10 +235,10 @@ func topicsOf(jobs []*delayq.Job) []string {
 // clusterput.go) into one topic on a Cluster, each call on its own: a call
 // with an id live in the topic writes none of its jobs and answers
 // EXISTS, and the others go in. A call's ids were claimed before (the
-// claim step; fresh ids, PutFresh, with a claim naming the seq): a
-// fresh call's jobs are found through their claims and get no K_IDS
-// entry, nor is a fresh id checked there; another call's ids are
-// checked in K_IDS (a job put before claims named seqs) and entered
+// claim step), or carry their seqs (PutFresh, freshid.go: no claim): a
+// fresh call's jobs are found through the seq their ids carry and get
+// no K_IDS entry, nor is a fresh id checked there; another call's ids
+// are checked in K_IDS (a job put before claims named seqs) and entered
 // there.
 //
 //	KEYS[1]    -> the topic's key prefix (keys.go)
@@ -289,8 +283,8 @@ return out
 // insertScript.
 type insertPart struct {
 	jobs   []*delayq.Job
-	claims []string
-	fresh  bool // the claims name the seqs: no K_IDS entry (PutFresh)
+	claims []string // "" for an id the server made: none (freshid.go)
+	fresh  bool     // no K_IDS entry: the ids carry their seqs (PutFresh)
 }
 
 // partOf is the part of jobs (claims[i] is job i's) of topic.
@@ -320,7 +314,10 @@ func (s *Store) insertParts(ctx context.Context, topic string, parts []insertPar
 		args = append(args, strconv.Itoa(len(p.jobs)), fresh)
 		for i, j := range p.jobs {
 			seq := strconv.FormatUint(j.Seq, 10)
-			kv := append(jobFields(j), "seq", seq, "claim", p.claims[i])
+			kv := append(jobFields(j), "seq", seq)
+			if p.claims[i] != "" { // none for an id the server made
+				kv = append(kv, "claim", p.claims[i])
+			}
 			if !p.fresh {
 				kv = append(kv, "ix", "1")
 			}
@@ -417,6 +414,9 @@ return 1
 // claimAll claims every job's id; on a live conflict it undoes its own
 // claims and returns ErrExists naming the id.
 func (s *Store) claimAll(ctx context.Context, jobs []*delayq.Job) ([]string, error) {
+	if err := s.heldBySeq(ctx, jobs); err != nil {
+		return nil, err
+	}
 	claims, execs := s.newClaims(jobs)
 	if err := s.settleClaims(ctx, jobs, claims, execMulti(ctx, s.c, claimScript, execs)); err != nil {
 		return nil, err
@@ -516,6 +516,39 @@ func (s *Store) takeOver(ctx context.Context, j *delayq.Job, other, claim string
 	}
 	if n != 1 {
 		return exists("")
+	}
+	return nil
+}
+
+// heldBySeq answers ErrExists, with the job's state, when the id of a
+// job among jobs carries a seq (freshid.go: someone puts an id the
+// server made) whose job has that id and is live, or retained and
+// within the window; a put claims the id only after. A producer's own
+// id that carries a seq by chance (1 in 4096 UUIDv7s) names a seq with
+// no job or another one, and is claimed as any other id. The remaining
+// race: an id guessed and put before the server makes it for one of its
+// jobs (docs/redis.md).
+func (s *Store) heldBySeq(ctx context.Context, jobs []*delayq.Job) error {
+	for _, j := range jobs {
+		seq, ok := freshSeq(j.ID)
+		if !ok {
+			continue
+		}
+		topic, err := s.seqTopic(ctx, seq)
+		if errors.Is(err, delayq.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		now, keep := s.retainedView()
+		st, err := idStateScript.Exec(ctx, s.c, s.k.topic(topic).slice(), []string{"p", freshRef(seq, j.ID), now, keep}).ToString()
+		if err != nil {
+			return unavailable("put: check id", err)
+		}
+		if st != "" {
+			return fmt.Errorf("redisstore: put: %w", &delayq.ExistsError{ID: j.ID, State: delayq.State(st)})
+		}
 	}
 	return nil
 }

@@ -253,13 +253,26 @@ func (s *Store) putArgs(calls []*putCall, first uint64) (args []string, asked ma
 		args = append(args, topic, strconv.Itoa(len(c.jobs)), strconv.Itoa(flags), s.k.bucketDue(bucketOf(topic, s.opt.Buckets)), due)
 		for _, j := range c.jobs {
 			sq := strconv.FormatUint(seq, 10)
+			claim, chk := "", ""
+			if c.fresh {
+				// The id carries its seq: no claim (freshid.go).
+				j.ID = freshID(j.ID, seq)
+			} else {
+				claim = topic + "|" + now + "|" + nonce() + "|" + sq
+				if fs, ok := freshSeq(j.ID); ok {
+					chk = strconv.FormatUint(fs, 10)
+				}
+			}
 			seq++
-			claim := topic + "|" + now + "|" + nonce() + "|" + sq
 			args = append(args, j.ID, sq, claim)
 			args = append(args, placeArgs(j, seq-1)...)
 			args = append(args, s.k.seqShard(seq-1))
-			buf = appendPacked(buf[:0], append(jobFields(j), "seq", sq, "claim", claim), 0)
-			args = append(args, string(buf))
+			f := append(jobFields(j), "seq", sq)
+			if claim != "" {
+				f = append(f, "claim", claim)
+			}
+			buf = appendPacked(buf[:0], f, 0)
+			args = append(args, string(buf), chk)
 		}
 	}
 	return args, asked

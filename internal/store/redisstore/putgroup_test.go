@@ -139,7 +139,8 @@ func TestOneNodeConcurrentPutsShareOneScript(t *testing.T) {
 
 	release := pauseWrites(t, addrs[0])
 	p := &linedPuts{t: t, s: a}
-	p.hold(readyIn("hold", "t"))
+	hold := readyIn("hold", "t")
+	p.hold(hold)
 	lined := [][]*delayq.Job{
 		{readyIn("r1", "t")}, {readyIn("r2", "t")}, {readyIn("u1", "u")}, {delayed},
 		{readyIn("m1", "u"), readyIn("m2", "u")},
@@ -157,7 +158,7 @@ func TestOneNodeConcurrentPutsShareOneScript(t *testing.T) {
 	if n := commits.Load(); n != 2 {
 		t.Errorf("%d write round trips for a put in flight and %d lined up behind it, want 2", n, len(lined))
 	}
-	seqsInOrder(t, a, "hold", "r1", "r2", "u1", "d1", "m1", "m2")
+	seqsInOrder(t, a, hold, lined[0][0], lined[1][0], lined[2][0], delayed, lined[4][0], lined[4][1])
 	// B hears the group's wake-ups: its due time, and one count per
 	// topic (after the held put's own t 1).
 	hears(t, events, "t 2", "u 3", "due "+strconv.FormatInt(due.UnixMilli(), 10))
@@ -179,14 +180,15 @@ func liveAndStale(t *testing.T, s *Store) {
 	}
 }
 
-// seqsInOrder checks that the jobs of ids have growing seqs.
-func seqsInOrder(t *testing.T, s *Store, ids ...string) {
+// seqsInOrder checks that jobs, as their puts left them (PutFresh
+// gives them ids of its own), have growing seqs in the store.
+func seqsInOrder(t *testing.T, s *Store, jobs ...*delayq.Job) {
 	t.Helper()
 	var last uint64
-	for _, id := range ids {
-		j := ok(s.Get(t.Context(), delayq.Ref{ID: id}))(t)
+	for _, put := range jobs {
+		j := ok(s.Get(t.Context(), delayq.Ref{ID: put.ID}))(t)
 		if j.Seq <= last {
-			t.Errorf("%s has seq %d, not after the put before it (%d)", id, j.Seq, last)
+			t.Errorf("%s has seq %d, not after the put before it (%d)", put.ID, j.Seq, last)
 		}
 		last = j.Seq
 	}

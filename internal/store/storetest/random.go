@@ -341,6 +341,13 @@ func (rr *randomRun) put() (string, any, any, error, error) {
 		// live may go this way.
 		names[0] = "fresh " + names[0]
 		sutErr = fp.PutFresh(rr.h.ctx, sutJobs)
+		if sutErr == nil {
+			// PutFresh may give the jobs ids of the store's own making:
+			// the model takes the same.
+			for i, j := range sutJobs {
+				modelJobs[i].ID = j.ID
+			}
+		}
 	} else {
 		sutErr = rr.h.s.Put(rr.h.ctx, sutJobs)
 	}
