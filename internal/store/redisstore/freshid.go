@@ -1,9 +1,11 @@
 package redisstore
 
 import (
-	"encoding/hex"
+	"encoding/binary"
 	"strconv"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Ids the server made carry their seq (issue 31).
@@ -40,57 +42,30 @@ func freshID(id string, seq uint64) string {
 	if !ok {
 		ms = uint64(time.Now().UnixMilli())
 	}
-	var b [16]byte
-	for i := 0; i < 6; i++ {
-		b[i] = byte(ms >> (40 - 8*i))
-	}
-	b[6] = 0x70 | byte(freshMarker>>8)
-	b[7] = byte(freshMarker & 0xff)
-	seq &= freshSeqMax
-	b[8] = 0x80 | byte(seq>>56)
-	for i := 9; i < 16; i++ {
-		b[i] = byte(seq >> (8 * (15 - i)))
-	}
-	var s [36]byte
-	hex.Encode(s[0:8], b[0:4])
-	s[8] = '-'
-	hex.Encode(s[9:13], b[4:6])
-	s[13] = '-'
-	hex.Encode(s[14:18], b[6:8])
-	s[18] = '-'
-	hex.Encode(s[19:23], b[8:10])
-	s[23] = '-'
-	hex.Encode(s[24:36], b[10:16])
-	return string(s[:])
+	var u uuid.UUID
+	binary.BigEndian.PutUint64(u[0:8], ms<<16|0x7000|freshMarker)
+	binary.BigEndian.PutUint64(u[8:16], 1<<63|seq&freshSeqMax)
+	return u.String()
 }
 
-// uuidBytes reads a UUID in its canonical form (36 characters, lower
-// case hex, dashes at 8, 13, 18 and 23: the form freshID writes).
-func uuidBytes(id string) (b [16]byte, ok bool) {
-	if len(id) != 36 || id[8] != '-' || id[13] != '-' || id[18] != '-' || id[23] != '-' {
-		return b, false
+// canonicalUUID reads id when it is a UUID in the form uuid.UUID.String
+// writes (36 characters, lower-case hex): uuid.Parse also takes upper
+// case, braces and a urn: prefix, which would make two ids of one job.
+func canonicalUUID(id string) (uuid.UUID, bool) {
+	if len(id) != 36 {
+		return uuid.UUID{}, false
 	}
-	h := id[0:8] + id[9:13] + id[14:18] + id[19:23] + id[24:36]
-	for i := 0; i < len(h); i++ {
-		if c := h[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return b, false
-		}
-	}
-	_, err := hex.Decode(b[:], []byte(h))
-	return b, err == nil
+	u, err := uuid.Parse(id)
+	return u, err == nil && u.String() == id
 }
 
 // uuidV7Millis is the timestamp of id when it is a canonical UUIDv7.
 func uuidV7Millis(id string) (uint64, bool) {
-	b, ok := uuidBytes(id)
-	if !ok || b[6]>>4 != 7 || b[8]>>6 != 2 {
+	u, ok := canonicalUUID(id)
+	if !ok || u.Version() != 7 || u.Variant() != uuid.RFC4122 {
 		return 0, false
 	}
-	var ms uint64
-	for i := 0; i < 6; i++ {
-		ms = ms<<8 | uint64(b[i])
-	}
-	return ms, true
+	return binary.BigEndian.Uint64(u[0:8]) >> 16, true
 }
 
 // freshSeq is the seq an id the server made carries: ok when id is a
@@ -98,14 +73,11 @@ func uuidV7Millis(id string) (uint64, bool) {
 // producer's own id may pass too (1 in 4096 UUIDv7s): the seq is then
 // only where to look first, and the record there must have this id.
 func freshSeq(id string) (seq uint64, ok bool) {
-	b, ok := uuidBytes(id)
-	if !ok || b[6] != 0x70|byte(freshMarker>>8) || b[7] != byte(freshMarker&0xff) || b[8]>>6 != 2 {
+	u, ok := canonicalUUID(id)
+	if !ok || binary.BigEndian.Uint16(u[6:8]) != 0x7000|freshMarker || u.Variant() != uuid.RFC4122 {
 		return 0, false
 	}
-	seq = uint64(b[8] & 0x3f)
-	for i := 9; i < 16; i++ {
-		seq = seq<<8 | uint64(b[i])
-	}
+	seq = binary.BigEndian.Uint64(u[8:16]) & freshSeqMax
 	return seq, seq != 0
 }
 
