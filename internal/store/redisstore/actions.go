@@ -254,7 +254,7 @@ end
 local rec = raw or pack(j)
 unplace(seq, j)
 if j.ix then redis.call('HDEL', K_IDS, j.id) end
-local keep = tonumber(ARGV[6])
+local keep = ARGV[6] + 0
 local prefix = ARGV[8]
 -- A job whose id the server made has no claim (its id carries its seq).
 local claimKey
@@ -292,7 +292,7 @@ local idx = K_ENDED[j.state]
 redis.call('ZADD', idx, nowS, pad(seq))
 -- Trimmed on one delete in trimEvery (by seq), not on each: readers skip
 -- members older than the window anyway (listRetainedScript).
-local trim = tonumber(seq) % ` + trimEvery + ` == 0
+local trim = seq % ` + trimEvery + ` == 0
 if prefix == '' then
   -- A Cluster's topic script cannot reach the global keys: the caller
   -- moves the seq's entry to a key with a TTL (indexEnded), and the

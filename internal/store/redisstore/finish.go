@@ -320,7 +320,7 @@ return 1
 //	              now (unix ms), the nonce of a retained claim
 //	Returns:   per call its status and the record as it was ("" unless OK)
 var deleteGroupScript = newScript(`
-local keep, px, prefix, n = tonumber(ARGV[1]), ARGV[1], ARGV[3], tonumber(ARGV[4])
+local keep, px, prefix, n = ARGV[1] + 0, ARGV[1], ARGV[3], ARGV[4] + 0
 local one = prefix ~= ''
 -- Every call is found and checked before anything is written, so a
 -- record that cannot be read fails the script with nothing done.
@@ -366,7 +366,7 @@ for i = 1, n do
 end
 local v = redis.call('MGET', unpack(claimKeys))
 local lastS = v[1]
-local last = lastS and tonumber(lastS)
+local last = lastS and lastS + 0
 local moved = false
 local reserved, dels, delClaims, shards, shardOrder = {}, {}, {}, {}, {}
 local ended, endedOrder, trim = {}, {}, false
@@ -392,8 +392,9 @@ for i = 1, n do
       local b = 5 + (i - 1) * 6
       -- the topic's clock, as clockAt: never back, written once below
       local nowS = ARGV[b + 4]
-      if last and last >= tonumber(nowS) then nowS = lastS
-      else last, lastS, moved = tonumber(nowS), nowS, true end
+      local nowN = nowS + 0
+      if last and last >= nowN then nowS = lastS
+      else last, lastS, moved = nowN, nowS, true end
       if c.finished then hend(j, nowS, 'finished', '') else hend(j, nowS, 'deleted', '') end
       if c.finished then j.state = 'finished'
       elseif j.state == 'buried' then j.state = 'failed'
@@ -410,7 +411,7 @@ for i = 1, n do
       local e = ended[idx]
       e[#e + 1] = nowS
       e[#e + 1] = pad(seq)
-      if tonumber(seq) % ` + trimEvery + ` == 0 then trim = true end
+      if seq % ` + trimEvery + ` == 0 then trim = true end
       if not one then
         -- the id's claim (another slot) cannot name the seq; an id
         -- without one carries it

@@ -48,9 +48,9 @@ var reserveScript = newScript(listenedLua + `
 -- the topic's clock and its pause in one command
 local v = redis.call('MGET', K_NOW, K_PAUSE)
 local now, nowS = clockAt(v[1], ARGV[1])
-local max, last = tonumber(ARGV[2]), ARGV[3]
-local begin = math.max(now, tonumber(ARGV[4]))
-if v[2] and now < tonumber(v[2]) then return {''} end
+local max, last = ARGV[2] + 0, ARGV[3]
+local begin = math.max(now, ARGV[4] + 0)
+if v[2] and now < v[2] + 0 then return {''} end
 -- every score is 0: lexical order is rank order
 local upto = '+'
 if last ~= '' then upto = '[' .. last end
@@ -67,7 +67,7 @@ for _, m in ipairs(members) do
   j.res = seq .. '-' .. j.att
   hstart(j, nowS, ARGV[5])
   -- a ready job put with Due just past a caller's Now still gets a full TTR
-  local deadline = math.max(begin, tonumber(j.due)) + tonumber(j.ttr)
+  local deadline = math.max(begin, j.due + 0) + j.ttr
   j.deadline = fmt(deadline)
   -- scores and TTLs go to Redis as strings: a Lua number is formatted
   -- with sprintf on every call

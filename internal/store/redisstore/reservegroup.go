@@ -179,12 +179,12 @@ func (s *Store) reserveAlone(ctx context.Context, c *reserveCall) {
 //	Returns:   per call: how many jobs k, its earliest new deadline or
 //	           "", then its k records
 var reserveGroupScript = newScript(listenedLua + `
-local n = tonumber(ARGV[5])
+local n = ARGV[5] + 0
 local v = redis.call('MGET', K_NOW, K_PAUSE)
-local lastS, pause = v[1], v[2] and tonumber(v[2])
-local last = lastS and tonumber(lastS)
+local lastS, pause = v[1], v[2] and v[2] + 0
+local last = lastS and lastS + 0
 local total = 0
-for i = 1, n do total = total + tonumber(ARGV[5 + (i - 1) * 4 + 2]) end
+for i = 1, n do total = total + ARGV[5 + (i - 1) * 4 + 2] end
 -- every score is 0: lexical order is rank order
 local members = redis.call('ZRANGE', K_READY, '-', '+', 'BYLEX', 'LIMIT', '0', fmt(total))
 -- Every record is read before anything is written, so one that cannot
@@ -210,14 +210,15 @@ for i = 1, n do
   local b = 5 + (i - 1) * 4
   -- the topic's clock, as clockAt: never back, written once below
   local nowS = ARGV[b + 1]
-  if last and last >= tonumber(nowS) then nowS = lastS
-  else last, lastS, moved = tonumber(nowS), nowS, true end
+  local nowN = nowS + 0
+  if last and last >= nowN then nowS = lastS
+  else last, lastS, moved = nowN, nowS, true end
   local head = #out + 1
   out[head], out[head + 1] = 0, ''
   if not (pause and last < pause) then
-    local begin = math.max(last, tonumber(ARGV[b + 3]))
+    local begin, want = math.max(last, ARGV[b + 3] + 0), ARGV[b + 2] + 0
     local got, mine = 0, nil
-    while got < tonumber(ARGV[b + 2]) and next <= #members do
+    while got < want and next <= #members do
       local m, j = members[next], jobs[next]
       next = next + 1
       local ps = string.sub(m, 11) -- the seq as the other indexes pad it
@@ -229,7 +230,7 @@ for i = 1, n do
       j.res = seq .. '-' .. j.att
       hstart(j, nowS, ARGV[b + 4])
       -- a ready job put with Due just past a caller's Now still gets a full TTR
-      local deadline = math.max(begin, tonumber(j.due)) + tonumber(j.ttr)
+      local deadline = math.max(begin, j.due + 0) + j.ttr
       j.deadline = fmt(deadline)
       reserved[#reserved + 1] = j.deadline
       reserved[#reserved + 1] = ps
