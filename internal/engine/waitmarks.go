@@ -159,7 +159,7 @@ func (e *Engine) renewMarks(ctx context.Context) {
 	}
 }
 
-// marker is the store's store.WaitMarker, or nil.
+// waitMarker returns st as a store.WaitMarker, or nil.
 func waitMarker(st store.Store) store.WaitMarker {
 	wm, _ := st.(store.WaitMarker)
 	return wm
