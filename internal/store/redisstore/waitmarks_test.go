@@ -206,7 +206,7 @@ func TestWaiterNeverMissesAPutElsewhere(t *testing.T) {
 				rs.mu.Unlock()
 				start := time.Now()
 				jobs, err := e.Reserve(ctx, engine.ReserveRequest{Topics: []string{topic}, N: 1, Wait: wait, By: "b"})
-				if err != nil || len(jobs) != 1 || jobs[0].ID != topic {
+				if err != nil || len(jobs) != 1 || jobs[0].Topic != topic {
 					t.Fatalf("%s, round %d: B's reserve = %v, %v after %s; want the job A put", at, i, jobs, err, time.Since(start).Round(time.Millisecond))
 				}
 			}
