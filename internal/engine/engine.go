@@ -96,8 +96,12 @@ type Engine struct {
 	log     *slog.Logger
 	metrics *metrics.Metrics
 	waiters *waiters
-	guards  guards
-	pol     policies
+	// marker is base as a store.WaitMarker, or nil; marks is what this
+	// engine marked there (waitmarks.go).
+	marker store.WaitMarker
+	marks  waitMarks
+	guards guards
+	pol    policies
 
 	tickErrs repeatLog // the timer's failures, logged without flooding
 
@@ -123,6 +127,8 @@ func New(st store.Store, cfg Config) *Engine {
 		log:      cfg.Logger,
 		metrics:  cfg.Metrics,
 		waiters:  newWaiters(),
+		marker:   waitMarker(st),
+		marks:    waitMarks{m: map[string]*topicMark{}},
 		wake:     make(chan struct{}, 1),
 		draining: make(chan struct{}),
 	}

@@ -44,7 +44,10 @@ func (e *Engine) reserve(ctx context.Context, r ReserveRequest) ([]*delayq.Job, 
 }
 
 // waitReserve long-polls. The waiter is parked before each store attempt,
-// so a job made ready between the attempt and the wait still wakes it.
+// so a job made ready between the attempt and the wait still wakes it;
+// over a store.WaitMarker its topics are marked between the two
+// (markWaiting), so a job made ready by another instance after the
+// attempt is announced to it too.
 // Its first attempt is the reserve's first: a store attempt before
 // parking, when it finds nothing, is a second empty one (a store round
 // trip or two) for every consumer that comes back for more.
@@ -66,6 +69,7 @@ func (e *Engine) waitReserve(ctx context.Context, r ReserveRequest) ([]*delayq.J
 	var wokeFor int // how many of its jobs that wake-up counted on this reserve for
 	for {
 		w := e.waiters.add(r.Topics, r.N, r.By)
+		e.markWaiting(ctx, r.Topics)
 		jobs, err := e.reserveNow(ctx, r)
 		if err != nil || len(jobs) > 0 {
 			if handed := e.leave(w); len(handed) > 0 {

@@ -27,7 +27,8 @@ const firstTickBatch = 64
 // ready, wakes the waiters of the topics that gained ready jobs, and sleeps
 // until the next due time or until a put, release or update makes an
 // earlier one (beanstalkd's prottick, without polling). If the store is a
-// store.Notifier, Run also relays its events to waiters and the timer.
+// store.Notifier, Run also relays its events to waiters and the timer;
+// if it is a store.WaitMarker, Run renews the marks of topics waited on.
 func (e *Engine) Run(ctx context.Context) error {
 	if n, ok := e.base.(store.Notifier); ok {
 		events, err := n.Notify(ctx)
@@ -37,6 +38,10 @@ func (e *Engine) Run(ctx context.Context) error {
 		go e.relay(ctx, events)
 		// Another instance may change a policy: reload on an interval.
 		go e.refreshPolicies(ctx, e.cfg.PolicyRefresh)
+	}
+	if e.marker != nil {
+		// Long waits keep their topics marked (waitmarks.go).
+		go e.renewMarks(ctx)
 	}
 	var a alarm = newTimerAlarm()
 	if e.cfg.PreciseTimer {

@@ -28,6 +28,16 @@
 //     transitions: one lost costs latency, never a job, and a store that
 //     reconnects after losing some sends a Due of now so the timer looks
 //     again. An instance need not be told of its own changes.
+//   - WaitMarker: a Notifier whose ready-count events cost the store
+//     something to send (redisstore) sends them only to instances that
+//     said they have long-poll waiters on the topic. The engine marks a
+//     topic before the store attempt that follows parking a waiter, and
+//     renews the mark while it still has waiters there; a transition of
+//     another instance that makes jobs of a marked topic ready after the
+//     mark was written sends its Event.Topic, one before it was made
+//     ready before the waiter's attempt, which finds the jobs. A mark
+//     that lapses costs latency, never a job (the waiter's long poll
+//     ends and its consumer comes back).
 //   - Cluster: instances of a shared store advertise themselves and list
 //     the live ones (GET /v1/cluster); a store that is not one is a
 //     deployment of one instance.
@@ -503,6 +513,29 @@ type Event struct {
 type Notifier interface {
 	// Notify returns a channel of events that closes when ctx is done.
 	Notify(ctx context.Context) (<-chan Event, error)
+}
+
+// WaitMarker is implemented by Notifiers that leave out a ready-count
+// event (Event.Topic) when no other instance has marked its topic as
+// waited on (redisstore: a put whose wake-up has no one to wake then costs
+// Redis nothing, where a Cluster's SPUBLISH was a fifth of a put's Redis
+// time). Events of due times (Event.Due) are not marked: they step
+// timers, which always listen.
+//
+// An engine over such a store calls MarkWaiting for the topics of a
+// long-poll reserve after parking it and before the store attempt that
+// follows, so no job made ready elsewhere is missed: a transition
+// ordered before the mark was written is seen by the attempt, and one
+// ordered after it sends its event to the parked waiter.
+type WaitMarker interface {
+	// MarkWaiting records that this instance has waiters on topics for
+	// at least life from the call (the store may keep the mark longer).
+	// Once it returns nil, every transition of another instance that
+	// makes jobs of those topics ready, and is ordered after the call,
+	// sends its Event.Topic to this instance until life has passed. An
+	// error leaves the marks as they were: the engine's waiter still
+	// waits, and may hear of jobs only when its long poll ends.
+	MarkWaiting(ctx context.Context, topics []string, life time.Duration) error
 }
 
 // FreshPutter is implemented by stores for which checking that an id is

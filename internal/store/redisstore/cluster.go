@@ -114,8 +114,11 @@ func (s *Store) putFreshSteps(ctx context.Context, jobs []*delayq.Job) error {
 	if s.testHookIndexed != nil {
 		s.testHookIndexed()
 	}
+	waited := map[string]bool{}
 	for _, topic := range topics {
-		if _, err := s.insertParts(ctx, topic, []insertPart{partOf(topic, jobs, claims, true)}); err != nil {
+		_, w, err := s.insertParts(ctx, topic, []insertPart{partOf(topic, jobs, claims, true)})
+		waited[topic] = w
+		if err != nil {
 			// The topics before this one are in; this one's insert may
 			// have run (its reply was lost). The seq entries of the
 			// rest name no job, as after a crash.
@@ -126,6 +129,6 @@ func (s *Store) putFreshSteps(ctx context.Context, jobs []*delayq.Job) error {
 	for _, j := range jobs {
 		s.topicOf.add(j.Seq, j.Topic)
 	}
-	s.publishPut(ctx, jobs)
+	s.publishPut(ctx, jobs, waited)
 	return nil
 }

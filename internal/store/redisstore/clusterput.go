@@ -22,7 +22,9 @@ import (
 // with the next step), the index pipeline (the fresh claims, one HSET
 // per seq shard, the registry, the bucket mark), ONE insertScript with
 // every call's jobs, the second bucket mark (markAgain), and one
-// wake-up: the group's ready count and its earliest due. A group of k
+// wake-up: the group's ready count (only when the insert script found
+// another instance waiting on the topic, notify.go) and its earliest
+// due. A group of k
 // calls pays Redis one script call, one HSET and one SPUBLISH instead
 // of k each (the claims stay one per id: each id is its own slot).
 //
@@ -97,7 +99,7 @@ func (s *Store) writeClusterPuts(ctx context.Context, calls []*putCall) {
 			return unavailable("put", fmt.Errorf("took longer than %s before insert; gave up so a stale-claim takeover cannot race it", staleClaim/2))
 		})
 	}
-	s.insertCalls(ctx, calls)
+	waited := s.insertCalls(ctx, calls)
 	var in []*delayq.Job
 	for _, c := range calls {
 		if c.err == nil {
@@ -109,7 +111,7 @@ func (s *Store) writeClusterPuts(ctx context.Context, calls []*putCall) {
 	}
 	if len(in) > 0 {
 		s.markAgain(ctx, in)
-		s.publishPut(ctx, in)
+		s.publishPut(ctx, in, map[string]bool{calls[0].jobs[0].Topic: waited})
 	}
 }
 
@@ -166,16 +168,17 @@ func (s *Store) dropCalls(calls []*putCall, check func(c *putCall) error) []*put
 // insertScript, and sets each call's answer: nil when its jobs went in,
 // its ExistsError (its claims removed) when an id of it was live in the
 // topic, or the error of a script that failed or whose reply was lost
-// (its claims kept: its jobs may be live).
-func (s *Store) insertCalls(ctx context.Context, calls []*putCall) {
+// (its claims kept: its jobs may be live). waited is true when the
+// group's ready count is to be published (insertParts).
+func (s *Store) insertCalls(ctx context.Context, calls []*putCall) (waited bool) {
 	if len(calls) == 0 {
-		return
+		return false
 	}
 	parts := make([]insertPart, len(calls))
 	for i, c := range calls {
 		parts[i] = insertPart{jobs: c.jobs, claims: c.claims, fresh: c.fresh}
 	}
-	errs, err := s.insertParts(ctx, calls[0].jobs[0].Topic, parts)
+	errs, waited, err := s.insertParts(ctx, calls[0].jobs[0].Topic, parts)
 	for i, c := range calls {
 		if err != nil {
 			c.err = err
@@ -185,4 +188,5 @@ func (s *Store) insertCalls(ctx context.Context, calls []*putCall) {
 			s.unclaimAll(c.jobs, c.claims)
 		}
 	}
+	return waited
 }

@@ -40,6 +40,10 @@ func TestClusterConcurrentPutsShareOneScript(t *testing.T) {
 	stores := group(t, addrs, 2, quietLeases)
 	a, b := stores[0], stores[1]
 	events := listening(t, a, b)
+	// B's consumers wait on both topics: its wake-ups are published.
+	if err := b.MarkWaiting(t.Context(), []string{"t", "u"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	ctx := t.Context()
 	// Every node that holds t or u has the insert script from here on
 	// (a node without it answers the first EVALSHA with NOSCRIPT).

@@ -184,6 +184,17 @@ func TestPrefixesKeepDeploymentsApart(t *testing.T) {
 			b2 := openStore(t, addrs, Options{Prefix: pb})
 			defer b2.Close()
 			drain(events)
+			// b waits on both topics: its marks are its deployment's.
+			if err := b.MarkWaiting(ctx, []string{"shared", "b-only"}, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			// and another instance of a's deployment waits on shared, so a
+			// publishes its put (to its own deployment's channel).
+			a2 := openStore(t, addrs, Options{Prefix: pa})
+			defer a2.Close()
+			if err := a2.MarkWaiting(ctx, []string{"shared"}, time.Minute); err != nil {
+				t.Fatal(err)
+			}
 			if err := a.Put(ctx, []*delayq.Job{job("wake")}); err != nil {
 				t.Fatal(err)
 			}

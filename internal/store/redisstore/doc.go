@@ -22,7 +22,9 @@
 // The timer work is split into buckets leased by the live instances
 // (leases.go); Tick promotes due work of the leased buckets only. Instances
 // wake each other's long-poll waiters and timers through one pub/sub
-// channel (notify.go) and list themselves for GET /v1/cluster (cluster.go).
+// channel (notify.go; a ready count only to instances that marked its
+// topic as waited on, store.WaitMarker) and list themselves for GET
+// /v1/cluster (cluster.go).
 //
 // It owns no semantics beyond the store.Store contract; validation, waiting
 // and the timer loop are the engine's.

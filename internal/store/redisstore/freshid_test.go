@@ -312,7 +312,7 @@ func oldFreshPut(t *testing.T, s *Store, j *delayq.Job) {
 	if err := s.indexPut(ctx, jobs); err != nil {
 		t.Fatal(err)
 	}
-	if errs, err := s.insertParts(ctx, j.Topic, []insertPart{{jobs: jobs, claims: claims, fresh: true}}); err != nil || errs[0] != nil {
+	if errs, _, err := s.insertParts(ctx, j.Topic, []insertPart{{jobs: jobs, claims: claims, fresh: true}}); err != nil || errs[0] != nil {
 		t.Fatalf("insert: %v, %v", err, errs)
 	}
 }

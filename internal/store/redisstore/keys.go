@@ -22,6 +22,8 @@ import (
 //	P:{t}:buried     ZSET   by the time buried
 //	P:{t}:pause      STRING pause end, unix ms
 //	P:{t}:now        STRING the latest Now the topic was acted at (Now never goes back)
+//	P:{t}:waiting    ZSET   instance id -> end of its mark, Redis TIME in ms: that instance has
+//	                        long-poll waiters on t (MarkWaiting, notify.go); PEXPIREd with the latest
 //	P:{t}:s:<step>:<start> HASH six chart series buckets from start, fields <i><f> (series.go); PEXPIREAT the last one's start+Keep
 //	P:{t}:r:<id>     STRING seq of the retained job with that producer's id (Cluster only); PEXPIRE = the retention
 //	P:{t}:finished   ZSET   retained finished jobs by Ended, member %020d(seq); trimmed to the
@@ -115,6 +117,11 @@ func (k keys) instances() string { return k.prefix + ":instances" }
 func (k keys) instance(id string) string { return k.prefix + ":instance:{" + id + "}" }
 
 func (k keys) events() string { return k.prefix + ":events" }
+
+// waiting is topic t's marks of the instances with long-poll waiters on
+// it (notify.go); same hash tag as the topic's other keys, so the put and
+// tick scripts of t can read it.
+func (k keys) waiting(t string) string { return k.prefix + ":{" + t + "}:waiting" }
 
 // bucketOf is the timer bucket of topic: which instance's timer promotes
 // its due work.

@@ -123,7 +123,7 @@ func TestOneNodeTickCutsAcrossTopics(t *testing.T) {
 }
 
 // TestOneNodeTickWakesOtherInstances checks that the one-script Tick
-// publishes the ready counts to another instance.
+// publishes the ready counts to another instance waiting on the topic.
 func TestOneNodeTickWakesOtherInstances(t *testing.T) {
 	// One bucket: the first instance holds it, the second none.
 	stores := group(t, redisAddrs(t, "DELAYQ_TEST_REDIS"), 2, Options{Buckets: 1})
@@ -131,6 +131,9 @@ func TestOneNodeTickWakesOtherInstances(t *testing.T) {
 	ctx := t.Context()
 	events := listening(t, a, b)
 	waitFor(t, 5*time.Second, "A holding the bucket", func() bool { return len(a.Buckets()) == 1 })
+	if err := b.MarkWaiting(ctx, []string{"tw"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	now := delayq.TruncMilli(time.Now())
 	j := &delayq.Job{ID: "w", Topic: "tw", TTR: time.Minute, State: delayq.StateDelayed, Due: now.Add(-time.Millisecond), Created: now}
 	if err := a.Put(ctx, []*delayq.Job{j}); err != nil {
@@ -193,9 +196,12 @@ func TestClusterWakeUpsAreSharded(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 5*time.Second, "B listening on every channel", b.Listening)
+	topics := []string{"s1", "s2", "s3", "s4", "s5"}
+	if err := b.MarkWaiting(ctx, topics, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	published, spublished := clusterCalls(t, a, "publish"), clusterCalls(t, a, "spublish")
 	now := delayq.TruncMilli(time.Now())
-	topics := []string{"s1", "s2", "s3", "s4", "s5"}
 	for i, topic := range topics {
 		j := &delayq.Job{ID: "sh" + strconv.Itoa(i), Topic: topic, TTR: time.Minute, State: delayq.StateReady, Due: now, Created: now}
 		if err := a.PutFresh(ctx, []*delayq.Job{j}); err != nil {

@@ -200,6 +200,9 @@ func TestNotifyAcrossInstances(t *testing.T) {
 	}
 	// Pub/sub keeps no backlog: B's put must come after A subscribed.
 	waitFor(t, 5*time.Second, "A listening for events", a.Listening)
+	if err := a.MarkWaiting(t.Context(), []string{"wake"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	now := delayq.TruncMilli(time.Now())
 	due := now.Add(time.Hour)
 	put := []*delayq.Job{

@@ -26,6 +26,15 @@ import (
 // latency, never a job. After a reconnect the instance tells its engine to
 // step at once.
 //
+// A ready count is published only when an instance other than the
+// publisher has marked the topic as waited on (MarkWaiting: its engine has
+// long-poll waiters there), tested in the script that makes the jobs
+// ready, atomically with it (waitedLua). Without a waiter anywhere else a
+// put's wake-up has no one to wake: on one node it cost a PUBSUB NUMSUB
+// and, with two instances, a PUBLISH per put group; on a Cluster an
+// SPUBLISH per put group and timer step, a request to another master
+// (issue 31). Due times are not marked: every instance's timer listens.
+//
 // On a Redis Cluster (7.0 or later) the events go over sharded pub/sub
 // instead: a PUBLISH there is sent to every node over the cluster bus
 // (18-24 µs of Redis time each on a 3-master Cluster against about 1 µs
@@ -161,13 +170,17 @@ func (s *Store) heard(ctx context.Context, e event) bool {
 }
 
 // publishPut announces the jobs of a put (or of a group of puts): ready
-// counts per topic and the earliest delayed due.
-func (s *Store) publishPut(ctx context.Context, jobs []*delayq.Job) {
+// counts per topic, of the topics whose insert found another instance
+// waiting (waited), and the earliest delayed due.
+func (s *Store) publishPut(ctx context.Context, jobs []*delayq.Job, waited map[string]bool) {
 	ready := map[string]int{}
 	var topics []string
 	var due int64
 	for _, j := range jobs {
 		if j.State == delayq.StateReady {
+			if !waited[j.Topic] {
+				continue
+			}
 			if ready[j.Topic] == 0 {
 				topics = append(topics, j.Topic)
 			}
@@ -183,7 +196,86 @@ func (s *Store) publishPut(ctx context.Context, jobs []*delayq.Job) {
 	if due != 0 {
 		events = append(events, event{due: due})
 	}
-	s.publish(ctx, events...)
+	if len(events) > 0 {
+		s.publish(ctx, events...)
+	}
+}
+
+// Marks of waiting instances.
+//
+// An engine with long-poll waiters on a topic marks it (MarkWaiting)
+// before the store attempt that follows parking a waiter. The mark is a
+// member of the topic's zset P:{t}:waiting, the instance id, scored with
+// the end of its life in the Redis server's own TIME: on a Cluster the
+// mark and every script that reads it run on the topic's master, so the
+// instances' clocks never enter. A script that makes jobs of the topic
+// ready reads the marks in the same atomic step (waitedLua) and the
+// ready count is published only when a live mark of another instance is
+// there. Either the transition ran before the mark was written, and so
+// before the waiter's attempt, which finds its jobs; or after it, and
+// publishes. A mark that lapses (its instance died, or stopped renewing)
+// costs a waiter latency only: its long poll ends and its consumer
+// comes back.
+
+// waitedLua defines waited(k, me): whether an instance other than me
+// holds a live mark in the marks zset k. The two latest marks suffice:
+// if me's is one of them, the other is the latest of the rest. A topic
+// no one waits on costs one ZREVRANGE of a missing key; TIME is read
+// only when there are marks.
+const waitedLua = `
+local function waited(k, me)
+  local w = redis.call('ZREVRANGE', k, 0, 1, 'WITHSCORES')
+  if #w == 0 then return false end
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  for i = 1, #w, 2 do
+    if w[i] ~= me and tonumber(w[i + 1]) > now then return true end
+  end
+  return false
+end
+`
+
+// markWaitingScript writes one instance's mark on a topic.
+//
+//	KEYS[1]    -> P:{t}:waiting
+//	ARGV[1]    -> the instance id
+//	ARGV[2]    -> the mark's life (ms)
+//
+// It drops the marks that ended (of instances that died or stopped
+// waiting) and keeps the key while its latest mark lives, so a topic no
+// one waits on any more leaves no key behind.
+var markWaitingScript = rueidis.NewLuaScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local life = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('ZADD', KEYS[1], now + life, ARGV[1])
+if redis.call('PTTL', KEYS[1]) < life then redis.call('PEXPIRE', KEYS[1], life) end
+return 1
+`)
+
+var _ store.WaitMarker = (*Store)(nil)
+
+// MarkWaiting implements store.WaitMarker: one script per topic, all in
+// one round trip (on a Cluster each to its topic's master).
+func (s *Store) MarkWaiting(ctx context.Context, topics []string, life time.Duration) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if len(topics) == 0 {
+		return nil
+	}
+	lifeMS := strconv.FormatInt(max(life.Milliseconds(), 1), 10)
+	execs := make([]rueidis.LuaExec, len(topics))
+	for i, t := range topics {
+		execs[i] = rueidis.LuaExec{Keys: []string{s.k.waiting(t)}, Args: []string{s.opt.InstanceID, lifeMS}}
+	}
+	for _, r := range execMulti(ctx, s.c, markWaitingScript, execs) {
+		if err := r.Error(); err != nil {
+			return unavailable("mark waiting", err)
+		}
+	}
+	return nil
 }
 
 func parseEvent(msg string) (self string, e event, ok bool) {

@@ -39,7 +39,9 @@ import (
 // server made (PutFresh) carries its seq and gets no claim (freshid.go). Each call is all or nothing and gets its
 // own answer: a call with an id taken writes none of its jobs and leaves
 // the others' alone. The wake-ups of the whole group go after its
-// inserts, one test of the channel's subscribers (listened) for all.
+// inserts: a topic's ready count only when another instance has marked
+// it as waited on (waited), the earliest due it lowered only when another
+// instance listens (listened).
 // KEYS[1] names the first call's topic, so a group of one topic (a lone
 // put above all) names its keys once, as the prelude does; a call of
 // another topic points the keys at its own (putTopicLua).
@@ -66,7 +68,7 @@ import (
 //	           claimed already (nothing of the call written: it takes
 //	           the full path, which tells a live job from a stale claim);
 //	           or "EXISTS" followed by the live id and its state
-var putOneScript = newScript(listenedLua + madeHereLua + `
+var putOneScript = newScript(listenedLua + madeHereLua + waitedLua + `
 local prefix, out, ready, lowered = ARGV[1], {}, {}, nil
 local a, cur = 5, ARGV[5]
 -- Every write of the group is gathered and sent as one variadic command
@@ -128,9 +130,11 @@ end
 callIn('MSET', nil, mset)
 for _, key in ipairs(hsets) do callIn('HSET', key, hsets[key]) end
 for _, key in ipairs(zadds) do callIn('ZADD', key, zadds[key]) end
-if (lowered or #ready > 0) and listened(ARGV[2], ARGV[4]) then
-  if lowered then redis.call('PUBLISH', ARGV[2], ARGV[3] .. ' - 0 ' .. lowered) end
-  for _, t in ipairs(ready) do redis.call('PUBLISH', ARGV[2], ARGV[3] .. ' ' .. t .. ' ' .. ready[t] .. ' 0') end
+if lowered and listened(ARGV[2], ARGV[4]) then redis.call('PUBLISH', ARGV[2], ARGV[3] .. ' - 0 ' .. lowered) end
+for _, t in ipairs(ready) do
+  if waited(prefix .. ':{' .. t .. '}:waiting', ARGV[3]) then
+    redis.call('PUBLISH', ARGV[2], ARGV[3] .. ' ' .. t .. ' ' .. ready[t] .. ' 0')
+  end
 end
 return out
 `)
@@ -271,8 +275,9 @@ local function madeHere(prefix, seq, id)
 end
 `
 
-// listenedLua is the one-node scripts' test of whether a wake-up has
-// anyone to wake: PUBLISH costs Redis the command and a write to every
+// listenedLua is the one-node scripts' test of whether a due time or
+// deadline has anyone to tell (ready counts have their own, waitedLua):
+// PUBLISH costs Redis the command and a write to every
 // subscriber, one of which is the publishing instance itself, which
 // ignores its own events. With one instance, or while the others'
 // subscriptions are down (they step their timers when it is back), a

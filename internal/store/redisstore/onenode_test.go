@@ -120,7 +120,8 @@ func TestOneNodeDeleteDropsGlobalEntries(t *testing.T) {
 // reserve's wake-ups are published only when a subscriber other than
 // the instance itself listens on the events channel: one instance alone
 // publishes nothing (it would only hear itself), and a second listener
-// hears the put.
+// hears a put's earlier due time (a ready count needs a waiting mark
+// besides: TestWakeUpsOnlyWhenAnotherInstanceWaits).
 func TestOneNodeWakeUpsOnlyWhenSomeoneListens(t *testing.T) {
 	addrs := redisAddrs(t, "DELAYQ_TEST_REDIS")
 	s := openStore(t, addrs, Options{})
@@ -167,12 +168,13 @@ func TestOneNodeWakeUpsOnlyWhenSomeoneListens(t *testing.T) {
 		}
 	}
 	now := delayq.TruncMilli(time.Now())
-	j := &delayq.Job{ID: "heard", Topic: "t", Body: []byte("x"), TTR: time.Minute, State: delayq.StateReady, Due: now, Created: now}
+	due := now.Add(30 * time.Second) // before the reserve's deadlines: it lowers the bucket's entry
+	j := &delayq.Job{ID: "heard", Topic: "t", Body: []byte("x"), TTR: time.Minute, State: delayq.StateDelayed, Due: due, Created: now}
 	if err := s.PutFresh(ctx, []*delayq.Job{j}); err != nil {
 		t.Fatal(err)
 	}
 	_ = sub.SetReadDeadline(time.Now().Add(10 * time.Second))
-	want := s.opt.InstanceID + " t 1 0"
+	want := s.opt.InstanceID + " - 0 " + strconv.FormatInt(due.UnixMilli(), 10)
 	for {
 		line, err := r.ReadString('\n')
 		if err != nil {

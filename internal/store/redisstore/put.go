@@ -38,7 +38,8 @@ func (s *Store) Put(ctx context.Context, jobs []*delayq.Job) error {
 	if err != nil {
 		return err
 	}
-	if inserted, err := s.insert(ctx, jobs, claims, start); err != nil {
+	inserted, waited, err := s.insert(ctx, jobs, claims, start)
+	if err != nil {
 		// Keep the claims of topics whose insert ran or may have run (its
 		// reply was lost): those jobs may be live, and a live job without
 		// its claim cannot be found by id (finish, delete). A claim whose
@@ -54,7 +55,7 @@ func (s *Store) Put(ctx context.Context, jobs []*delayq.Job) error {
 	for _, j := range jobs {
 		s.topicOf.add(j.Seq, j.Topic)
 	}
-	s.publishPut(ctx, jobs)
+	s.publishPut(ctx, jobs, waited)
 	return nil
 }
 
@@ -88,35 +89,38 @@ func dupInBatch(jobs []*delayq.Job) error {
 // insert assigns seqs and runs the per-topic insert scripts. On error,
 // inserted names the topics whose jobs are, or may be, live: inserted
 // before the failure, or sent to Redis when the reply did not come back.
-func (s *Store) insert(ctx context.Context, jobs []*delayq.Job, claims []string, start time.Time) (inserted map[string]bool, err error) {
+// On success waited names the topics whose ready count is to be
+// published (insertParts).
+func (s *Store) insert(ctx context.Context, jobs []*delayq.Job, claims []string, start time.Time) (inserted, waited map[string]bool, err error) {
 	first, err := s.takeSeqs(ctx, len(jobs))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for i, j := range jobs {
 		j.Seq = first + uint64(i)
 	}
 	if err := s.indexPut(ctx, jobs); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if s.testHookIndexed != nil {
 		s.testHookIndexed()
 	}
 	if time.Since(start) > staleClaim/2 {
-		return nil, unavailable("put", fmt.Errorf("took longer than %s before insert; gave up so a stale-claim takeover cannot race it", staleClaim/2))
+		return nil, nil, unavailable("put", fmt.Errorf("took longer than %s before insert; gave up so a stale-claim takeover cannot race it", staleClaim/2))
 	}
-	inserted = map[string]bool{}
+	inserted, waited = map[string]bool{}, map[string]bool{}
 	for _, topic := range topicsOf(jobs) {
-		if err := s.insertTopic(ctx, topic, jobs, claims); err != nil {
+		w, err := s.insertTopic(ctx, topic, jobs, claims)
+		if err != nil {
 			if !errors.Is(err, delayq.ErrExists) { // no definite answer
 				inserted[topic] = true
 			}
-			return inserted, err
+			return inserted, nil, err
 		}
-		inserted[topic] = true
+		inserted[topic], waited[topic] = true, w
 	}
 	s.markAgain(ctx, jobs)
-	return inserted, nil
+	return inserted, waited, nil
 }
 
 // markAgain lowers the bucket entries of the topics of jobs once more,
@@ -239,17 +243,21 @@ func topicsOf(jobs []*delayq.Job) []string {
 // fresh call's jobs are found through the seq their ids carry and get
 // no K_IDS entry, nor is a fresh id checked there; another call's ids
 // are checked in K_IDS (a job put before claims named seqs) and entered
-// there.
+// there. It tells whether ready jobs went in and another instance waits on the
+// topic (waitedLua), tested in the same atomic step: the caller
+// publishes the ready count only then.
 //
 //	KEYS[1]    -> the topic's key prefix (keys.go)
-//	ARGV[1..]  -> per call: number of jobs n, "1" when its ids are fresh
+//	ARGV[1]    -> this instance's id (its own waiting mark does not count)
+//	ARGV[2..]  -> per call: number of jobs n, "1" when its ids are fresh
 //	              (else "0"); then per job: seq, id, state, index score
 //	              and member (placeArgs), its packed record
 //	Returns:   per call, in order: "OK", or "EXISTS" followed by the
-//	           live id and its state
-var insertScript = newScript(`
+//	           live id and its state; then 1 when the ready count is to be
+//	           published, else 0
+var insertScript = newScript(waitedLua + `
 -- the writes of all the calls go as one command per key (callIn)
-local out, a, recs, ids, zadds = {}, 1, {}, {}, {}
+local out, a, recs, ids, zadds, ready = {}, 2, {}, {}, {}, false
 while a <= #ARGV do
   local n, fresh, first = tonumber(ARGV[a]), ARGV[a + 1] == '1', a + 2
   a = first + n * 6
@@ -268,6 +276,7 @@ while a <= #ARGV do
       recs[#recs + 1] = ARGV[b + 5]
       if not fresh then ids[#ids + 1] = ARGV[b + 1]; ids[#ids + 1] = seq end
       gatherPlace(zadds, state, score, m)
+      if state == 'ready' then ready = true end
     end
   end
   out[#out + 1] = st
@@ -276,6 +285,7 @@ end
 callIn('MSET', nil, recs)
 callIn('HSET', K_IDS, ids)
 for _, key in ipairs(zadds) do callIn('ZADD', key, zadds[key]) end
+out[#out + 1] = (ready and waited(K_B .. 'waiting', ARGV[1])) and 1 or 0
 return out
 `)
 
@@ -302,9 +312,11 @@ func partOf(topic string, jobs []*delayq.Job, claims []string, fresh bool) inser
 // errs[i] is part i's answer: nil when its jobs went in, its
 // *delayq.ExistsError when an id was live and none of them did. err is
 // set, and errs nil, when the script failed or its reply was lost: then
-// every part may be in.
-func (s *Store) insertParts(ctx context.Context, topic string, parts []insertPart) (errs []error, err error) {
-	var args []string
+// every part may be in. waited is true when ready jobs went in and
+// another instance has marked the topic as waited on: their count is to
+// be published (publishPut).
+func (s *Store) insertParts(ctx context.Context, topic string, parts []insertPart) (errs []error, waited bool, err error) {
+	args := []string{s.opt.InstanceID}
 	var buf []byte
 	for _, p := range parts {
 		fresh := "0"
@@ -328,7 +340,7 @@ func (s *Store) insertParts(ctx context.Context, topic string, parts []insertPar
 	}
 	arr, err := s.exec(ctx, "put", insertScript, topic, args)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	errs = make([]error, len(parts))
 	for i := range parts {
@@ -343,20 +355,25 @@ func (s *Store) insertParts(ctx context.Context, topic string, parts []insertPar
 			errs[i] = statusErr("put", delayq.Ref{}, arr[:min(3, len(arr))])
 			arr = arr[min(3, len(arr)):]
 		default:
-			return nil, unavailable("put", fmt.Errorf("the insert script answered %q for call %d of %d", st, i+1, len(parts)))
+			return nil, false, unavailable("put", fmt.Errorf("the insert script answered %q for call %d of %d", st, i+1, len(parts)))
 		}
 	}
-	return errs, nil
+	if len(arr) > 0 {
+		n, _ := arr[0].AsInt64()
+		waited = n == 1
+	}
+	return errs, waited, nil
 }
 
 // insertTopic inserts the jobs of topic among jobs (claims[i] is job
-// i's), all or none.
-func (s *Store) insertTopic(ctx context.Context, topic string, jobs []*delayq.Job, claims []string) error {
-	errs, err := s.insertParts(ctx, topic, []insertPart{partOf(topic, jobs, claims, false)})
+// i's), all or none, and says whether their ready count is to be
+// published (insertParts).
+func (s *Store) insertTopic(ctx context.Context, topic string, jobs []*delayq.Job, claims []string) (waited bool, err error) {
+	errs, waited, err := s.insertParts(ctx, topic, []insertPart{partOf(topic, jobs, claims, false)})
 	if err != nil {
-		return err
+		return false, err
 	}
-	return errs[0]
+	return waited, errs[0]
 }
 
 // seqScript hands out n seqs and returns the last. The counter never goes

@@ -21,7 +21,7 @@ import (
 // arrived while the group before it was in flight. Redis spent about half
 // of a put's CPU on what it pays once per command (reading and parsing
 // the EVALSHA and its arguments, running the script's prelude, the
-// PUBSUB NUMSUB of the wake-up test, writing the reply), not per job
+// wake-up tests, writing the reply), not per job
 // (issue 31, docs/benchmarks.md). A lone put goes at once, with no timer;
 // one group is in flight at a time, so seqs follow the order of the
 // writes.

@@ -131,6 +131,10 @@ func TestOneNodeConcurrentPutsShareOneScript(t *testing.T) {
 	stores := group(t, addrs, 2, Options{})
 	a, b := stores[0], stores[1]
 	events := listening(t, a, b)
+	// B's consumers wait on both topics: its wake-ups are published.
+	if err := b.MarkWaiting(t.Context(), []string{"t", "u"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	steadySeqs(t, a)
 	commits := countCommits(a)
 	due := delayq.TruncMilli(time.Now().Add(time.Hour))

@@ -51,15 +51,22 @@ return out
 //	ARGV[3]    -> time of the last entry that may move ("" = no bound)
 //	ARGV[4]    -> member of the last entry that may move
 //	ARGV[5..8] -> the topic's backoff: initial ms, max ms, factor, jitter ("" = none)
-//	Returns:   {earliest pending or "", now acted at, seq, at, kind, ...}; kind 0 delayed -> ready,
+//	ARGV[9]    -> this instance's id (its own waiting mark does not count)
+//	Returns:   {earliest pending or "", now acted at, 1 when ready jobs are to be published
+//	           (another instance waits on the topic, waitedLua) else 0, seq, at, kind, ...};
+//	           kind 0 delayed -> ready,
 //	           1 TTR ran out -> ready, 2 TTR ran out -> buried (attempts spent),
 //	           3 TTR ran out -> delayed by the backoff
-var tickScript = newScript(backoffLua + tickTopicLua + `
+var tickScript = newScript(backoffLua + tickTopicLua + waitedLua + `
 local now = clock(ARGV[1])
-local out = {'', fmt(now)}
+local out, ready = {'', fmt(now), 0}, false
 tickTopic(now, tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5] ~= '' and {ARGV[5], ARGV[6], ARGV[7], ARGV[8]} or nil,
-  function(seq, at, kind) out[#out + 1] = seq; out[#out + 1] = at; out[#out + 1] = kind end)
+  function(seq, at, kind)
+    out[#out + 1] = seq; out[#out + 1] = at; out[#out + 1] = kind
+    if kind < 2 then ready = true end
+  end)
 out[1] = earliest()
+if ready and waited(K_B .. 'waiting', ARGV[9]) then out[3] = 1 end
 return out
 `)
 
@@ -119,8 +126,8 @@ end
 // tickOneScript is Tick in one step on a one-node Redis (onenode.go): it
 // reads the due topics of the buckets, makes their due work ready (the
 // earliest max jobs across all of them), sets each topic's bucket entry to
-// its earliest pending time, publishes the ready counts when another
-// instance listens (listenedLua) and finds the buckets' next due time,
+// its earliest pending time, publishes the ready counts of the topics
+// another instance waits on (waitedLua) and finds the buckets' next due time,
 // repairing early entries on the way. On a Cluster the same takes a round
 // trip per step (due topics, peeks, a script per topic, each topic's entry
 // set and re-read, the next time, the publish): at 2,000 jobs due a second
@@ -135,15 +142,14 @@ end
 //	ARGV[2]    -> most jobs to move
 //	ARGV[3]    -> the key prefix
 //	ARGV[4]    -> the events channel
-//	ARGV[5]    -> this instance's id (the events' sender)
-//	ARGV[6]    -> how many of the channel's subscribers are this instance's ("1" or "0")
-//	ARGV[7..]  -> per topic with a backoff: topic, initial ms, max ms, factor, jitter
+//	ARGV[5]    -> this instance's id (the events' sender; its own waiting mark does not count)
+//	ARGV[6..]  -> per topic with a backoff: topic, initial ms, max ms, factor, jitter
 //	Returns:   {next due (unix ms; now when more is due) or "", then per job moved:
 //	           topic, seq, at, kind, now acted at}; kind as tickScript's
-var tickOneScript = newScript(listenedLua + backoffLua + tickTopicLua + useTopicLua + `
+var tickOneScript = newScript(waitedLua + backoffLua + tickTopicLua + useTopicLua + `
 local now0, max, prefix = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local bos = {}
-for i = 7, #ARGV, 5 do bos[ARGV[i]] = {ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]} end
+for i = 6, #ARGV, 5 do bos[ARGV[i]] = {ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]} end
 local topics, bucket = {}, {}
 for b = 1, #KEYS do
   for _, t in ipairs(redis.call('ZRANGE', KEYS[b], '-inf', ARGV[1], 'BYSCORE', 'LIMIT', 0, ` + strconv.Itoa(maxDueTopics) + `)) do
@@ -179,8 +185,10 @@ for _, t in ipairs(topics) do
   local e = earliest()
   if e == '' then redis.call('ZREM', bucket[t], t) else redis.call('ZADD', bucket[t], e, t) end
 end
-if #woke > 0 and listened(ARGV[4], ARGV[6]) then
-  for _, w in ipairs(woke) do redis.call('PUBLISH', ARGV[4], ARGV[5] .. ' ' .. w[1] .. ' ' .. w[2] .. ' 0') end
+for _, w in ipairs(woke) do
+  if waited(prefix .. ':{' .. w[1] .. '}:waiting', ARGV[5]) then
+    redis.call('PUBLISH', ARGV[4], ARGV[5] .. ' ' .. w[1] .. ' ' .. w[2] .. ' 0')
+  end
 end
 -- the next due time: an entry may be early (its job was deleted or
 -- touched since); set it to its topic's earliest and look again
@@ -251,16 +259,20 @@ func (s *Store) Tick(ctx context.Context, p store.TickParams) (*store.TickResult
 		return nil, err
 	}
 	var all []moved
+	var waited map[string]bool
 	if len(due) > 0 {
-		if all, err = s.tickTopics(ctx, due, now, max, p.Backoff); err != nil {
+		if all, waited, err = s.tickTopics(ctx, due, now, max, p.Backoff); err != nil {
 			return nil, err
 		}
 	}
 	res := result(all)
 	// The other instances' consumers first: their wake-up need not wait
-	// for the next due time's round trips.
+	// for the next due time's round trips. Only topics another instance
+	// waits on (the tick script tested its marks).
 	for topic, n := range res.Ready {
-		s.publish(ctx, event{topic: topic, count: n})
+		if waited[topic] {
+			s.publish(ctx, event{topic: topic, count: n})
+		}
 	}
 	next, err := s.next(ctx, buckets, now)
 	if err != nil {
@@ -279,7 +291,7 @@ func (s *Store) tickOne(ctx context.Context, buckets []int, now int64, max int, 
 	for i, b := range buckets {
 		keys[i] = s.k.bucketDue(b)
 	}
-	args := []string{strconv.FormatInt(now, 10), strconv.Itoa(max), s.k.prefix, s.k.events(), s.opt.InstanceID, s.fan.own()}
+	args := []string{strconv.FormatInt(now, 10), strconv.Itoa(max), s.k.prefix, s.k.events(), s.opt.InstanceID}
 	for t := range bs {
 		if slices.Contains(buckets, bucketOf(t, s.opt.Buckets)) {
 			args = append(append(args, t), backoffArgs(bs, t)...)
@@ -325,25 +337,28 @@ func (s *Store) dueTopics(ctx context.Context, buckets []int, now int64) ([]stri
 
 // tickTopics moves at most max due jobs of topics, the earliest first
 // across all of them: with several topics it peeks each and bounds every
-// topic's script by the max-th entry overall.
-func (s *Store) tickTopics(ctx context.Context, topics []string, now int64, max int, bs map[string]store.Backoff) ([]moved, error) {
+// topic's script by the max-th entry overall. waited names the topics
+// whose ready count is to be published (another instance waits there).
+func (s *Store) tickTopics(ctx context.Context, topics []string, now int64, max int, bs map[string]store.Backoff) (all []moved, waited map[string]bool, err error) {
 	cutAt, cutM := "", ""
 	if len(topics) > 1 {
-		var err error
 		if cutAt, cutM, err = s.tickCut(ctx, topics, now, max); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	nowS := strconv.FormatInt(now, 10)
-	var all []moved
+	waited = map[string]bool{}
 	for _, topic := range topics {
-		args := append([]string{nowS, strconv.Itoa(max), cutAt, cutM}, backoffArgs(bs, topic)...)
+		args := append(append([]string{nowS, strconv.Itoa(max), cutAt, cutM}, backoffArgs(bs, topic)...), s.opt.InstanceID)
 		arr, err := s.exec(ctx, "tick", tickScript, topic, args)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		acted, _ := arr[1].AsInt64()
-		for i := 2; i+2 < len(arr); i += 3 {
+		if w, _ := arr[2].AsInt64(); w == 1 {
+			waited[topic] = true
+		}
+		for i := 3; i+2 < len(arr); i += 3 {
 			seq, _ := arr[i].AsInt64()
 			at, _ := arr[i+1].AsInt64()
 			kind, _ := arr[i+2].AsInt64()
@@ -351,10 +366,10 @@ func (s *Store) tickTopics(ctx context.Context, topics []string, now int64, max 
 		}
 		e, _ := arr[0].ToString()
 		if err := s.refresh(ctx, topic, e); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return all, nil
+	return all, waited, nil
 }
 
 // tickCut peeks the due work of topics and returns the (time, member) of

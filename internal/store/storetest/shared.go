@@ -407,6 +407,13 @@ func testSharedNotify(t *testing.T, f SharedFactory) {
 	if err != nil {
 		t.Fatalf("B.Notify = %v", err)
 	}
+	// A store that announces ready jobs only to instances waiting on
+	// their topic is told that B waits on it, as B's engine would.
+	if wm, ok := set.ss[1].(store.WaitMarker); ok {
+		if err := wm.MarkWaiting(ctx, []string{"note"}, time.Minute); err != nil {
+			t.Fatalf("B.MarkWaiting = %v", err)
+		}
+	}
 	now := time.Now()
 	// A subscription may take effect a moment after Notify returns; put
 	// until the event arrives, each put a new job.
