@@ -82,6 +82,12 @@ func (tk topicKeys) slice() []string { return []string{strings.TrimSuffix(tk[0],
 // idsKey is the topic's id -> seq hash.
 func (tk topicKeys) idsKey() string { return tk[1] }
 
+// readyKey is the topic's ready index.
+func (tk topicKeys) readyKey() string { return tk[2] }
+
+// nowKey is the topic's clock: the latest now it was acted at.
+func (tk topicKeys) nowKey() string { return tk[8] }
+
 // pauseKey is the topic's pause key.
 func (tk topicKeys) pauseKey() string { return tk[7] }
 
