@@ -36,6 +36,12 @@ trap 'kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return; sleep 0.1; done; echo "port $1 never opened" >&2; exit 1; }
 cpu_us() { awk -v t="$(getconf CLK_TCK)" '{printf "%d", ($14 + $15) * 1000000 / t}' "/proc/$1/stat"; }
+# sys_io PID: the read and write system calls PID has made, and the times
+# it went to sleep (voluntary context switches: an event loop that found
+# nothing more to do). Per job they tell how well a Redis's commands
+# arrive batched: each loop turn costs an epoll_wait, a read and a write
+# per client with a command, and an AOF write when it wrote.
+sys_io() { awk '/^sysc[rw]:/ {s += $2} END {printf "%d ", s}' "/proc/$1/io"; awk '/^voluntary_ctxt_switches:/ {print $2}' "/proc/$1/status"; }
 
 # redis_cost PID: what a Redis has spent so far: its CPU time in µs, or
 # with CALLGRIND=1 (side rows only) thousands of instructions. The side
@@ -331,7 +337,8 @@ else:
   phase() {
     local setup=$1 ph=$2; local -a ports=($3) rpids=($4); shift 4
     local k i c0=() bp=() fail=0
-    for k in "${!ports[@]}"; do redis-cli -p "${ports[k]}" CONFIG RESETSTAT >/dev/null; c0[k]=$(cpu_us "${rpids[k]}"); done
+    local io0=() io1=()
+    for k in "${!ports[@]}"; do redis-cli -p "${ports[k]}" CONFIG RESETSTAT >/dev/null; c0[k]=$(cpu_us "${rpids[k]}"); io0[k]=$(sys_io "${rpids[k]}"); done
     for i in 1 2 3; do
       local target="${setup}${i}_http"
       dq "${!target}" "$@" -n "$per_n" -c "$per_c" --body 100 --topic "cb-$i$tag" --topics "$per_t" --timeout 5m >"$work/ph$i" 2>&1 & bp+=($!)
@@ -340,6 +347,7 @@ else:
     ph_cpu=(); ph_calls=(); ph_stats=""
     for k in "${!ports[@]}"; do
       ph_cpu[k]=$(( $(cpu_us "${rpids[k]}") - c0[k] ))
+      io1[k]="${io0[k]} $(sys_io "${rpids[k]}")"
       local st; st=$(stats "${ports[k]}")
       ph_calls[k]=$(awk -F'[:,=]' '{s+=$3} END {print s+0}' <<<"$st")
       ph_stats+="$st"$'\n'
@@ -349,6 +357,7 @@ else:
     if (( fail )); then echo "$ph failed:"; cat "$work"/ph[123]; return 1; fi
     printf '%-34s %s\n' "$ph rate" "$(awk '{for (i=1;i<=NF;i++) if ($i ~ /^jobs_per_s=/) {sub("jobs_per_s=","",$i); s+=$i}} END {printf "jobs_per_s=%.0f (sum of three)", s}' "$work"/ph[123])"
     printf '  %-30s%s\n' "commandstats per job, summed:" "$(per_job "$ph_stats" "$n")"
+    printf '  %-30s%s\n' "syscalls, sleeps per job:" "$(printf '%s\n' "${io1[@]}" | awk -v n="$n" '{r += $3 - $1; w += $4 - $2} END {printf " read+write syscalls %.2f, sleeps %.2f (summed over the Redis servers)", r / n, w / n}')"
   }
   # idle SETUP NAME PORTS PIDS: each Redis's CPU over 2 s with the
   # instances idle (heartbeats, timer buckets), the background that every
