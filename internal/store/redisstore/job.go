@@ -444,6 +444,10 @@ func optMS(t time.Time) string {
 type record struct {
 	job   *delayq.Job
 	claim string
+	// woke: the script that answered the record made the job ready and
+	// found another instance waiting on its topic (wokeLua), so its
+	// ready count is to be published (afterMove).
+	woke bool
 }
 
 // decodeJob reads a job record as a script answers it: a packed string
@@ -713,6 +717,10 @@ func (s *Store) runJobAt(ctx context.Context, op string, script *rueidis.Lua, t 
 	r, err := decodeJob(arr[1])
 	if err != nil {
 		return record{}, fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+	if len(arr) > 2 {
+		n, _ := arr[2].AsInt64()
+		r.woke = n == 1
 	}
 	return r, nil
 }
