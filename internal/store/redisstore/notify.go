@@ -15,8 +15,9 @@ import (
 )
 
 // Instances wake each other through one pub/sub channel, P:events: a put,
-// release or kick that makes jobs ready publishes the topic and count (the
-// engines wake their long-poll waiters for it), and one that makes an
+// timer step, release, give-back, kick, update or resume that makes jobs
+// ready publishes the topic and count (the engines wake their long-poll
+// waiters for it), and one that makes an
 // earlier due time or deadline publishes that time (the engines' timers
 // step). Each instance holds one subscription, whatever the number of
 // waiting consumers, and fans events out in-process. An instance ignores
@@ -29,11 +30,15 @@ import (
 // A ready count is published only when an instance other than the
 // publisher has marked the topic as waited on (MarkWaiting: its engine has
 // long-poll waiters there), tested in the script that makes the jobs
-// ready, atomically with it (waitedLua). Without a waiter anywhere else a
-// put's wake-up has no one to wake: on one node it cost a PUBSUB NUMSUB
+// ready, atomically with it (waitedLua): the put scripts (insertScript,
+// putOneScript), the timer step's (tickScript, tickOneScript), and those
+// of a release, give-back, kick of one job and update (wokeLua), a kick
+// (kickScript) and a resume (pauseScript). Without a waiter anywhere else
+// a wake-up has no one to wake: on one node a put's cost a PUBSUB NUMSUB
 // and, with two instances, a PUBLISH per put group; on a Cluster an
 // SPUBLISH per put group and timer step, a request to another master
-// (issue 31). Due times are not marked: every instance's timer listens.
+// (issue 31); a release or kick sent its PUBLISH (SPUBLISH) every time.
+// Due times are not marked: every instance's timer listens.
 //
 // On a Redis Cluster (7.0 or later) the events go over sharded pub/sub
 // instead: a PUBLISH there is sent to every node over the cluster bus
