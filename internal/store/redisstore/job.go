@@ -290,6 +290,13 @@ local function earliest()
   if #b == 0 or a[2] + 0 <= b[2] + 0 then return a[2] end
   return b[2]
 end
+-- serverMS is the Redis server's own clock (TIME) in unix ms, by which
+-- the waiting marks are written and read (notify.go): on a Cluster the
+-- topic's master is their one clock, and the instances' never enter.
+local function serverMS()
+  local t = redis.call('TIME')
+  return t[1] * 1000 + math.floor(t[2] / 1000)
+end
 `
 
 // newScript returns a per-topic script: the parts of prelude it uses,

@@ -231,8 +231,7 @@ const waitedLua = `
 local function waited(k, me)
   local w = redis.call('ZREVRANGE', k, 0, 1, 'WITHSCORES')
   if #w == 0 then return false end
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local now = serverMS()
   for i = 1, #w, 2 do
     if w[i] ~= me and tonumber(w[i + 1]) > now then return true end
   end
@@ -248,10 +247,10 @@ end
 //
 // It drops the marks that ended (of instances that died or stopped
 // waiting) and keeps the key while its latest mark lives, so a topic no
-// one waits on any more leaves no key behind.
-var markWaitingScript = rueidis.NewLuaScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+// one waits on any more leaves no key behind. Of the prelude it takes
+// serverMS only (link), the clock waitedLua reads the marks by.
+var markWaitingScript = newScript(`
+local now = serverMS()
 local life = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZADD', KEYS[1], now + life, ARGV[1])

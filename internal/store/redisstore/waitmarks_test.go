@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/store"
@@ -129,10 +127,8 @@ func testWakeUpsOnlyWhenWaited(t *testing.T, addrs []string) {
 
 // liveMarksScript counts the live marks in a marks zset, by the Redis
 // clock of the key's node, as waitedLua reads them.
-var liveMarksScript = rueidis.NewLuaScriptReadOnly(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
+var liveMarksScript = newReadScript(`
+return redis.call('ZCOUNT', KEYS[1], '(' .. serverMS(), '+inf')
 `)
 
 // racingStore is B's store in TestWaiterNeverMissesAPutElsewhere: at
