@@ -21,6 +21,20 @@ import (
 //
 // and answers {"OK", record} or {status} (NOTFOUND, NOTRESERVED, STATE).
 
+// wokeLua defines woke(j, me), the last value of the answer of a script
+// that may have made job j of its topic ready: 1 when j is ready and an
+// instance other than me waits on the topic (waitedLua), else 0. The
+// caller publishes the ready count only on 1 (afterMove), so a move to
+// ready that no other instance waits for sends Redis no PUBLISH
+// (SPUBLISH on a Cluster), and one that another waits for costs no
+// command more than the publish (issue 31).
+const wokeLua = waitedLua + `
+local function woke(j, me)
+  if j.state == 'ready' and waited(K_B .. 'waiting', me) then return 1 end
+  return 0
+end
+`
+
 // priArg is "" for keep, else the new priority.
 func priArg(p *uint32) string {
 	if p == nil {
@@ -37,8 +51,9 @@ func priArg(p *uint32) string {
 //	ARGV[6] -> delay (ms) recorded on the job
 //	ARGV[7] -> new priority, or "" to keep it
 //	ARGV[8] -> reason (LastReason)
-//	Returns: {"OK", record}
-var releaseScript = newScript(`
+//	ARGV[9] -> this instance's id (its own waiting mark does not count)
+//	Returns: {"OK", record, woke}
+var releaseScript = newScript(wokeLua + `
 local seq, j = find(ARGV[1], ARGV[2])
 if not seq then return {'NOTFOUND'} end
 if not held(j, ARGV[3]) then return {'NOTRESERVED'} end
@@ -55,33 +70,37 @@ if spent(j) then bury(j, fmt(now))
 elseif tonumber(ARGV[5]) > now then j.state = 'delayed'; j.due = ARGV[5]
 else j.state = 'ready'; j.due = ARGV[5] end
 place(seq, j)
-return {'OK', save(seq, j)}
+return {'OK', save(seq, j), woke(j, ARGV[9])}
 `)
 
 // Release implements store.Store.
 func (s *Store) Release(ctx context.Context, p store.ReleaseParams) (*delayq.Job, error) {
 	due := ms(p.Due)
 	r, err := s.runJob(ctx, "release", releaseScript, p.Ref, p.Ref.Reservation, msString(p.Now),
-		strconv.FormatInt(due, 10), strconv.FormatInt(p.Delay.Milliseconds(), 10), priArg(p.Priority), p.Reason)
+		strconv.FormatInt(due, 10), strconv.FormatInt(p.Delay.Milliseconds(), 10), priArg(p.Priority), p.Reason,
+		s.opt.InstanceID)
 	if err != nil {
 		return nil, err
 	}
-	s.afterMove(ctx, r.job)
+	s.afterMove(ctx, r)
 	return r.job, nil
 }
 
 // afterMove marks the bucket and tells the other instances after a job
-// went delayed (their timer) or ready (their waiters). A lost mark is
-// repaired by the sweep; a lost event only costs latency.
-func (s *Store) afterMove(ctx context.Context, j *delayq.Job) {
-	switch j.State {
+// went delayed (their timer) or ready (their waiters: only when its
+// script found another instance waiting on the topic, r.woke). A lost
+// mark is repaired by the sweep; a lost event only costs latency.
+func (s *Store) afterMove(ctx context.Context, r record) {
+	switch j := r.job; j.State {
 	case delayq.StateDelayed:
 		if err := s.c.Do(ctx, s.markDue(j.Topic, ms(j.Due))).Error(); err != nil {
 			s.log.Warn("redisstore: could not mark due time; the sweep will", "topic", j.Topic, "err", err)
 		}
 		s.publish(ctx, event{due: ms(j.Due)})
 	case delayq.StateReady:
-		s.publish(ctx, event{topic: j.Topic, count: 1})
+		if r.woke {
+			s.publish(ctx, event{topic: j.Topic, count: 1})
+		}
 	}
 }
 
@@ -140,24 +159,25 @@ func (s *Store) Bury(ctx context.Context, p store.BuryParams) (*delayq.Job, erro
 // kickJobScript moves one buried or delayed job to ready.
 //
 //	ARGV[3] -> now (unix ms)
-//	Returns: {"OK", record} or {"STATE"}
-var kickJobScript = newScript(`
+//	ARGV[4] -> this instance's id (its own waiting mark does not count)
+//	Returns: {"OK", record, woke} or {"STATE"}
+var kickJobScript = newScript(wokeLua + `
 local seq, j = find(ARGV[1], ARGV[2])
 if not seq then return {'NOTFOUND'} end
 if j.state ~= 'buried' and j.state ~= 'delayed' then return {'STATE'} end
 unplace(seq, j)
 j.state = 'ready'; j.due = fmt(clock(ARGV[3])); incr(j, 'kck')
 place(seq, j)
-return {'OK', save(seq, j)}
+return {'OK', save(seq, j), woke(j, ARGV[4])}
 `)
 
 // KickJob implements store.Store.
 func (s *Store) KickJob(ctx context.Context, p store.KickJobParams) (*delayq.Job, error) {
-	r, err := s.runJob(ctx, "kick", kickJobScript, p.Ref, msString(p.Now))
+	r, err := s.runJob(ctx, "kick", kickJobScript, p.Ref, msString(p.Now), s.opt.InstanceID)
 	if err != nil {
 		return nil, err
 	}
-	s.afterMove(ctx, r.job)
+	s.afterMove(ctx, r)
 	return r.job, nil
 }
 
@@ -168,8 +188,10 @@ func (s *Store) KickJob(ctx context.Context, p store.KickJobParams) (*delayq.Job
 //	ARGV[1]    -> now (unix ms)
 //	ARGV[2]    -> most jobs to kick
 //	ARGV[3]    -> "buried", "delayed", or "" for buried if any, else delayed
-//	Returns:   how many moved
-var kickScript = newScript(`
+//	ARGV[4]    -> this instance's id (its own waiting mark does not count)
+//	Returns:   {how many moved, 1 when that count is to be published
+//	           (another instance waits on the topic, waitedLua) else 0}
+var kickScript = newScript(waitedLua + `
 local now, max, which = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local members = {}
 if which ~= 'delayed' then members = redis.call('ZRANGE', K_BURIED, 0, max - 1) end
@@ -183,7 +205,7 @@ for _, m in ipairs(members) do
   place(seq, j)
   save(seq, j)
 end
-return #members
+return {#members, (#members > 0 and waited(K_B .. 'waiting', ARGV[4])) and 1 or 0}
 `)
 
 // Kick implements store.Store.
@@ -194,10 +216,21 @@ func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
 	if p.Max <= 0 || (p.State != "" && p.State != delayq.StateBuried && p.State != delayq.StateDelayed) {
 		return 0, nil
 	}
-	var n int64
+	var n, woke int64
 	var serr error
 	err := s.acked(ctx, "kick", func(c rueidis.Client) error {
-		n, serr = kickScript.Exec(ctx, c, s.k.topic(p.Topic).slice(), []string{msString(p.Now), strconv.Itoa(p.Max), string(p.State)}).AsInt64()
+		var arr []rueidis.RedisMessage
+		arr, serr = kickScript.Exec(ctx, c, s.k.topic(p.Topic).slice(),
+			[]string{msString(p.Now), strconv.Itoa(p.Max), string(p.State), s.opt.InstanceID}).ToArray()
+		if serr == nil && len(arr) != 2 {
+			serr = fmt.Errorf("reply of %d values, want 2", len(arr))
+		}
+		if serr == nil {
+			n, serr = arr[0].AsInt64()
+		}
+		if serr == nil {
+			woke, serr = arr[1].AsInt64()
+		}
 		return serr
 	})
 	if serr != nil {
@@ -206,7 +239,7 @@ func (s *Store) Kick(ctx context.Context, p store.KickParams) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if n > 0 {
+	if n > 0 && woke == 1 {
 		s.publish(ctx, event{topic: p.Topic, count: int(n)})
 	}
 	return int(n), nil
@@ -374,8 +407,10 @@ func (s *Store) DeleteBatch(ctx context.Context, ps []store.DeleteParams) ([]*de
 //	ARGV[6] -> "1" when ARGV[7] is a new body
 //	ARGV[7] -> body
 //	ARGV[8] -> new priority, or "" to keep it
-//	Returns: {"OK", record} or {"NOTRESERVED"}
-var updateScript = newScript(`
+//	ARGV[9] -> this instance's id (its own waiting mark does not count)
+//	Returns: {"OK", record, woke} or {"NOTRESERVED"}; woke is 0 when
+//	         the due was kept (the job did not move)
+var updateScript = newScript(wokeLua + `
 local seq, j = find(ARGV[1], ARGV[2])
 if not seq then return {'NOTFOUND'} end
 if j.state == 'reserved' then return {'NOTRESERVED'} end
@@ -387,7 +422,9 @@ if ARGV[4] ~= '' then
   if tonumber(j.due) > clock(ARGV[3]) then j.state = 'delayed' else j.state = 'ready' end
 end
 place(seq, j)
-return {'OK', save(seq, j)}
+local w = 0
+if ARGV[4] ~= '' then w = woke(j, ARGV[9]) end
+return {'OK', save(seq, j), w}
 `)
 
 // Update implements store.Store.
@@ -400,48 +437,67 @@ func (s *Store) Update(ctx context.Context, p store.UpdateParams) (*delayq.Job, 
 		hasBody = "1"
 	}
 	r, err := s.runJob(ctx, "update", updateScript, p.Ref, msString(p.Now), due,
-		strconv.FormatInt(p.Delay.Milliseconds(), 10), hasBody, string(p.Body), priArg(p.Priority))
+		strconv.FormatInt(p.Delay.Milliseconds(), 10), hasBody, string(p.Body), priArg(p.Priority), s.opt.InstanceID)
 	if err != nil {
 		return nil, err
 	}
 	if p.Due != nil {
-		s.afterMove(ctx, r.job)
+		s.afterMove(ctx, r)
 	}
 	return r.job, nil
 }
 
-// Pause implements store.Store. One command, so atomic without a script.
+// pauseScript pauses a topic until a time, or resumes it.
+//
+//	KEYS[1]    -> the topic's key prefix (keys.go)
+//	ARGV[1]    -> until (unix ms), or "" to resume
+//	ARGV[2]    -> this instance's id (its own waiting mark does not count)
+//	Returns:   1 when a resume ended a pause and another instance waits
+//	           on the topic (waitedLua): its waiters are to be woken;
+//	           else 0
+var pauseScript = newScript(waitedLua + `
+if ARGV[1] ~= '' then
+  redis.call('SET', K_PAUSE, ARGV[1])
+  return 0
+end
+if redis.call('DEL', K_PAUSE) == 1 and waited(K_B .. 'waiting', ARGV[2]) then return 1 end
+return 0
+`)
+
+// Pause implements store.Store: the topic into the registry, then the
+// pause written (or ended) by one script, which also tells whether a
+// resume has another instance's waiters to wake.
 func (s *Store) Pause(ctx context.Context, p store.PauseParams) error {
 	if err := s.check(); err != nil {
 		return err
 	}
-	key := s.k.topic(p.Topic).pauseKey()
-	cmds := rueidis.Commands{s.c.B().Sadd().Key(s.k.topics()).Member(p.Topic).Build()}
-	if p.Until.IsZero() {
-		cmds = append(cmds, s.c.B().Del().Key(key).Build())
-	} else {
-		cmds = append(cmds, s.c.B().Set().Key(key).Value(msString(p.Until)).Build())
+	until := ""
+	if !p.Until.IsZero() {
+		until = msString(p.Until)
 	}
 	var start time.Time
 	if s.Observing() {
 		start = time.Now()
 	}
+	var woke int64
 	err := s.acked(ctx, "pause", func(c rueidis.Client) error {
-		rs := c.DoMulti(ctx, cmds...)
+		if err := c.Do(ctx, c.B().Sadd().Key(s.k.topics()).Member(p.Topic).Build()).Error(); err != nil {
+			return unavailable("pause", err)
+		}
+		var err error
+		woke, err = pauseScript.Exec(ctx, c, s.k.topic(p.Topic).slice(), []string{until, s.opt.InstanceID}).AsInt64()
 		if !start.IsZero() {
 			s.Committed(start)
 		}
-		for _, r := range rs {
-			if err := r.Error(); err != nil {
-				return unavailable("pause", err)
-			}
+		if err != nil {
+			return unavailable("pause", err)
 		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	if p.Until.IsZero() {
+	if woke == 1 {
 		s.publish(ctx, event{topic: p.Topic, count: 1})
 	}
 	return nil

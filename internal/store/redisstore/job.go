@@ -290,6 +290,13 @@ local function earliest()
   if #b == 0 or a[2] + 0 <= b[2] + 0 then return a[2] end
   return b[2]
 end
+-- serverMS is the Redis server's own clock (TIME) in unix ms, by which
+-- the waiting marks are written and read (notify.go): on a Cluster the
+-- topic's master is their one clock, and the instances' never enter.
+local function serverMS()
+  local t = redis.call('TIME')
+  return t[1] * 1000 + math.floor(t[2] / 1000)
+end
 `
 
 // newScript returns a per-topic script: the parts of prelude it uses,
@@ -444,6 +451,10 @@ func optMS(t time.Time) string {
 type record struct {
 	job   *delayq.Job
 	claim string
+	// woke: the script that answered the record made the job ready and
+	// found another instance waiting on its topic (wokeLua), so its
+	// ready count is to be published (afterMove).
+	woke bool
 }
 
 // decodeJob reads a job record as a script answers it: a packed string
@@ -713,6 +724,10 @@ func (s *Store) runJobAt(ctx context.Context, op string, script *rueidis.Lua, t 
 	r, err := decodeJob(arr[1])
 	if err != nil {
 		return record{}, fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+	if len(arr) > 2 {
+		n, _ := arr[2].AsInt64()
+		r.woke = n == 1
 	}
 	return r, nil
 }

@@ -15,8 +15,9 @@ import (
 )
 
 // Instances wake each other through one pub/sub channel, P:events: a put,
-// release or kick that makes jobs ready publishes the topic and count (the
-// engines wake their long-poll waiters for it), and one that makes an
+// timer step, release, give-back, kick, update or resume that makes jobs
+// ready publishes the topic and count (the engines wake their long-poll
+// waiters for it), and one that makes an
 // earlier due time or deadline publishes that time (the engines' timers
 // step). Each instance holds one subscription, whatever the number of
 // waiting consumers, and fans events out in-process. An instance ignores
@@ -29,11 +30,15 @@ import (
 // A ready count is published only when an instance other than the
 // publisher has marked the topic as waited on (MarkWaiting: its engine has
 // long-poll waiters there), tested in the script that makes the jobs
-// ready, atomically with it (waitedLua). Without a waiter anywhere else a
-// put's wake-up has no one to wake: on one node it cost a PUBSUB NUMSUB
+// ready, atomically with it (waitedLua): the put scripts (insertScript,
+// putOneScript), the timer step's (tickScript, tickOneScript), and those
+// of a release, give-back, kick of one job and update (wokeLua), a kick
+// (kickScript) and a resume (pauseScript). Without a waiter anywhere else
+// a wake-up has no one to wake: on one node a put's cost a PUBSUB NUMSUB
 // and, with two instances, a PUBLISH per put group; on a Cluster an
 // SPUBLISH per put group and timer step, a request to another master
-// (issue 31). Due times are not marked: every instance's timer listens.
+// (issue 31); a release or kick sent its PUBLISH (SPUBLISH) every time.
+// Due times are not marked: every instance's timer listens.
 //
 // On a Redis Cluster (7.0 or later) the events go over sharded pub/sub
 // instead: a PUBLISH there is sent to every node over the cluster bus
@@ -226,8 +231,7 @@ const waitedLua = `
 local function waited(k, me)
   local w = redis.call('ZREVRANGE', k, 0, 1, 'WITHSCORES')
   if #w == 0 then return false end
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local now = serverMS()
   for i = 1, #w, 2 do
     if w[i] ~= me and tonumber(w[i + 1]) > now then return true end
   end
@@ -243,10 +247,10 @@ end
 //
 // It drops the marks that ended (of instances that died or stopped
 // waiting) and keeps the key while its latest mark lives, so a topic no
-// one waits on any more leaves no key behind.
-var markWaitingScript = rueidis.NewLuaScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+// one waits on any more leaves no key behind. Of the prelude it takes
+// serverMS only (link), the clock waitedLua reads the marks by.
+var markWaitingScript = newScript(`
+local now = serverMS()
 local life = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZADD', KEYS[1], now + life, ARGV[1])

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/engine"
 	"github.com/delayq/delayq/internal/store"
@@ -129,10 +127,8 @@ func testWakeUpsOnlyWhenWaited(t *testing.T, addrs []string) {
 
 // liveMarksScript counts the live marks in a marks zset, by the Redis
 // clock of the key's node, as waitedLua reads them.
-var liveMarksScript = rueidis.NewLuaScriptReadOnly(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
+var liveMarksScript = newReadScript(`
+return redis.call('ZCOUNT', KEYS[1], '(' .. serverMS(), '+inf')
 `)
 
 // racingStore is B's store in TestWaiterNeverMissesAPutElsewhere: at
@@ -212,4 +208,185 @@ func TestWaiterNeverMissesAPutElsewhere(t *testing.T) {
 			}
 		}
 	})
+}
+
+// parkedStore is B's store in TestMovesToReadyWakeOnlyAWaitingInstance:
+// it tells parked the topics of each store attempt of B's engine that
+// came back empty, so the test makes a job ready only once B's waiter
+// is parked and its topic marked (the engine marks before its attempt).
+type parkedStore struct {
+	*Store
+	parked chan string
+}
+
+func (p *parkedStore) Reserve(ctx context.Context, rp store.ReserveParams) ([]*delayq.Job, error) {
+	jobs, err := p.Store.Reserve(ctx, rp)
+	if err == nil && len(jobs) == 0 {
+		select {
+		case p.parked <- rp.Topics[0]:
+		default:
+		}
+	}
+	return jobs, err
+}
+
+// TestMovesToReadyWakeOnlyAWaitingInstance: a release, a kick of one
+// job, a kick of a topic, a give-back, an update that makes a job ready
+// and a resume publish their topic's ready count only when another
+// instance holds a live mark on the topic, tested in the script that
+// makes the job ready (wokeLua, waitedLua). With two instances and no
+// waiter none of them publishes, nor with only the publisher's own
+// mark; with an engine on B long-polling the topic (its mark), each
+// wakes B's waiter, which gets the job instead of waiting out its poll.
+func TestMovesToReadyWakeOnlyAWaitingInstance(t *testing.T) {
+	eachRedis(t, testMovesToReadyWake)
+}
+
+func testMovesToReadyWake(t *testing.T, addrs []string) {
+	stores := group(t, addrs, 2, Options{})
+	a, b := stores[0], stores[1]
+	ctx := t.Context()
+	events := listening(t, a, b)
+	// Every publish of the test's Redis (no other test runs beside it).
+	published := func() int { return clusterCalls(t, a, "publish") + clusterCalls(t, a, "spublish") }
+	n := 0
+	// put puts one job of topic on A, ready or delayed by an hour.
+	put := func(topic string, st delayq.State) *delayq.Job {
+		t.Helper()
+		n++
+		now := delayq.TruncMilli(time.Now())
+		due := now
+		if st == delayq.StateDelayed {
+			due = now.Add(time.Hour)
+		}
+		j := &delayq.Job{ID: "mv" + strconv.Itoa(n), Topic: topic, Body: []byte("x"), TTR: time.Minute, State: st, Due: due, Created: now}
+		if err := a.Put(ctx, []*delayq.Job{j}); err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	// reserved puts a ready job of topic and reserves it on A.
+	reserved := func(topic string) *delayq.Job {
+		t.Helper()
+		put(topic, delayq.StateReady)
+		jobs, err := a.Reserve(ctx, store.ReserveParams{Topics: []string{topic}, Max: 1, Now: time.Now(), By: "a"})
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("A's reserve of %s = %v, %v; want one job", topic, jobs, err)
+		}
+		return jobs[0]
+	}
+	held := func(j *delayq.Job) delayq.Ref { return delayq.Ref{ID: j.ID, Reservation: j.Reservation} }
+	check := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each move: prepare leaves a job of the topic not ready (and may
+	// publish: a reserve's deadline, a delayed put's due), and returns
+	// the move that makes it ready.
+	moves := []struct {
+		name    string
+		prepare func(topic string) (move func())
+	}{
+		{"release", func(topic string) func() {
+			j := reserved(topic)
+			return func() {
+				_, err := a.Release(ctx, store.ReleaseParams{Ref: held(j), Due: time.Now(), Now: time.Now()})
+				check(err)
+			}
+		}},
+		{"give back", func(topic string) func() {
+			j := reserved(topic)
+			return func() {
+				_, err := a.GiveBack(ctx, store.GiveBackParams{Ref: held(j)})
+				check(err)
+			}
+		}},
+		{"kick job", func(topic string) func() {
+			j := put(topic, delayq.StateDelayed)
+			return func() {
+				_, err := a.KickJob(ctx, store.KickJobParams{Ref: delayq.Ref{ID: j.ID}, Now: time.Now()})
+				check(err)
+			}
+		}},
+		{"kick", func(topic string) func() {
+			j := reserved(topic)
+			_, err := a.Bury(ctx, store.BuryParams{Ref: held(j), Now: time.Now()})
+			check(err)
+			return func() {
+				k, err := a.Kick(ctx, store.KickParams{Topic: topic, Max: 10, Now: time.Now()})
+				check(err)
+				if k != 1 {
+					t.Fatalf("kick of %s moved %d jobs, want 1", topic, k)
+				}
+			}
+		}},
+		{"update", func(topic string) func() {
+			j := put(topic, delayq.StateDelayed)
+			return func() {
+				now := time.Now()
+				u, err := a.Update(ctx, store.UpdateParams{Ref: delayq.Ref{ID: j.ID}, Due: &now, Now: now})
+				check(err)
+				if u.State != delayq.StateReady {
+					t.Fatalf("update of %s: state %s, want ready", topic, u.State)
+				}
+			}
+		}},
+		{"resume", func(topic string) func() {
+			put(topic, delayq.StateReady)
+			check(a.Pause(ctx, store.PauseParams{Topic: topic, Until: time.Now().Add(time.Hour)}))
+			return func() { check(a.Pause(ctx, store.PauseParams{Topic: topic})) }
+		}},
+	}
+
+	// Nobody else waits: no move publishes, though B listens and A
+	// marks the topics itself.
+	for i, m := range moves {
+		topic := "alone" + strconv.Itoa(i)
+		move := m.prepare(topic)
+		check(a.MarkWaiting(ctx, []string{topic}, time.Minute))
+		before := published()
+		move()
+		if got := published() - before; got != 0 {
+			t.Errorf("%s: %d publishes with no other instance waiting on the topic, want 0", m.name, got)
+		}
+	}
+	drain(events)
+
+	// B's engine long-polls each topic: the move wakes it at once.
+	ps := &parkedStore{Store: b, parked: make(chan string, 1)}
+	e := engine.New(ps, engine.Config{})
+	ectx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.Run(ectx) }()
+	defer func() { cancel(); <-done }()
+	const wait = 10 * time.Second // the long poll: a lost wake-up waits it out
+	for i, m := range moves {
+		topic := "waited" + strconv.Itoa(i)
+		move := m.prepare(topic)
+		type answer struct {
+			jobs []*delayq.Job
+			err  error
+		}
+		got := make(chan answer, 1)
+		go func() {
+			jobs, err := e.Reserve(ctx, engine.ReserveRequest{Topics: []string{topic}, N: 1, Wait: wait, By: "b"})
+			got <- answer{jobs, err}
+		}()
+		timeout := time.After(wait)
+		for parked := false; !parked; {
+			select {
+			case p := <-ps.parked:
+				parked = p == topic // not an earlier topic's waiter woken again
+			case <-timeout:
+				t.Fatalf("%s: B's engine made no empty store attempt on %s", m.name, topic)
+			}
+		}
+		move()
+		r := <-got
+		if r.err != nil || len(r.jobs) != 1 || r.jobs[0].Topic != topic {
+			t.Fatalf("%s: B's long poll = %v, %v; want the job A made ready (a lost wake-up waits out the poll)", m.name, r.jobs, r.err)
+		}
+	}
 }
