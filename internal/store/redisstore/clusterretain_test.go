@@ -156,3 +156,61 @@ func TestClusterRetainedSeqStaysInItsShard(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterSweepTrimsInRounds: on a Cluster one sweep trims an ended
+// index of more members than one round takes (maxTrimPage), over
+// several seq shards, with their shard entries, and keeps the members
+// (and entries) of jobs still in their window. Before, the sweep did not
+// trim a Cluster's indexes.
+func TestClusterSweepTrimsInRounds(t *testing.T) {
+	const keep = time.Hour
+	clk := &fakeClock{now: hat(keep.Milliseconds() + 1000)}
+	s := retainingOn(t, "DELAYQ_TEST_REDIS_CLUSTER", 1, store.Retention{For: keep, Now: clk.Now})[0]
+	ctx, c := t.Context(), s.c
+	// The index and shard entries as retained finishes leave them, and
+	// the topic in the registry (no records: the trim reads none).
+	const old, live = 2*maxTrimPage + 100, 10
+	base := uint64(1) << 40
+	idx := s.k.topic("t")[10]
+	zadd := []string{"ZADD", idx}
+	shards := map[string][]string{}
+	for i := range old + live {
+		seq := base + uint64(i)*3 // about 2 seqs in 3 per shard
+		at := hat(int64(i % 500))
+		if i >= old {
+			at = clk.Now()
+		}
+		zadd = append(zadd, msString(at), pad20(seq))
+		sh := s.k.seqShard(seq)
+		shards[sh] = append(shards[sh], strconv.FormatUint(seq, 10), "t")
+	}
+	if len(shards) < 2 {
+		t.Fatalf("%d seq shards, want several", len(shards))
+	}
+	cmds := []rueidisCmd{zadd, {"SADD", s.k.topics(), "t"}}
+	for sh, fv := range shards {
+		cmds = append(cmds, append([]string{"HSET", sh}, fv...))
+	}
+	for _, cmd := range cmds {
+		if err := c.Do(ctx, c.B().Arbitrary(cmd...).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.sweep(ctx, allBuckets(s)); err != nil {
+		t.Fatal(err)
+	}
+	left := ok(c.Do(ctx, c.B().Zrange().Key(idx).Min("0").Max("-1").Build()).AsStrSlice())(t)
+	if len(left) != live || left[0] != pad20(base+uint64(old)*3) {
+		t.Fatalf("finished index after one sweep: %d members from %v, want the %d in their window", len(left), left[:min(len(left), 1)], live)
+	}
+	n := 0
+	for sh := range shards {
+		n += int(ok(c.Do(ctx, c.B().Hlen().Key(sh).Build()).AsInt64())(t))
+	}
+	if n != live {
+		t.Fatalf("%d seq entries left in the shards after one sweep, want the %d in their window", n, live)
+	}
+}
+
+// rueidisCmd is one command's words.
+type rueidisCmd = []string
