@@ -302,7 +302,7 @@ if prefix == '' then
   -- nothing then removes: the TTL is taken off.
   if trim then redis.call('PERSIST', idx) end
   -- the id's claim (another slot) cannot name the seq; an id without
-  -- one carries it (the retained seq key names the topic)
+  -- one carries it (its seq's shard entry names the topic)
   if claim then redis.call('SET', K_RET .. j.id, seq, 'PX', px) end
 else
   -- One node: the seq's entry stays in its shard and the index has no
