@@ -257,12 +257,13 @@ const trimEvery = "16"
 // retention as its TTL, so Redis drops it by itself; on a Cluster
 // P:{t}:r:<id> names its seq for as long (on one node the retained
 // claim does; a job whose id the server made has no claim and needs
-// neither: its id carries its seq); and the topic's ZSET of that state lists it by ended,
-// trimmed of members older than the window on one write in trimEvery.
-// On a Cluster that ZSET has the retention as its TTL and the caller
-// moves the seq's entry to a key with the TTL (indexEnded); on one
-// node the entry stays in its shard, the ZSET has no TTL, and its trim
-// (here, and the sweep's: trimEnded) drops both.
+// neither: its id carries its seq); and the topic's ZSET of that state
+// lists it by ended. The seq's entry stays in its shard and the ZSET has
+// no TTL: what trims the ZSET to the window drops both. On one node
+// that is this script on one write in trimEvery and the sweep
+// (trimEnded); on a Cluster, where this script cannot reach the shard,
+// the sweep alone (trimEndedCluster), and this script only takes off,
+// on one write in trimEvery, a TTL an earlier build gave the ZSET.
 //
 //	ARGV[3] -> reservation ("" for none)
 //	ARGV[4] -> "1" to delete whatever the state (operator delete)
@@ -327,13 +328,14 @@ redis.call('ZADD', idx, nowS, pad(seq))
 -- members older than the window anyway (listRetainedScript).
 local trim = seq % ` + trimEvery + ` == 0
 if prefix == '' then
-  -- A Cluster's topic script cannot reach the global keys: the caller
-  -- moves the seq's entry to a key with a TTL (indexEnded), and the
-  -- PEXPIRE drops the whole index a window after its last write.
-  if trim then redis.call('ZREMRANGEBYSCORE', idx, '-inf', fmt(now - keep)) end
-  redis.call('PEXPIRE', idx, px)
+  -- A Cluster's topic script cannot reach the global keys: the seq's
+  -- entry stays in its shard, and only the sweep trims the index, with
+  -- the entries (trimEndedCluster): a trim here would leave them. An
+  -- index an earlier build gave a TTL would drop members whose entries
+  -- nothing then removes: the TTL is taken off.
+  if trim then redis.call('PERSIST', idx) end
   -- the id's claim (another slot) cannot name the seq; an id without
-  -- one carries it (the retained seq key names the topic)
+  -- one carries it (its seq's shard entry names the topic)
   if claim then redis.call('SET', K_RET .. j.id, seq, 'PX', px) end
 else
   -- One node: the seq's entry stays in its shard and the index has no
@@ -352,8 +354,9 @@ return {'OK', rec}
 // Delete implements store.Store. Concurrent calls are written in groups
 // (finish.go). On one node the script also drops or retains the job's
 // global entries; on a Cluster they are another slot's, written after
-// the script (indexEnded): the id claim (compare-and-delete) and the seq
-// are dropped, or, for a retained job, given the retention as their TTL;
+// the script (indexEnded): the id claim (compare-and-delete) is dropped,
+// or for a retained job given the retention as its TTL, and the seq's
+// entry is dropped unless the job is retained (the sweep drops it then);
 // if that fails they dangle harmlessly (docs/redis.md).
 func (s *Store) Delete(ctx context.Context, p store.DeleteParams) (*delayq.Job, error) {
 	t, err := s.resolve(ctx, p.Ref)

@@ -41,12 +41,18 @@ import (
 // On one node the scripts also drop or retain the jobs' global entries
 // (the id claims, the seq -> topic shards). On a Cluster those are other
 // slots' keys, which a topic's script cannot touch: the script does what
-// deleteScript does with no key prefix (the retained job's P:{t}:r:<id>,
-// the ended index's TTL), and after the group's scripts its global steps
-// go in one pipelined round trip (indexEnded): one compare-and-set of
-// each claimed id's claim (an id the server made has none: it carries
-// its seq), and one command per seq shard for all of the group's seqs in
-// it.
+// deleteScript does with no key prefix (the retained job's P:{t}:r:<id>
+// when its id has a claim), and after the group's scripts its global
+// steps, if it has any, go in one pipelined round trip (indexEnded): one
+// compare-and-set of each claimed id's claim (an id the server made has
+// none: it carries its seq), and, for jobs not retained (--retain 0),
+// one HDEL per seq shard for the group's seqs in it. A retained job's
+// seq -> topic entry stays in its shard, on a Cluster as on one node:
+// the finish writes no key for it and sends nothing to the shard's
+// master (before, a script per shard moved each entry to a key of its
+// own, P:seqs:{n}:r:<seq>, with the retention as TTL). Its topic's ended
+// index then has no TTL, and the sweep trims it with the entries of the
+// members it drops (trimEndedCluster, tick.go).
 
 // finishCall is one Delete waiting for its group.
 type finishCall struct {
@@ -216,50 +222,47 @@ func (s *Store) retentionArgs() (keep, bodies string) {
 }
 
 // indexEnded writes, on a Cluster, the global entries of the jobs that
-// calls ended, in one pipelined round trip: each id's claim is dropped,
-// or for a retained job given the retention as its TTL (endClaimScript),
-// and each seq shard's entries of the group are dropped, or for retained
-// jobs moved to keys of their own with that TTL (retainSeqsScript). A
-// step that fails leaves its entry dangling, harmlessly (docs/redis.md);
-// the calls' answers stand. Not under the caller's ctx: a client that
-// hangs up now must not cost its jobs their entries.
+// calls ended, in one pipelined round trip: each claimed id's claim is
+// dropped, or for a retained job given the retention as its TTL
+// (endClaimScript), and the seq shards' entries of the jobs not retained
+// are dropped, one HDEL per shard. A retained job's entry stays in its
+// shard until the sweep trims the job from its ended index
+// (trimEndedCluster), so a group of retained jobs whose ids the server
+// made sends nothing here. A step that fails leaves its entry dangling,
+// harmlessly (docs/redis.md); the calls' answers stand. Not under the
+// caller's ctx: a client that hangs up now must not cost its jobs their
+// entries.
 func (s *Store) indexEnded(ctx context.Context, calls []*finishCall) {
 	keep := max(s.opt.Retention.For.Milliseconds(), 0)
 	ttl := strconv.FormatInt(keep, 10)
 	var steps []pipedCall
-	shards := map[string][]string{} // shard -> its entries' args
+	shards := map[string][]string{} // shard -> the seqs to drop from it
 	var order []string
 	for _, c := range calls {
 		j := c.rec.job
 		if j == nil {
 			continue
 		}
-		seq := strconv.FormatUint(j.Seq, 10)
-		sh := s.k.seqShard(j.Seq)
-		if _, ok := shards[sh]; !ok {
-			order = append(order, sh)
-		}
 		claim := "" // dropped
 		if keep > 0 {
 			// claimed at 0: a retained claim is never a put in progress
 			claim = j.Topic + "|0|" + nonce()
-			shards[sh] = append(shards[sh], j.Topic, seq)
 		} else {
-			shards[sh] = append(shards[sh], seq)
+			sh := s.k.seqShard(j.Seq)
+			if _, ok := shards[sh]; !ok {
+				order = append(order, sh)
+			}
+			shards[sh] = append(shards[sh], strconv.FormatUint(j.Seq, 10))
 		}
 		if c.rec.claim != "" { // an id the server made has none: it carries its seq
 			steps = append(steps, pipedCall{script: endClaimScript, keys: []string{s.k.claim(j.ID)}, args: []string{c.rec.claim, claim, ttl}})
 		}
 	}
-	if len(order) == 0 {
-		return
-	}
 	for _, sh := range order {
-		if keep > 0 {
-			steps = append(steps, pipedCall{script: retainSeqsScript, keys: []string{sh}, args: append([]string{ttl}, shards[sh]...)})
-		} else {
-			steps = append(steps, pipedCall{keys: []string{sh}, cmd: s.c.B().Hdel().Key(sh).Field(shards[sh]...).Build()})
-		}
+		steps = append(steps, pipedCall{keys: []string{sh}, cmd: s.c.B().Hdel().Key(sh).Field(shards[sh]...).Build()})
+	}
+	if len(steps) == 0 {
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
@@ -284,24 +287,6 @@ func (s *Store) indexEnded(ctx context.Context, calls []*finishCall) {
 var endClaimScript = newPipedScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) end
-return 1
-`)
-
-// retainSeqsScript moves retained jobs' seq -> topic entries from their
-// shard's hash to keys of their own with the retention as TTL (keys.go:
-// retainedSeq, the shard's key and ":r:<seq>", so the same hash tag), in
-// one step, so a reader finds one or the other.
-//
-//	KEYS[1]    -> the seqs' shard
-//	ARGV[1]    -> the retention (ms)
-//	ARGV[2..]  -> per job: topic, seq
-var retainSeqsScript = newPipedScript(`
-local seqs = {}
-for i = 2, #ARGV, 2 do
-  redis.call('SET', KEYS[1] .. ':r:' .. ARGV[i + 1], ARGV[i], 'PX', ARGV[1])
-  seqs[#seqs + 1] = ARGV[i + 1]
-end
-redis.call('HDEL', KEYS[1], unpack(seqs))
 return 1
 `)
 
@@ -430,11 +415,11 @@ for _, idx in ipairs(endedOrder) do
   redis.call('ZADD', idx, unpack(ended[idx]))
   if one then
     if trim then trimEnded(prefix, idx, fmt(last - keep)) end
-  else
-    -- as deleteScript on a Cluster: the index goes a window after its
-    -- last write
-    if trim then redis.call('ZREMRANGEBYSCORE', idx, '-inf', fmt(last - keep)) end
-    redis.call('PEXPIRE', idx, px)
+  elseif trim then
+    -- as deleteScript on a Cluster: the seqs' entries stay in their
+    -- shards and only the sweep trims the index (trimEndedCluster); a
+    -- TTL an earlier build gave it is taken off
+    redis.call('PERSIST', idx)
   end
 end
 if moved then redis.call('SET', K_NOW, lastS) end

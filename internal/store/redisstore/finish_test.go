@@ -25,8 +25,9 @@ import (
 // group ends fails alone with ErrNotFound, and every other job ends
 // (retained with its history, or gone without retention). On one node
 // and on a Cluster; on a Cluster the group's global steps then take one
-// compare-and-set per id claim and one script per seq shard (EVALSHA
-// calls), not two scripts per call.
+// compare-and-set per id claim (EVALSHA calls), not two scripts per
+// call, and a retained job's seq entry stays in its shard (no script
+// and no key of its own for it).
 func TestFinishesShareOneScript(t *testing.T) {
 	eachPrivateRedis(t, testFinishesShareOneScript)
 }
@@ -125,18 +126,17 @@ func testFinishesShareOneScript(t *testing.T, addrs []string) {
 			}
 			if !s.oneNode {
 				// The topic's scripts (the first finish alone, then the
-				// group), an id claim's compare-and-set per job, and with
-				// retention one script per seq shard of each write.
-				want := 2 + n
-				if keep > 0 {
-					shards := map[uint64]bool{}
-					for _, j := range got[1:] {
-						shards[j.Seq/seqShardSize] = true
-					}
-					want += 1 + len(shards)
+				// group) and an id claim's compare-and-set per job; no
+				// script on the seq shards: a retained job's entry stays
+				// in its shard, one that is not is dropped by an HDEL.
+				if evalsha, want := cmdCalls(stats, "evalsha"), 2+n; evalsha != want {
+					t.Errorf("EVALSHA calls = %d, want %d: the topic's two scripts and %d claims", evalsha, want, n)
 				}
-				if evalsha := cmdCalls(stats, "evalsha"); evalsha != want {
-					t.Errorf("EVALSHA calls = %d, want %d: the topic's two scripts, %d claims and the seq shards' steps", evalsha, want, n)
+				// per job its record, its retained claim and its id's
+				// P:{t}:r:<id>, and per script the topic's clock; no key
+				// for its seq
+				if set := cmdCalls(stats, "set"); keep > 0 && set != 3*n+2 {
+					t.Errorf("SET calls = %d, want %d: per job its record, retained claim and id key, the clock per script", set, 3*n+2)
 				}
 			}
 			for _, j := range got {

@@ -659,9 +659,10 @@ func (s *Store) resolveClaim(ctx context.Context, ref delayq.Ref) (target, error
 }
 
 // seqTopic is the topic of the job seq: this instance's memory of the
-// seqs it put or reserved, else the seq -> topic shard, else on a
-// Cluster the retained job's key of its own (indexEnded). ErrNotFound
-// when none names it.
+// seqs it put or reserved, else the seq -> topic shard (where a
+// retained job's entry stays too), else the key of its own an earlier
+// build moved a retained job's entry to on a Cluster (retainedSeq),
+// which this build still reads. ErrNotFound when none names it.
 func (s *Store) seqTopic(ctx context.Context, seq uint64) (string, error) {
 	if t, ok := s.topicOf.get(seq); ok {
 		return t, nil

@@ -26,9 +26,9 @@ import (
 //	                        long-poll waiters on t (MarkWaiting, notify.go); PEXPIREd with the latest
 //	P:{t}:s:<step>:<start> HASH six chart series buckets from start, fields <i><f> (series.go); PEXPIREAT the last one's start+Keep
 //	P:{t}:r:<id>     STRING seq of the retained job with that producer's id (Cluster only); PEXPIRE = the retention
-//	P:{t}:finished   ZSET   retained finished jobs by Ended, member %020d(seq); trimmed to the
-//	P:{t}:deleted    ZSET   retention window on one write in 16 and by the sweep; on a Cluster
-//	P:{t}:failed     ZSET   PEXPIREd with it, on one node no TTL (its trim drops its seq entries)
+//	P:{t}:finished   ZSET   retained finished jobs by Ended, member %020d(seq); no TTL; trimmed to the
+//	P:{t}:deleted    ZSET   retention window, with the trimmed members' seq entries, by the sweep and
+//	P:{t}:failed     ZSET   on one node also on one write in 16 (on a Cluster only the sweep reaches the shards)
 //
 // A retained job (Options.Retention) keeps its record P:{t}:j:<seq>, with
 // the retention as its TTL, so Redis removes it by itself: no scan.
@@ -39,10 +39,10 @@ import (
 //	P:id:{<id>}      STRING claim of a producer's job id: "topic|claimed-at-ms|nonce", "|seq" appended
 //	                        when a one-node script wrote it (the job is then found through it);
 //	                        an id the server made has none: it carries its seq (freshid.go)
-//	P:seqs:{<n>}     HASH   seq -> topic, for seqs n*4096 .. n*4096+4095 (on one node a
-//	                        retained job's field stays until its ended index's trim)
-//	P:seqs:{<n>}:r:<seq> STRING on a Cluster, topic of a retained job (its HASH field is gone);
-//	                        PEXPIRE = the retention
+//	P:seqs:{<n>}     HASH   seq -> topic, for seqs n*4096 .. n*4096+4095 (a retained job's
+//	                        field stays until its ended index's trim drops it)
+//	P:seqs:{<n>}:r:<seq> STRING topic of a retained job that a Cluster instance of an earlier build
+//	                        ended (its HASH field moved here); PEXPIRE = the retention; still read
 //	P:seq            STRING end of the last block of seqs handed out (seqScript: never below Redis TIME in µs; seqs.go)
 //	P:meta           HASH   buckets, format: the deployment's settings, written by its first instance (meta.go)
 //	P:topics         SET    every topic ever used
@@ -101,7 +101,8 @@ func (k keys) seqShard(seq uint64) string {
 }
 
 // retainedSeq is the key naming the topic of a retained job by its seq
-// (same slot as the seq's shard).
+// (same slot as the seq's shard), as a Cluster instance of an earlier
+// build wrote it; this build only reads it (seqTopic).
 func (k keys) retainedSeq(seq uint64) string {
 	return k.seqShard(seq) + ":r:" + strconv.FormatUint(seq, 10)
 }

@@ -543,7 +543,7 @@ func (s *Store) sweep(ctx context.Context, buckets []int) error {
 	if s.oneNode {
 		return s.trimEndedAll(ctx, topics)
 	}
-	return nil
+	return s.trimEndedCluster(ctx, topics)
 }
 
 // trimEndedScript trims a topic's ended indexes on one node (trimEnded):
@@ -584,6 +584,144 @@ func (s *Store) trimEndedAll(ctx context.Context, topics []string) error {
 		if err := r.Error(); err != nil {
 			return unavailable("sweep: trim ended", err)
 		}
+	}
+	return nil
+}
+
+// endedStates are the retained states in the order the Cluster's trim
+// scripts take their ended indexes.
+var endedStates = []string{"finished", "deleted", "failed"}
+
+// maxTrimPage is how many members of one ended index a round of the
+// Cluster's trim takes, and maxTrimRounds how many rounds one sweep
+// runs at most: 64 pages of 1,024 per index every sweepEvery keep up
+// with about 2,000 retained jobs a second per topic and state; a topic
+// above that is trimmed by the following sweeps, and readers skip the
+// members older than the window meanwhile (listRetainedScript).
+const (
+	maxTrimPage   = 1024
+	maxTrimRounds = 64
+)
+
+// endedPageScript reads a page of a topic's ended indexes on a Cluster:
+// per index (endedStates), the members that ended at or before the
+// cutoff, oldest first. It takes off a TTL an earlier build gave an
+// index (it PEXPIREd each on every write), which would otherwise drop
+// members whose seq entries nothing then removes; so it writes, and is
+// no read-only script.
+//
+//	KEYS[1]    -> the topic's key prefix (keys.go)
+//	ARGV[1]    -> the cutoff (unix ms)
+//	ARGV[2]    -> most members per index
+//	Returns:   per index the members (%020d seqs)
+var endedPageScript = newScript(`
+local out = {}
+for i, st in ipairs({'finished', 'deleted', 'failed'}) do
+  local idx = K_ENDED[st]
+  redis.call('PERSIST', idx)
+  out[i] = redis.call('ZRANGE', idx, '-inf', ARGV[1], 'BYSCORE', 'LIMIT', '0', ARGV[2])
+end
+return out
+`)
+
+// zremEndedScript removes members from a topic's ended indexes.
+//
+//	KEYS[1]    -> the topic's key prefix (keys.go)
+//	ARGV[1..3] -> how many members of each index (endedStates) follow
+//	ARGV[4..]  -> the members, index by index
+//	Returns:   how many it removed
+var zremEndedScript = newScript(`
+local b, n = 4, 0
+for i, st in ipairs({'finished', 'deleted', 'failed'}) do
+  local c = ARGV[i] + 0
+  if c > 0 then n = n + redis.call('ZREM', K_ENDED[st], unpack(ARGV, b, b + c - 1)) end
+  b = b + c
+end
+return n
+`)
+
+// trimEndedCluster trims the ended indexes of topics on a Cluster, where
+// a retained job's seq -> topic entry stays in its shard (another
+// slot's key than the topic's, usually on another master) and the index
+// has no TTL: the finish scripts cannot reach the shards, so this is
+// what drops both once the job's window has passed. Each round reads a
+// page of every index (endedPageScript), drops the pages' seqs from
+// their shards (one HDEL per shard, in one pipeline), then removes
+// exactly those members (zremEndedScript), in that order: a crash in
+// between leaves at worst members whose entries are gone, dropped again
+// harmlessly by the next sweep, never an entry whose member is gone.
+// The cutoff is as trimEndedAll's.
+func (s *Store) trimEndedCluster(ctx context.Context, topics []string) error {
+	keep := max(s.opt.Retention.For.Milliseconds(), 0)
+	cutoff := strconv.FormatInt(ms(s.opt.Retention.Clock()())-keep, 10)
+	page := strconv.Itoa(maxTrimPage)
+	for range maxTrimRounds {
+		if len(topics) == 0 {
+			return nil
+		}
+		execs := make([]rueidis.LuaExec, len(topics))
+		for i, t := range topics {
+			execs[i] = rueidis.LuaExec{Keys: s.k.topic(t).slice(), Args: []string{cutoff, page}}
+		}
+		var more []string // topics with a full page: another round
+		var zrems []rueidis.LuaExec
+		shards := map[string][]string{} // shard -> seqs to drop
+		var order []string
+		for i, r := range execMulti(ctx, s.c, endedPageScript, execs) {
+			arr, err := r.ToArray()
+			if err != nil {
+				return unavailable("sweep: trim ended", err)
+			}
+			if len(arr) != len(endedStates) {
+				return fmt.Errorf("redisstore: sweep: trim ended: %d pages for %d indexes", len(arr), len(endedStates))
+			}
+			args := make([]string, len(endedStates), 3+maxTrimPage)
+			full := false
+			for k, a := range arr {
+				members, err := a.AsStrSlice()
+				if err != nil {
+					return fmt.Errorf("redisstore: sweep: trim ended: %w", err)
+				}
+				args[k] = strconv.Itoa(len(members))
+				full = full || len(members) == maxTrimPage
+				for _, m := range members {
+					seq, err := strconv.ParseUint(m, 10, 64)
+					if err != nil {
+						return fmt.Errorf("redisstore: sweep: trim ended: member %q of %s: %w", m, topics[i], err)
+					}
+					sh := s.k.seqShard(seq)
+					if _, ok := shards[sh]; !ok {
+						order = append(order, sh)
+					}
+					shards[sh] = append(shards[sh], strconv.FormatUint(seq, 10))
+					args = append(args, m)
+				}
+			}
+			if len(args) > len(endedStates) {
+				zrems = append(zrems, rueidis.LuaExec{Keys: execs[i].Keys, Args: args})
+			}
+			if full {
+				more = append(more, topics[i])
+			}
+		}
+		if len(zrems) == 0 {
+			return nil
+		}
+		hdels := make(rueidis.Commands, len(order))
+		for i, sh := range order {
+			hdels[i] = s.c.B().Hdel().Key(sh).Field(shards[sh]...).Build()
+		}
+		for _, r := range s.c.DoMulti(ctx, hdels...) {
+			if err := r.Error(); err != nil {
+				return unavailable("sweep: trim ended", err)
+			}
+		}
+		for _, r := range execMulti(ctx, s.c, zremEndedScript, zrems) {
+			if err := r.Error(); err != nil {
+				return unavailable("sweep: trim ended", err)
+			}
+		}
+		topics = more
 	}
 	return nil
 }
