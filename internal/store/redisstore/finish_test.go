@@ -275,7 +275,8 @@ func cmdCalls(stats, cmd string) int {
 // name, and its jobs' TTRs begin at its own Now rounded up
 // (store.BeginTTR), not at the Now of the call that led the group. The
 // topic's timer bucket is marked once per group (one ZADD of the
-// reserved index and one of the bucket), and an instance alone
+// reserved index and one of the bucket; on a Cluster not at all when the
+// entry is known to be earlier already), and an instance alone
 // publishes no deadline (nobody else would hear it). On one node and on
 // a Cluster.
 func TestReservesShareOneScript(t *testing.T) {
@@ -367,9 +368,11 @@ func testReservesShareOneScript(t *testing.T, addrs []string) {
 		t.Errorf("ZREM calls = %d, want 4: two for the first reserve alone, two for the group of %d", zrem, len(calls)-1)
 	}
 	// Each of the two adds its jobs to the reserved index and marks the
-	// bucket once.
-	if zadd := cmdCalls(stats, "zadd"); zadd != 4 {
-		t.Errorf("ZADD calls = %d, want 4: two for the first reserve alone, two for the group of %d", zadd, len(calls)-1)
+	// bucket once; on a Cluster the group's deadlines are later than the
+	// first reserve's, which the bucket entry holds already, so the group
+	// sends no mark (clusterMarkLua).
+	if zadd, want := cmdCalls(stats, "zadd"), map[bool]int{true: 4, false: 3}[s.oneNode]; zadd != want {
+		t.Errorf("ZADD calls = %d, want %d: two for the first reserve alone, %d for the group of %d", zadd, want, want-2, len(calls)-1)
 	}
 	if pub := cmdCalls(stats, "publish") + cmdCalls(stats, "spublish"); pub != 0 {
 		t.Errorf("PUBLISH and SPUBLISH calls = %d, want 0: no other instance listens", pub)

@@ -22,6 +22,8 @@ import (
 //	P:{t}:buried     ZSET   by the time buried
 //	P:{t}:pause      STRING pause end, unix ms
 //	P:{t}:now        STRING the latest Now the topic was acted at (Now never goes back)
+//	P:{t}:marked     STRING on a Cluster, a time (unix ms) the topic's entry in P:{b<n>}:due is at or
+//	                        below once the marks in flight land (reserve.go: markedLua); PX markedFor
 //	P:{t}:waiting    ZSET   instance id -> end of its mark, Redis TIME in ms: that instance has
 //	                        long-poll waiters on t (MarkWaiting, notify.go); PEXPIREd with the latest
 //	P:{t}:s:<step>:<start> HASH six chart series buckets from start, fields <i><f> (series.go); PEXPIREAT the last one's start+Keep
@@ -124,6 +126,16 @@ func (k keys) instances() string { return k.prefix + ":instances" }
 func (k keys) instance(id string) string { return k.prefix + ":instance:{" + id + "}" }
 
 func (k keys) events() string { return k.prefix + ":events" }
+
+// markedLua names P:{t}:marked in a topic script (K_MARKED; reserve.go
+// says what it holds). It is not one of topicKeys: only the Cluster
+// reserve scripts and the tick's refresh use it.
+const markedLua = `
+local K_MARKED = K_B .. 'marked'
+`
+
+// marked is topic t's P:{t}:marked (markedLua).
+func (k keys) marked(t string) string { return k.prefix + ":{" + t + "}:marked" }
 
 // waiting is topic t's marks of the instances with long-poll waiters on
 // it (notify.go); same hash tag as the topic's other keys, so the put and

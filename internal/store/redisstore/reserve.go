@@ -30,11 +30,14 @@ import (
 //	ARGV[9]    -> how many subscribers are this instance's (one-node only)
 //	KEYS[2]    -> on a one-node Redis, the topic's timer bucket, lowered
 //	              to the earliest new deadline here (onenode.go); on a
-//	              Cluster the caller marks it and publishes after
-//	Returns:   {earliest new deadline or "", record, record, ...}
-var reserveScript = newScript(listenedLua + `
--- the topic's clock and its pause in one command
-local v = redis.call('MGET', K_NOW, K_PAUSE)
+//	              Cluster the caller marks it and publishes after, when
+//	              the script returns the deadline (clusterMarkLua)
+//	Returns:   {earliest new deadline to mark or "", record, record, ...}
+var reserveScript = newScript(listenedLua + markedLua + clusterMarkLua + `
+-- the topic's clock and its pause in one command (on a Cluster, and
+-- what its bucket entry is known to be at or below)
+local v
+if KEYS[2] then v = redis.call('MGET', K_NOW, K_PAUSE) else v = redis.call('MGET', K_NOW, K_PAUSE, K_MARKED) end
 local now, nowS = clockAt(v[1], ARGV[1])
 local max, last = ARGV[2] + 0, ARGV[3]
 local begin = math.max(now, ARGV[4] + 0)
@@ -69,12 +72,59 @@ if soonest then
   out[1] = fmt(soonest)
   -- one node: published only when it lowered the bucket's entry (else
   -- the bucket's timer steps at the entry, at or before it, anyway)
-  if KEYS[2] and redis.call('ZADD', KEYS[2], 'LT', 'CH', out[1], ARGV[6]) == 1 and listened(ARGV[7], ARGV[9]) then
-    redis.call('PUBLISH', ARGV[7], ARGV[8] .. ' - 0 ' .. out[1])
-  end
+  if KEYS[2] then
+    if redis.call('ZADD', KEYS[2], 'LT', 'CH', out[1], ARGV[6]) == 1 and listened(ARGV[7], ARGV[9]) then
+      redis.call('PUBLISH', ARGV[7], ARGV[8] .. ' - 0 ' .. out[1])
+    end
+  elseif not clusterMark(v[3], soonest, out[1]) then out[1] = '' end
 end
 return out
 `)
+
+// markedFor is how long a Cluster reserve's P:{t}:marked lives
+// (clusterMarkLua): the longest a stale value can stop the topic's
+// reserves from marking its bucket (a mark lost after its script, an
+// instance of an earlier build raising the entry) before the next
+// reserve after it marks again. It costs at most one mark per topic per
+// markedFor besides the marks that lower the entry.
+const markedFor = time.Second
+
+// clusterMarkLua defines clusterMark(m, d, ds) for the Cluster reserve
+// scripts, whose topic's timer bucket entry lives in another slot and is
+// marked by the caller after the script (markDeadlines): one more
+// command, usually to another master, per reserve group (issue 31). m
+// is P:{t}:marked as read (false when absent), d the earliest new
+// deadline (a number) and ds the same as a string. It returns true when
+// the caller must mark d, and then holds d in P:{t}:marked; false when
+// the entry is at or below m <= d already, so the bucket's timer steps
+// there anyway and then finds d (tick.go: next), and a mark would change
+// nothing.
+//
+// P:{t}:marked holds a time the entry is at or below once the marks
+// and refreshes in flight land, or is absent (no knowledge: mark, as
+// before it existed). Writers that only lower the entry (puts, releases,
+// marks, the sweep) keep that true whatever they do with the key. The
+// only writer that raises the entry, the tick's refresh (set, re-read the
+// topic, lower again), raises the key to the entry it leaves
+// (refreshScript) after its set, in the topic's slot; a reserve between
+// its set and its re-read is seen by the re-read, which lowers the entry
+// to it. With one consumer per topic (reserve, delete, reserve...) the
+// entry still holds an earlier finished job's deadline until the bucket's
+// timer passes it, so most reserves skip their mark.
+//
+// A value can be wrong the other way, too low, only when a mark or a
+// refresh was cut short (a network error or a crash between its steps;
+// a failover that lost the entry's write) or an instance of an earlier
+// build raised the entry: the key expires markedFor after the reserve
+// that set it, so the next reserve after that marks again, and the sweep
+// (sweepEvery) lowers the entry in any case.
+var clusterMarkLua = `
+local function clusterMark(m, d, ds)
+  if m and d >= m + 0 then return false end
+  redis.call('SET', K_MARKED, ds, 'PX', '` + strconv.FormatInt(markedFor.Milliseconds(), 10) + `')
+  return true
+end
+`
 
 // Reserve implements store.Store. One topic is one script. Several topics
 // live in different Cluster slots, so Reserve first peeks the best ready
@@ -312,8 +362,10 @@ func (s *Store) reserveTopics(ctx context.Context, shares map[string]share, now,
 
 // markDeadlines lowers each topic's entry in its timer bucket's due
 // index to its earliest new deadline (dues, unix ms) after a reserve
-// script that could not (a Cluster's, whose bucket is another slot's;
-// reserveJobScript's), in one round trip (ZADD LT CH), and publishes the
+// script that could not (a Cluster's, whose bucket is another slot's,
+// when it returned the deadline because P:{t}:marked did not show the
+// entry at or below it already: clusterMarkLua; reserveJobScript's,
+// always), in one round trip (ZADD LT CH), and publishes the
 // earliest deadline that lowered an entry, when another instance listens
 // (heard). An entry it did not lower is at or before the deadline
 // already, so the bucket's timer, whichever instance holds it, steps
@@ -322,7 +374,9 @@ func (s *Store) reserveTopics(ctx context.Context, shares map[string]share, now,
 // one-node scripts publish, and so a Cluster does.
 //
 // The jobs are reserved whatever happens now; a lost mark only delays
-// their TTR expiry until the sweep (tick.go) repairs it. Not the
+// their TTR expiry until the next reserve of the topic after its
+// P:{t}:marked expires (markedFor) marks again, or the sweep (tick.go,
+// sweepEvery) repairs it. Not the
 // caller's ctx: a client that hangs up now must not cost its jobs their
 // marks (rueidis's own timeouts bound this).
 func (s *Store) markDeadlines(ctx context.Context, dues map[string]int64) {

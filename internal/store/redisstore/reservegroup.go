@@ -33,7 +33,8 @@ import (
 // entry and is published to the other instances' timers only when it
 // lowered the entry and another instance listens: on one node in the
 // script, on a Cluster (the bucket is another slot's) after it, once per
-// group (markDeadlines).
+// group (markDeadlines), and only when the topic's P:{t}:marked does not
+// show the entry at or below it already (clusterMarkLua).
 
 // reserveCall is one single-topic Reserve waiting for its group.
 type reserveCall struct {
@@ -177,10 +178,13 @@ func (s *Store) reserveAlone(ctx context.Context, c *reserveCall) {
 //	              now rounded up (unix ms: its TTRs begin there unless the
 //	              topic's clock is later), who reserves
 //	Returns:   per call: how many jobs k, its earliest new deadline or
-//	           "", then its k records
-var reserveGroupScript = newScript(listenedLua + `
+//	           "" (on a Cluster "" for every call when the group's
+//	           soonest need not be marked: clusterMarkLua), then its k
+//	           records
+var reserveGroupScript = newScript(listenedLua + markedLua + clusterMarkLua + `
 local n = ARGV[5] + 0
-local v = redis.call('MGET', K_NOW, K_PAUSE)
+local v
+if KEYS[2] then v = redis.call('MGET', K_NOW, K_PAUSE) else v = redis.call('MGET', K_NOW, K_PAUSE, K_MARKED) end
 local lastS, pause = v[1], v[2] and v[2] + 0
 local last = lastS and lastS + 0
 local total = 0
@@ -201,7 +205,7 @@ if #members > 0 then
     if not jobs[k] then return redis.error_reply('ready job ' .. seq .. ' has no record') end
   end
 end
-local out, soonest, moved, next = {}, nil, false, 1
+local out, soonest, moved, next, heads = {}, nil, false, 1, {}
 -- the records go in one MSET (one command and one AOF entry for the
 -- group; a SET per job cost Redis some 5,000 instructions each besides
 -- its work)
@@ -215,6 +219,7 @@ for i = 1, n do
   else last, lastS, moved = nowN, nowS, true end
   local head = #out + 1
   out[head], out[head + 1] = 0, ''
+  heads[#heads + 1] = head
   if not (pause and last < pause) then
     local begin, want = math.max(last, ARGV[b + 3] + 0), ARGV[b + 2] + 0
     local got, mine = 0, nil
@@ -257,11 +262,15 @@ end
 if moved then redis.call('SET', K_NOW, lastS) end
 -- one node: published only when it lowered the bucket's entry (else
 -- the bucket's timer steps at the entry, at or before it, anyway)
+-- a Cluster: no call's deadline is to be marked when the entry is at or
+-- below the soonest already (clusterMarkLua)
 if soonest and KEYS[2] then
   local d = fmt(soonest)
   if redis.call('ZADD', KEYS[2], 'LT', 'CH', d, ARGV[1]) == 1 and listened(ARGV[2], ARGV[4]) then
     redis.call('PUBLISH', ARGV[2], ARGV[3] .. ' - 0 ' .. d)
   end
+elseif soonest and not clusterMark(v[3], soonest, fmt(soonest)) then
+  for _, h in ipairs(heads) do out[h + 1] = '' end
 end
 return out
 `)

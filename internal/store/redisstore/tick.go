@@ -26,7 +26,10 @@ const maxDueTopics = 1000
 // right after their script; Tick raises it only by "set, then re-read the
 // topic and lower again", so a put racing with Tick can never leave it
 // late. Tick therefore touches only topics with due work: no KEYS, no
-// SCAN, nothing that grows with the number of pending jobs.
+// SCAN, nothing that grows with the number of pending jobs. On a Cluster
+// the re-read also raises the topic's P:{t}:marked, a time the entry is
+// known to be at or below, so a reserve whose new deadline is not
+// earlier sends no mark (reserve.go: clusterMarkLua).
 
 // tickPeekScript lists a topic's due work without moving it.
 //
@@ -229,6 +232,30 @@ var useTopicLua = func() string {
 //	Returns:   the earliest delayed due or reserved deadline (unix ms), or ""
 var earliestScript = newReadScript(`return earliest()`)
 
+// refreshScript is refresh's re-read of a topic after it set the topic's
+// bucket entry: the topic's earliest pending time, and P:{t}:marked
+// raised to the entry refresh leaves (the lower of the time it set and
+// the earliest), or deleted when it leaves none, so that a Cluster
+// reserve that skips its mark on it (clusterMarkLua) never relies on an
+// entry this raise moved past its deadline. The key is only raised,
+// never lowered, here: two instances may refresh one topic at once (a
+// bucket taken over), and each one's set is followed by its own re-read;
+// only a reserve lowers it, together with the entry. An absent key stays
+// absent (no knowledge); KEEPTTL keeps the reserve's markedFor.
+//
+//	KEYS[1]    -> the topic's key prefix (keys.go)
+//	ARGV[1]    -> the time refresh set the entry to ("" = removed)
+//	Returns:   the earliest delayed due or reserved deadline (unix ms), or ""
+var refreshScript = newScript(markedLua + `
+local e, set = earliest(), ARGV[1]
+local left = set
+if e ~= '' and (set == '' or e + 0 < set + 0) then left = e end
+if left == '' then redis.call('DEL', K_MARKED); return e end
+local m = redis.call('GET', K_MARKED)
+if m and m + 0 < left + 0 then redis.call('SET', K_MARKED, left, 'KEEPTTL') end
+return e
+`)
+
 // moved is one job a Tick moved.
 type moved struct {
 	topic string
@@ -413,6 +440,8 @@ func (s *Store) tickCut(ctx context.Context, topics []string, now int64, max int
 // refresh sets topic's due entry to e (its earliest pending, "" for none)
 // and then lowers it again to what the topic holds now, so a put that
 // lowered the entry between the tick script and the set is not undone.
+// The re-read (refreshScript) also raises the topic's P:{t}:marked to
+// the entry it leaves, which a Cluster reserve reads to skip its mark.
 func (s *Store) refresh(ctx context.Context, topic, e string) error {
 	key := s.k.bucketDue(bucketOf(topic, s.opt.Buckets))
 	var cmd rueidis.Completed
@@ -425,7 +454,7 @@ func (s *Store) refresh(ctx context.Context, topic, e string) error {
 	if err := s.c.Do(ctx, cmd).Error(); err != nil {
 		return unavailable("tick: index", err)
 	}
-	again, err := earliestScript.Exec(ctx, s.c, s.k.topic(topic).slice(), nil).ToString()
+	again, err := refreshScript.Exec(ctx, s.c, s.k.topic(topic).slice(), []string{e}).ToString()
 	if err != nil {
 		return unavailable("tick: index", err)
 	}
