@@ -93,10 +93,9 @@ func (s *Store) Release(ctx context.Context, p store.ReleaseParams) (*delayq.Job
 func (s *Store) afterMove(ctx context.Context, r record) {
 	switch j := r.job; j.State {
 	case delayq.StateDelayed:
-		if err := s.c.Do(ctx, s.markDue(j.Topic, ms(j.Due))).Error(); err != nil {
-			s.log.Warn("redisstore: could not mark due time; the sweep will", "topic", j.Topic, "err", err)
-		}
-		s.publish(ctx, event{due: ms(j.Due)})
+		// As a reserve's deadline: the due time is published only when it
+		// lowered the bucket's entry and another instance listens.
+		s.markDeadlines(ctx, map[string]int64{j.Topic: ms(j.Due)})
 	case delayq.StateReady:
 		if r.woke {
 			s.publish(ctx, event{topic: j.Topic, count: 1})

@@ -35,7 +35,8 @@ type leases struct {
 
 	mu        sync.Mutex
 	mine      map[int]bool // guarded by mu
-	renewed   time.Time    // guarded by mu: when the last round succeeded
+	renewed   time.Time    // guarded by mu: when the last round succeeded (or a lease was taken)
+	lastRound time.Time    // guarded by mu: when the last round that completed began
 	lastSweep time.Time    // guarded by mu
 	failing   bool         // guarded by mu: the last round failed (logged once)
 }
@@ -132,7 +133,7 @@ func (l *leases) round(ctx context.Context) error {
 	}
 	l.logChange(before, gained, live)
 	l.mu.Lock()
-	l.renewed = start
+	l.renewed, l.lastRound = start, start
 	sweepAll := time.Since(l.lastSweep) > sweepEvery
 	if sweepAll {
 		l.lastSweep = start

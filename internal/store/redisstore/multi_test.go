@@ -137,10 +137,13 @@ func TestLeasesRebalanceAndFailover(t *testing.T) {
 		gone = time.Now()
 		return true
 	})
+	// A round that began after the dead leases ran out and has ended
+	// (renewed also moves when a round takes a lease mid-way: a round
+	// begun before could still be taking the buckets).
 	began := func(s *Store) time.Time {
 		s.leases.mu.Lock()
 		defer s.leases.mu.Unlock()
-		return s.leases.renewed
+		return s.leases.lastRound
 	}
 	took := waitFor(t, 5*time.Second, "each survivor begins a lease round after that", func() bool {
 		return began(stores[0]).After(gone) && began(stores[1]).After(gone)

@@ -395,7 +395,7 @@ func (s *Store) markDeadlines(ctx context.Context, dues map[string]int64) {
 	for i, r := range s.c.DoMulti(ctx, cmds...) {
 		n, err := r.AsInt64()
 		if err != nil {
-			s.log.Warn("redisstore: reserve could not mark a deadline; the sweep will", "topic", topics[i], "err", err)
+			s.log.Warn("redisstore: could not mark a deadline or due time; the sweep will", "topic", topics[i], "err", err)
 			continue
 		}
 		if d := dues[topics[i]]; n == 1 && (lowered == 0 || d < lowered) {

@@ -390,3 +390,44 @@ func testMovesToReadyWake(t *testing.T, addrs []string) {
 		}
 	}
 }
+
+// TestMoveToDelayedPublishesOnlyALoweredDue: a release (or any move) of a
+// job to delayed publishes its due time to the other instances' timers
+// only when it lowered its bucket's entry, as a reserve's deadline does:
+// an entry at or before the due already makes the bucket's timer step
+// there and find it. Before, every such move published its due.
+func TestMoveToDelayedPublishesOnlyALoweredDue(t *testing.T) {
+	eachRedis(t, func(t *testing.T, addrs []string) {
+		stores := group(t, addrs, 2, quietLeases)
+		a, b := stores[0], stores[1]
+		ctx := t.Context()
+		events := listening(t, a, b)
+		published := func() int { return clusterCalls(t, a, "publish") + clusterCalls(t, a, "spublish") }
+		now := delayq.TruncMilli(time.Now())
+		// The topic's entry: a delayed job due in an hour. Its jobs' TTR
+		// is three hours, so a reserve's deadline does not lower it.
+		d := &delayq.Job{ID: "d", Topic: "rel", Body: []byte("x"), TTR: 3 * time.Hour, State: delayq.StateDelayed, Due: now.Add(time.Hour), Created: now}
+		r1 := &delayq.Job{ID: "r1", Topic: "rel", Body: []byte("x"), TTR: 3 * time.Hour, State: delayq.StateReady, Due: now, Created: now}
+		r2 := &delayq.Job{ID: "r2", Topic: "rel", Body: []byte("x"), TTR: 3 * time.Hour, State: delayq.StateReady, Due: now, Created: now}
+		if err := a.Put(ctx, []*delayq.Job{d, r1, r2}); err != nil {
+			t.Fatal(err)
+		}
+		jobs, err := a.Reserve(ctx, store.ReserveParams{Topics: []string{"rel"}, Max: 2, Now: now, By: "a"})
+		if err != nil || len(jobs) != 2 {
+			t.Fatalf("Reserve = %v, %v; want two jobs", jobs, err)
+		}
+		before := published()
+		later := now.Add(2 * time.Hour)
+		if _, err := a.Release(ctx, store.ReleaseParams{Ref: delayq.Ref{ID: jobs[0].ID, Reservation: jobs[0].Reservation}, Due: later, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		if n := published() - before; n != 0 {
+			t.Errorf("a release to a due after the bucket's entry published %d times, want 0", n)
+		}
+		earlier := now.Add(30 * time.Minute)
+		if _, err := a.Release(ctx, store.ReleaseParams{Ref: delayq.Ref{ID: jobs[1].ID, Reservation: jobs[1].Reservation}, Due: earlier, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		hears(t, events, "due "+strconv.FormatInt(earlier.UnixMilli(), 10))
+	})
+}
