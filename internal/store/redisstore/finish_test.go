@@ -403,12 +403,7 @@ func testReserveDeadlineEventsOnlyWhenEarlier(t *testing.T, addrs []string) {
 	// Served in this order, each with its own TTR: the second's deadline
 	// is later than the first's, the third's earlier.
 	ttrs := []time.Duration{2 * time.Hour, 3 * time.Hour, 30 * time.Minute}
-	var jobs []*delayq.Job
-	for i, ttr := range ttrs {
-		j := hjob(fmt.Sprintf("r%d", i), "de")
-		j.Priority, j.TTR, j.Due, j.Created = uint32(i), ttr, now, now
-		jobs = append(jobs, j)
-	}
+	jobs := ttrJobs("r", "de", now, ttrs)
 	if err := a.Put(ctx, jobs); err != nil {
 		t.Fatal(err)
 	}
@@ -587,4 +582,16 @@ func testGroupsWaitForReplicas(t *testing.T, addrs []string) {
 			t.Errorf("Get(%s) = %+v, want finished (the write stands)", id, g)
 		}
 	}
+}
+
+// ttrJobs are ready jobs of topic, due and created at now, one per TTR
+// of ttrs, ids prefix0, prefix1, ..., served in that order (priority i).
+func ttrJobs(prefix, topic string, now time.Time, ttrs []time.Duration) []*delayq.Job {
+	jobs := make([]*delayq.Job, len(ttrs))
+	for i, ttr := range ttrs {
+		j := hjob(fmt.Sprintf("%s%d", prefix, i), topic)
+		j.Priority, j.TTR, j.Due, j.Created = uint32(i), ttr, now, now
+		jobs[i] = j
+	}
+	return jobs
 }

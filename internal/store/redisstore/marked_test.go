@@ -26,12 +26,7 @@ func TestClusterReserveMarksOnlyAnEarlierDeadline(t *testing.T) {
 	// Served in this order: a deadline in 1 h, one later, one earlier,
 	// and after the key is gone one later again.
 	ttrs := []time.Duration{time.Hour, 2 * time.Hour, 30 * time.Minute, 3 * time.Hour}
-	var jobs []*delayq.Job
-	for i, ttr := range ttrs {
-		j := hjob(fmt.Sprintf("m%d", i), "mk")
-		j.Priority, j.TTR, j.Due, j.Created = uint32(i), ttr, now, now
-		jobs = append(jobs, j)
-	}
+	jobs := ttrJobs("m", "mk", now, ttrs)
 	if err := s.Put(ctx, jobs); err != nil {
 		t.Fatal(err)
 	}
