@@ -80,6 +80,14 @@ func TestSlowClients(t *testing.T) {
 		}
 	})
 	t.Run("too many connections", func(t *testing.T) {
+		// The subtests before closed their connections on their side; the
+		// server may not have seen it yet, and a connection it still
+		// counts would make one of these 20 the one over MaxConns.
+		for deadline := time.Now().Add(5 * time.Second); ts.srv.connCount() > 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d connections of the subtests before still open", ts.srv.connCount())
+			}
+		}
 		var conns []net.Conn
 		for range 20 {
 			c, r := dial(t, ts.addr)
