@@ -378,19 +378,46 @@ func TestServeFromEnvironment(t *testing.T) {
 	}
 }
 
-// waitForServing reads serve's JSON log until it says where it listens.
+// waitForServing reads serve's JSON log until it says where it listens,
+// and returns the HTTP API's URL.
 func waitForServing(t *testing.T, logs *lockedBuffer) string {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	return "http://" + waitServing(t, logs, nil).HTTP
+}
+
+// serving is where serve's "delayq serving" log line says it listens.
+type serving struct{ HTTP, Beanstalk string }
+
+// waitServing reads serve's JSON log until it says where it listens. It
+// fails at once when exited (nil for a serve run in-process) is closed
+// first: a serve that exited will not log it.
+func waitServing(t *testing.T, logs *lockedBuffer, exited <-chan struct{}) serving {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		gone := false
+		select {
+		case <-exited:
+			gone = true // its last words are in logs now
+		default:
+		}
 		for _, line := range strings.Split(logs.String(), "\n") {
-			var l struct{ Msg, HTTP string }
+			var l struct {
+				Msg string
+				serving
+			}
 			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "delayq serving" {
-				return "http://" + l.HTTP
+				return l.serving
 			}
 		}
+		switch {
+		case gone:
+			t.Fatalf("serve exited before it logged where it listens:\n%s", logs)
+		case time.Now().After(deadline):
+			t.Fatalf("serve never logged where it listens:\n%s", logs)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("serve never logged where it listens:\n%s", logs)
-	return ""
 }
 
 func TestServeRejectsBadEnvironment(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -161,17 +160,6 @@ func fill(t *testing.T, cmd string, outputs []string) string {
 	})
 }
 
-// freePort returns a loopback port free at the time of the call.
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
-
 // needRuntime returns the path of a language's runtime, skipping the
 // examples that need it when it is missing (a failure under CI, where
 // scripts/deps.sh installs it).
@@ -242,18 +230,22 @@ func TestDocExamples(t *testing.T) {
 
 // runExamples starts a server and runs the examples against it in order.
 func runExamples(t *testing.T, bin string, examples []example) {
-	httpPort, bsPort := freePort(t), freePort(t)
 	dir := t.TempDir()
-	serve := exec.Command(filepath.Join(bin, "delayq"), "serve", "--http-addr", "127.0.0.1:"+httpPort,
-		"--beanstalk-addr", "127.0.0.1:"+bsPort, "--data-dir", filepath.Join(dir, "data"), "--log-format", "json")
+	// Port 0, and the ports serve logs it bound: a port found free here
+	// and bound by serve later may be taken in between.
+	serve := exec.Command(filepath.Join(bin, "delayq"), "serve", "--http-addr", "127.0.0.1:0",
+		"--beanstalk-addr", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"), "--log-format", "json")
 	logs := &lockedBuffer{}
 	serve.Stderr = logs
 	serve.Env = append(os.Environ(), asDelayq+"=1")
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- serve.Wait() }()
+	exited := make(chan struct{})
+	go func() {
+		_ = serve.Wait() // why it exited is in logs (Main's last line)
+		close(exited)
+	}()
 	t.Cleanup(func() {
 		_ = serve.Process.Signal(syscall.SIGTERM)
 		select {
@@ -263,10 +255,14 @@ func runExamples(t *testing.T, bin string, examples []example) {
 			t.Errorf("delayq serve still running 30s after SIGTERM")
 		}
 	})
-	waitForServing(t, logs)
-	ports := strings.NewReplacer("localhost:7480", "127.0.0.1:"+httpPort, "127.0.0.1:7480", "127.0.0.1:"+httpPort, "11300", bsPort)
+	at := waitServing(t, logs, exited)
+	_, bsPort, err := net.SplitHostPort(at.Beanstalk)
+	if err != nil {
+		t.Fatalf("serve logged beanstalk %q: %v", at.Beanstalk, err)
+	}
+	ports := strings.NewReplacer("localhost:7480", at.HTTP, "127.0.0.1:7480", at.HTTP, "11300", bsPort)
 	env := append(os.Environ(), asDelayq+"=1", "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"DELAYQ_SERVER=http://127.0.0.1:"+httpPort, "SECRET=long-random-string")
+		"DELAYQ_SERVER=http://"+at.HTTP, "SECRET=long-random-string")
 	var outputs []string
 	exec1 := func(where string, cmd *exec.Cmd) string {
 		t.Helper()
