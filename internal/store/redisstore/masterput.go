@@ -144,6 +144,7 @@ func (s *Store) writeMasterPuts(ctx context.Context, master string, calls []*put
 		byTopic := map[string][]*putCall{}
 		var order []string
 		for _, c := range calls {
+			c.claims = make([]string, len(c.jobs)) // none: the ids carry their seqs
 			t := c.jobs[0].Topic
 			if byTopic[t] == nil {
 				order = append(order, t)
