@@ -14,36 +14,41 @@ import (
 
 // Puts grouped per master on a Cluster.
 //
-// A Cluster script may touch only keys of its own master, and until
-// this one a Cluster put was a script per topic plus the seq entries'
-// HSET on whichever master served their shard: two round trips to two
+// A Cluster script may touch only keys of its own master, and before
+// this a Cluster put was the seq entries' HSET on whichever master
+// served their shard and then a script per topic: two round trips to two
 // masters for each put, and one script per topic where one node takes a
-// group of every topic's puts in one (issue 31: 1.7-2.2x a standalone
-// Redis's CPU per put). Redis lets a script reach keys it did not name
-// when they are on its own node (a script without flags, since Redis
-// 7.0 as before it, may reach any slot its node serves), so a PutFresh
-// call on a Cluster waits in the line of its topic's master (slots.go),
-// and a group of such calls, of any topics that master holds, goes as
-// ONE masterPutScript: the seq entries (the seqs come from the master's
-// pool, seqs.go, so their shards are on it), the records and the
-// indexes of every topic, and the test of who waits. A put of ready
-// jobs whose topic is registered is one round trip to one master, as on
-// one node.
+// group of every topic's puts in one (issue 31). Redis lets a script
+// reach keys it did not name when they are on its own node (a script
+// without flags may reach any slot its node serves, in Redis 7 as
+// before), so a PutFresh call on a Cluster waits in the line of its
+// topic's master (by the slot map, slots.go), and a group of such calls,
+// of any topics that master holds, goes as ONE masterPutScript: the
+// records and indexes of every topic, the test of who waits, and the seq
+// entries when their shard is on that master too. The seqs come from
+// the instance's block as every put's do, so put order stays seq order
+// within an instance across topics (the contract's reserve order); a
+// block's seqs share a shard, so a third of the blocks on three masters
+// are on the master of a given group.
 //
 // What the script cannot write goes in one pipeline before it, as a
-// lone put sends it (indexPut): the topics not registered lately, the
-// bucket entries lowered to the delayed jobs' dues (each topic's bucket
-// may be on another master), and the seq entries of seqs that are not
-// on the master after all; markAgain follows the script as after a lone
-// put. Producers' ids (Put) need their claims, one per id slot, so they
-// keep their topic's line (clusterput.go).
+// lone put sends it (indexPut): the seq entries whose shard is on
+// another master, the topics not registered lately, and the bucket
+// entries lowered to the delayed jobs' dues (each topic's bucket may be
+// on another master); markAgain follows the script as after a lone put.
+// A put of ready jobs whose topic is registered and whose seq shard is
+// on its master is one round trip to one master, as on one node
+// (TestClusterFreshPutIsOneRoundTrip). Producers' ids (Put) need their
+// claims, one per id slot, so they keep their topic's line
+// (clusterput.go).
 //
 // When a master refuses a key (the slot map was stale: a resharding
-// moved a slot), the script stops at that topic and every topic before
-// it is in whole: its writes are per topic, the seq entries first. The
-// group is then written topic by topic as a lone Cluster put is, with
-// the same seqs and records, so what the script wrote is written again
-// the same, and the slot map is read again.
+// moved a slot), the script stops there: the seq entries go first, then
+// the topics one by one, each whole, so every topic before is in whole
+// and nothing of the others. The group is then written topic by topic
+// as a lone Cluster put is, with the same seqs and records, so what the
+// script wrote is written again the same, and the slot map is read
+// again (TestClusterMasterPutWithAStaleSlotMap).
 
 // masterPutsInFlight is how many groups of one master's puts an instance
 // writes at a time (clusterPutsInFlight says why more than one).

@@ -17,10 +17,11 @@ import (
 // does not show it, so the store reads its own from CLUSTER SLOTS (Redis
 // 3 and later): at the first grouped put, every slotMapEvery after, and
 // at once when a script found a key that its master no longer serves.
-// The map is only ever a hint. A put routed by a stale map is refused
-// by Redis ("non local key") before it changes anything of the topic it
-// names first, and is written the way a lone Cluster put is
-// (clusterput.go), whose every step names its slot.
+// The map is only ever a hint: rueidis routes the group's script by its
+// first topic's slot, and a master refuses ("non local key") the first
+// key of the script that it does not serve; the group is then written
+// the way a lone Cluster put is (masterput.go, clusterput.go), whose
+// every step names its slot.
 
 // slotMapEvery is how often an instance reads the slot map again while
 // it puts: a resharding moves slots in seconds to minutes, and a put
@@ -31,9 +32,9 @@ const slotMapEvery = 10 * time.Second
 type slotMap struct {
 	mu         sync.Mutex
 	owner      []string  // guarded by mu: per slot, the master's "host:port", "" when none or not read yet
-	masters    int       // guarded by mu: how many masters serve a slot
 	at         time.Time // guarded by mu: when it was read (zero: never)
 	refreshing bool      // guarded by mu: a read is under way
+	failing    bool      // guarded by mu: the last read failed (logged once per streak)
 }
 
 // masterOfKey names the master that serves key by the slot map, "" when
@@ -54,14 +55,6 @@ func (s *Store) masterOfKey(key string) string {
 	return m.owner[keyHashSlot(key)]
 }
 
-// mastersKnown is how many masters the slot map names (0 before it is
-// read).
-func (s *Store) mastersKnown() int {
-	s.slots.mu.Lock()
-	defer s.slots.mu.Unlock()
-	return s.slots.masters
-}
-
 // slotsMoved says the map is out of date: a master refused a key it was
 // named for. The next lookup reads it again.
 func (s *Store) slotsMoved() {
@@ -75,51 +68,50 @@ func (s *Store) slotsMoved() {
 func (s *Store) readSlots() {
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
-	owner, masters, err := s.clusterSlots(ctx)
+	owner, err := s.clusterSlots(ctx)
 	m := &s.slots
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.refreshing = false
 	m.at = time.Now()
 	if err != nil {
-		if s.log != nil {
-			s.log.Warn("redis: could not read the Cluster slot map; puts go topic by topic until it is read", "err", err)
+		if !m.failing && s.log != nil {
+			s.log.Warn("redisstore: cannot read the Cluster slot map (CLUSTER SLOTS); puts go topic by topic until it is read", "err", err)
 		}
+		m.failing = true
 		return
 	}
-	m.owner, m.masters = owner, masters
+	m.owner, m.failing = owner, false
 }
 
 // clusterSlots asks CLUSTER SLOTS which master serves each slot. Each
 // entry of the reply is [first slot, last slot, [host, port, ...],
 // replicas...].
-func (s *Store) clusterSlots(ctx context.Context) (owner []string, masters int, err error) {
+func (s *Store) clusterSlots(ctx context.Context) (owner []string, err error) {
 	entries, err := s.c.Do(ctx, s.c.B().ClusterSlots().Build()).ToArray()
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	owner = make([]string, clusterSlots)
-	seen := map[string]bool{}
 	for _, e := range entries {
 		f, err := e.ToArray()
 		if err != nil || len(f) < 3 {
-			return nil, 0, fmt.Errorf("CLUSTER SLOTS: an entry of %d fields", len(f))
+			return nil, fmt.Errorf("CLUSTER SLOTS: an entry of %d fields", len(f))
 		}
 		from, err1 := f[0].AsInt64()
 		to, err2 := f[1].AsInt64()
 		node, err3 := f[2].ToArray()
 		if err1 != nil || err2 != nil || err3 != nil || len(node) < 2 || from < 0 || to >= clusterSlots || from > to {
-			return nil, 0, fmt.Errorf("CLUSTER SLOTS: a malformed entry")
+			return nil, fmt.Errorf("CLUSTER SLOTS: a malformed entry")
 		}
 		host, _ := node[0].ToString()
 		port, _ := node[1].AsInt64()
 		addr := fmt.Sprintf("%s:%d", host, port)
-		seen[addr] = true
 		for slot := from; slot <= to; slot++ {
 			owner[slot] = addr
 		}
 	}
-	return owner, len(seen), nil
+	return owner, nil
 }
 
 // keyHashSlot is the Cluster slot of key: of its hash tag, the part
