@@ -70,7 +70,14 @@ func (s *Store) writeClusterPuts(ctx context.Context, calls []*putCall) {
 			seq++
 		}
 	}
-	calls = s.claimCalls(ctx, calls)
+	s.insertClusterCalls(ctx, s.claimCalls(ctx, calls), start)
+}
+
+// insertClusterCalls writes calls, all of one topic, whose jobs have
+// their seqs and claims, step by step from the index pipeline on, and
+// sets each call's answer. start is when the group began (a claim older
+// than staleClaim/2 may be taken over).
+func (s *Store) insertClusterCalls(ctx context.Context, calls []*putCall, start time.Time) {
 	var jobs []*delayq.Job
 	for _, c := range calls {
 		jobs = append(jobs, c.jobs...)

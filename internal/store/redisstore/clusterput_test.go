@@ -29,7 +29,8 @@ func pauseCluster(t *testing.T, s *Store) (release func()) {
 // round every 20 minutes), so the scripts the test counts are its puts'.
 var quietLeases = Options{LeaseTTL: time.Hour}
 
-// TestClusterConcurrentPutsShareOneScript: on a Cluster the puts of a
+// TestClusterConcurrentPutsShareOneScript: on a Cluster the Put calls
+// (producers' ids; PutFresh has its master's line, masterput.go) of a
 // topic that arrive while another put of it is in flight go to Redis
 // together: one insert script for the whole group, with seqs in their
 // order of arrival, and one wake-up (one count, one due time) for the
@@ -48,7 +49,7 @@ func TestClusterConcurrentPutsShareOneScript(t *testing.T) {
 	// Every node that holds t or u has the insert script from here on
 	// (a node without it answers the first EVALSHA with NOSCRIPT).
 	for _, j := range []*delayq.Job{readyIn("warm-t", "t"), readyIn("warm-u", "u")} {
-		if err := a.PutFresh(ctx, []*delayq.Job{j}); err != nil {
+		if err := a.Put(ctx, []*delayq.Job{j}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -64,14 +65,14 @@ func TestClusterConcurrentPutsShareOneScript(t *testing.T) {
 	// t's and u's slots (u's puts are not behind t's).
 	held := []*delayq.Job{readyIn("hold", "t"), readyIn("hold2", "t"), readyIn("u1", "u"), readyIn("u2", "u")}
 	for _, j := range held {
-		p.holdBy(a.PutFresh, j)
+		p.hold(j)
 	}
 	lined := [][]*delayq.Job{{readyIn("r1", "t")}, {readyIn("r2", "t")}, {delayed}, {readyIn("r3", "t")}}
 	for i, jobs := range lined {
-		p.startBy(ctx, i+1, a.PutFresh, jobs...)
+		p.start(ctx, i+1, jobs...)
 	}
 	m := []*delayq.Job{readyIn("m1", "u"), readyIn("m2", "u")}
-	p.startBy(ctx, 1, a.PutFresh, m...)
+	p.start(ctx, 1, m...)
 	release()
 	p.wg.Wait()
 	for i := range p.errs {
@@ -79,9 +80,10 @@ func TestClusterConcurrentPutsShareOneScript(t *testing.T) {
 			t.Fatalf("put %d = %v", i, err)
 		}
 	}
-	// The held puts' inserts, then one for t's four and one for u's.
-	if n := clusterCalls(t, a, "evalsha") - scripts; n != 6 {
-		t.Errorf("%d insert scripts for 4 puts in flight and 5 lined up behind them, want 6", n)
+	// A claim script per id (10), the held puts' inserts, then one for
+	// t's four and one for u's.
+	if n := clusterCalls(t, a, "evalsha") - scripts; n != 16 {
+		t.Errorf("%d scripts for 4 puts in flight and 5 lined up behind them (10 ids), want 16: 10 claims and 6 inserts", n)
 	}
 	seqsInOrder(t, a, held[0], held[1], lined[0][0], lined[1][0], delayed, lined[3][0])
 	seqsInOrder(t, a, held[2], held[3], m[0], m[1])
@@ -94,7 +96,7 @@ func TestClusterConcurrentPutsShareOneScript(t *testing.T) {
 // gets its own answer, as it would alone: an id another put holds fails
 // only its own put (with the live job's state), a put of several jobs
 // with one such id stores none of them; an id with a stale claim is
-// taken over and stored; a fresh put goes with the others; two puts of
+// taken over and stored; two puts of
 // one id go in separate groups, and the second is told the first one's
 // job exists; a put whose caller gives up in line is never written. The
 // others share one index pipeline and one insert script. A topic whose
@@ -123,7 +125,6 @@ func TestClusterPutGroupAnswersEachPut(t *testing.T) {
 	bad := p.hold(readyIn("x", "bad"))
 	cases := []struct {
 		jobs  []*delayq.Job
-		fresh bool
 		taken string // the id the put must fail on, "" for none
 	}{
 		{jobs: []*delayq.Job{readyIn("a", "t")}},
@@ -131,24 +132,18 @@ func TestClusterPutGroupAnswersEachPut(t *testing.T) {
 		{jobs: []*delayq.Job{readyIn("b", "t"), readyIn("live2", "t")}, taken: "live2"},
 		{jobs: []*delayq.Job{readyIn("c", "t")}},
 		{jobs: []*delayq.Job{readyIn("old", "t")}},
-		{jobs: []*delayq.Job{readyIn("f1", "t")}, fresh: true},
 		{jobs: []*delayq.Job{readyIn("c", "t")}, taken: "c"}, // a second group
 	}
 	at := make([]int, len(cases))
-	put := func(c int) func(context.Context, []*delayq.Job) error {
-		if cases[c].fresh {
-			return s.PutFresh
-		}
-		return s.Put
-	}
-	for i, c := range cases[:6] {
-		at[i] = p.startBy(ctx, i+1, put(i), c.jobs...)
+	last := len(cases) - 1
+	for i, c := range cases[:last] {
+		at[i] = p.start(ctx, i+1, c.jobs...)
 	}
 	quitCtx, cancel := context.WithCancel(ctx)
-	quit := p.start(quitCtx, 7, readyIn("quit", "t"))
-	at[6] = p.startBy(ctx, 8, put(6), cases[6].jobs...)
+	quit := p.start(quitCtx, last+1, readyIn("quit", "t"))
+	at[last] = p.start(ctx, last+2, cases[last].jobs...)
 	cancel()
-	waitFor(t, 10*time.Second, "the cancelled put to leave the line", func() bool { return s.putLineOf("t").Waiting() == 7 })
+	waitFor(t, 10*time.Second, "the cancelled put to leave the line", func() bool { return s.putLineOf("t").Waiting() == last+1 })
 	release()
 	p.wg.Wait()
 	writes := commits.Load()
@@ -166,8 +161,7 @@ func TestClusterPutGroupAnswersEachPut(t *testing.T) {
 	if err := p.err(quit); !errors.Is(err, context.Canceled) {
 		t.Errorf("the cancelled put = %v, want context.Canceled", err)
 	}
-	f1 := cases[5].jobs[0].ID // PutFresh's own id for it
-	for id, want := range map[string]error{"a": nil, "old": nil, "c": nil, f1: nil, "d": nil,
+	for id, want := range map[string]error{"a": nil, "old": nil, "c": nil, "d": nil,
 		"b": delayq.ErrNotFound, "quit": delayq.ErrNotFound} {
 		if _, err := s.Get(ctx, delayq.Ref{ID: id}); !errors.Is(err, want) {
 			t.Errorf("Get(%s) = %v, want %v", id, err, want)
@@ -182,16 +176,16 @@ func TestClusterPutGroupAnswersEachPut(t *testing.T) {
 	}
 	// The held puts of t and u (an index pipeline and an insert each),
 	// bad's index pipeline (its insert failed: no commit), one index
-	// pipeline and one insert script for a, c, old and f1; nothing for
+	// pipeline and one insert script for a, c and old; nothing for
 	// the second c, refused at its claim.
 	if writes != 7 {
-		t.Errorf("%d write round trips, want 7 (2 for each held put, 1 for the failed one, 2 for the group of 6)", writes)
+		t.Errorf("%d write round trips, want 7 (2 for each held put, 1 for the failed one, 2 for the group of 5)", writes)
 	}
 	got := map[string]int{}
 	for _, tp := range ok(s.Topics(ctx))(t) {
 		got[tp.Name] = tp.Ready
 	}
-	if got["t"] != 7 || got["u"] != 1 { // t: live, live2, hold, a, c, old, f1
-		t.Errorf("ready jobs by topic = %v, want t 7, u 1", got)
+	if got["t"] != 6 || got["u"] != 1 { // t: live, live2, hold, a, c, old
+		t.Errorf("ready jobs by topic = %v, want t 6, u 1", got)
 	}
 }

@@ -169,7 +169,7 @@ func (s *Store) putInLine(ctx context.Context, jobs []*delayq.Job, fresh bool) (
 		}
 		c.body += len(j.Body)
 	}
-	if err := s.putLineOf(jobs[0].Topic).Do(ctx, c); err != nil {
+	if err := s.lineOf(jobs[0].Topic, fresh).Do(ctx, c); err != nil {
 		return true, fmt.Errorf("redisstore: put: %w", err)
 	}
 	if c.claimed {

@@ -64,8 +64,9 @@ type putLine struct {
 	once sync.Once
 	l    store.Line[*putCall]
 
-	mu      sync.Mutex
-	byTopic map[string]*store.Line[*putCall] // guarded by mu
+	mu       sync.Mutex
+	byTopic  map[string]*store.Line[*putCall] // guarded by mu
+	byMaster map[string]*store.Line[*putCall] // guarded by mu: a Cluster's PutFresh lines (masterput.go)
 }
 
 // putLine returns the store's line of one-node puts.

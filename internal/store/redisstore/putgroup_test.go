@@ -58,32 +58,37 @@ type linedPuts struct {
 	errs []*error
 }
 
-// hold starts a put that takes one of the line's slots (Redis holds it).
+// hold starts a Put that takes one of its line's slots (Redis holds it).
 func (p *linedPuts) hold(jobs ...*delayq.Job) int {
 	p.t.Helper()
-	return p.holdBy(p.s.Put, jobs...)
+	return p.holdBy(false, jobs...)
 }
 
-// holdBy is hold with put (Put or PutFresh).
-func (p *linedPuts) holdBy(put func(context.Context, []*delayq.Job) error, jobs ...*delayq.Job) int {
+// holdBy is hold with Put, or PutFresh when fresh (whose line on a
+// Cluster is its topic's master's: lineOf).
+func (p *linedPuts) holdBy(fresh bool, jobs ...*delayq.Job) int {
 	p.t.Helper()
-	l := p.s.putLineOf(jobs[0].Topic)
+	l := p.s.lineOf(jobs[0].Topic, fresh)
 	n := l.Writing()
-	i := p.startBy(p.t.Context(), 0, put, jobs...)
+	i := p.startBy(p.t.Context(), 0, fresh, jobs...)
 	waitFor(p.t, 10*time.Second, "the put in flight", func() bool { return l.Writing() == n+1 })
 	return i
 }
 
-// start starts a put and waits until inLine puts wait in its line (on
+// start starts a Put and waits until inLine puts wait in its line (on
 // a Cluster, its topic's).
 func (p *linedPuts) start(ctx context.Context, inLine int, jobs ...*delayq.Job) int {
 	p.t.Helper()
-	return p.startBy(ctx, inLine, p.s.Put, jobs...)
+	return p.startBy(ctx, inLine, false, jobs...)
 }
 
-// startBy is start with put (Put or PutFresh).
-func (p *linedPuts) startBy(ctx context.Context, inLine int, put func(context.Context, []*delayq.Job) error, jobs ...*delayq.Job) int {
+// startBy is start with Put, or PutFresh when fresh.
+func (p *linedPuts) startBy(ctx context.Context, inLine int, fresh bool, jobs ...*delayq.Job) int {
 	p.t.Helper()
+	put := p.s.Put
+	if fresh {
+		put = p.s.PutFresh
+	}
 	e := new(error)
 	p.errs = append(p.errs, e)
 	p.wg.Add(1)
@@ -91,7 +96,8 @@ func (p *linedPuts) startBy(ctx context.Context, inLine int, put func(context.Co
 		defer p.wg.Done()
 		*e = put(ctx, jobs)
 	}()
-	waitFor(p.t, 10*time.Second, fmt.Sprintf("%d puts in line", inLine), func() bool { return p.s.putLineOf(jobs[0].Topic).Waiting() == inLine })
+	l := p.s.lineOf(jobs[0].Topic, fresh)
+	waitFor(p.t, 10*time.Second, fmt.Sprintf("%d puts in line", inLine), func() bool { return l.Waiting() == inLine })
 	return len(p.errs) - 1
 }
 

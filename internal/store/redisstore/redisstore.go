@@ -126,6 +126,7 @@ type Store struct {
 	topicOf    seqTopics
 	registered registeredTopics
 	seqs       seqBlocks
+	slots      slotMap                // which master serves each slot (slots.go)
 	puts       putLine                // puts waiting for a group (putgroup.go; on a Cluster one line per topic)
 	finishes   onceLine[*finishCall]  // Delete calls written in groups (finish.go)
 	reserves   onceLine[*reserveCall] // single-topic Reserve calls likewise (reservegroup.go)
@@ -185,6 +186,12 @@ func New(ctx context.Context, opt Options) (*Store, error) {
 		return nil, err
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if !s.oneNode {
+		// The puts' groups per master and seqs per master need it from
+		// the first put on (slots.go).
+		s.slots.refreshing = true
+		s.readSlots()
+	}
 	s.fan = newFanout()
 	s.channels = s.eventChannels()
 	s.leases = newLeases(s)

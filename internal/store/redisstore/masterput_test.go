@@ -1,0 +1,198 @@
+package redisstore
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/delayq/delayq"
+)
+
+// topicsOn names, for each of the wanted masters' slots, topics "<stem>N"
+// that s's slot map puts on master m (on[m]) or on another one (off).
+func topicsOn(t *testing.T, s *Store, m string, on, off int) (onM, offM []string) {
+	t.Helper()
+	for i := 0; len(onM) < on || len(offM) < off; i++ {
+		if i > 10000 {
+			t.Fatalf("no topics for master %s", m)
+		}
+		topic := "p" + strconv.Itoa(i)
+		owner := s.masterOfKey(s.k.topic(topic).slice()[0])
+		if owner == "" {
+			t.Fatal("the slot map names no master")
+		}
+		if owner == m && len(onM) < on {
+			onM = append(onM, topic)
+		} else if owner != m && len(offM) < off {
+			offM = append(offM, topic)
+		}
+	}
+	return onM, offM
+}
+
+// nextSeqMaster is the master of the seq shard that s's next put gets its
+// seq from (steadySeqs keeps the block).
+func nextSeqMaster(s *Store) string {
+	s.seqs.mu.Lock()
+	next := s.seqs.next
+	s.seqs.mu.Unlock()
+	return s.masterOfKey(s.k.seqShard(next))
+}
+
+// TestClusterFreshPutIsOneRoundTrip: on a Cluster a PutFresh of ready
+// jobs of a registered topic is one script on the topic's master, which
+// writes the seq entries too when their shard is on that master; when it
+// is not, the seq entries go first, in one more round trip. Before, every
+// put was the index pipeline (the seq entries) and then the insert
+// script: two round trips to two masters. Either way the job is found by
+// its id and by its seq.
+func TestClusterFreshPutIsOneRoundTrip(t *testing.T) {
+	addrs := redisAddrs(t, "DELAYQ_TEST_REDIS_CLUSTER")
+	s := openStore(t, addrs, quietLeases)
+	defer s.Close()
+	ctx := t.Context()
+	steadySeqs(t, s)
+	m := nextSeqMaster(s)
+	on, off := topicsOn(t, s, m, 1, 1)
+	for _, c := range []struct {
+		topic  string
+		writes int64
+	}{{on[0], 1}, {off[0], 2}} {
+		// The first put registers the topic (and loads the script on its
+		// master); the second is the one measured.
+		for i := range 2 {
+			j := readyIn(nonce(), c.topic)
+			commits := countCommits(s)
+			if err := s.PutFresh(ctx, []*delayq.Job{j}); err != nil {
+				t.Fatal(err)
+			}
+			n := commits.Load()
+			s.ObserveCommits(nil)
+			if i == 0 {
+				continue
+			}
+			if n != c.writes {
+				t.Errorf("a put of %s (seq shard on its master: %v): %d write round trips, want %d", c.topic, c.topic == on[0], n, c.writes)
+			}
+			for _, ref := range []delayq.Ref{{ID: j.ID}, {Seq: j.Seq}} {
+				got, err := s.Get(ctx, ref)
+				if err != nil || got.ID != j.ID || got.Topic != c.topic {
+					t.Errorf("Get(%+v) = %v, %v; want the job put", ref, got, err)
+				}
+			}
+		}
+	}
+}
+
+// TestClusterFreshPutsShareOneScriptPerMaster: on a Cluster the PutFresh
+// calls that arrive while two groups of their master are in flight go to
+// Redis together, whatever their topics on that master: one script for
+// the group, the seqs in order of arrival, each topic's ready count
+// published once. A put on another master does not wait for them.
+func TestClusterFreshPutsShareOneScriptPerMaster(t *testing.T) {
+	addrs := redisAddrs(t, "DELAYQ_TEST_REDIS_CLUSTER")
+	stores := group(t, addrs, 2, quietLeases)
+	a, b := stores[0], stores[1]
+	ctx := t.Context()
+	steadySeqs(t, a)
+	m := nextSeqMaster(a)
+	on, off := topicsOn(t, a, m, 2, 1)
+	x, y, z := on[0], on[1], off[0]
+	events := listening(t, a, b)
+	if err := b.MarkWaiting(ctx, []string{x, y, z}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range []string{x, y, z} { // registered, and the script loaded on both masters
+		if err := a.PutFresh(ctx, []*delayq.Job{readyIn(nonce(), topic)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hears(t, events, x+" 1", y+" 1", z+" 1")
+	due := delayq.TruncMilli(time.Now().Add(time.Hour))
+	delayed := readyIn(nonce(), y)
+	delayed.State, delayed.Due = delayq.StateDelayed, due
+	scripts := clusterCalls(t, a, "evalsha")
+
+	release := pauseCluster(t, a)
+	p := &linedPuts{t: t, s: a}
+	held := []*delayq.Job{readyIn(nonce(), x), readyIn(nonce(), y)}
+	for _, j := range held {
+		p.holdBy(true, j)
+	}
+	lined := [][]*delayq.Job{{readyIn(nonce(), x)}, {readyIn(nonce(), y)}, {delayed}, {readyIn(nonce(), x), readyIn(nonce(), x)}}
+	for i, jobs := range lined {
+		p.startBy(ctx, i+1, true, jobs...)
+	}
+	other := readyIn(nonce(), z)
+	p.holdBy(true, other) // in flight at once: its master's line is free
+	release()
+	p.wg.Wait()
+	for i := range p.errs {
+		if err := p.err(i); err != nil {
+			t.Fatalf("put %d = %v", i, err)
+		}
+	}
+	// The two held, the other master's, and one for the four lined up.
+	if n := clusterCalls(t, a, "evalsha") - scripts; n != 4 {
+		t.Errorf("%d scripts for 3 puts in flight and 4 of two topics lined up behind them, want 4", n)
+	}
+	seqsInOrder(t, a, held[0], held[1], lined[0][0], lined[1][0], delayed, lined[3][0], lined[3][1])
+	hears(t, events, x+" 3", y+" 1", z+" 1", "due "+strconv.FormatInt(due.UnixMilli(), 10))
+	got := map[string]int{}
+	for _, tp := range ok(a.Topics(ctx))(t) {
+		got[tp.Name] = tp.Ready + tp.Delayed
+	}
+	if got[x] != 5 || got[y] != 4 || got[z] != 2 {
+		t.Errorf("jobs by topic = %v, want %s 5, %s 4, %s 2", got, x, y, z)
+	}
+}
+
+// TestClusterMasterPutWithAStaleSlotMap: a group whose slot map was
+// wrong (a topic it put on the master is on another one, as after a
+// resharding) is refused by Redis at that topic, and then written topic
+// by topic: every call is answered nil, every job is in once and found,
+// and the map is to be read again.
+func TestClusterMasterPutWithAStaleSlotMap(t *testing.T) {
+	addrs := redisAddrs(t, "DELAYQ_TEST_REDIS_CLUSTER")
+	s := openStore(t, addrs, quietLeases)
+	defer s.Close()
+	ctx := t.Context()
+	steadySeqs(t, s)
+	m := nextSeqMaster(s)
+	on, off := topicsOn(t, s, m, 1, 1)
+	for _, order := range [][]string{{on[0], off[0]}, {off[0], on[0]}} {
+		var calls []*putCall
+		var jobs []*delayq.Job
+		for _, topic := range order {
+			j := readyIn(nonce(), topic)
+			jobs = append(jobs, j)
+			calls = append(calls, &putCall{jobs: []*delayq.Job{j}, fresh: true})
+		}
+		s.writeMasterPuts(ctx, m, calls)
+		for i, c := range calls {
+			if c.err != nil {
+				t.Fatalf("order %v: call %d = %v", order, i, c.err)
+			}
+		}
+		for _, j := range jobs {
+			got, err := s.Get(ctx, delayq.Ref{ID: j.ID})
+			if err != nil || got.Topic != j.Topic || got.State != delayq.StateReady {
+				t.Errorf("order %v: Get(%s) = %v, %v; want it ready in %s", order, j.ID, got, err, j.Topic)
+			}
+		}
+		s.slots.mu.Lock()
+		stale := s.slots.at.IsZero() || s.slots.refreshing
+		s.slots.at = time.Now() // for the next round
+		s.slots.mu.Unlock()
+		if !stale {
+			t.Errorf("order %v: the slot map was not marked to be read again", order)
+		}
+	}
+	got := map[string]int{}
+	for _, tp := range ok(s.Topics(ctx))(t) {
+		got[tp.Name] = tp.Ready
+	}
+	if got[on[0]] != 2 || got[off[0]] != 2 {
+		t.Errorf("ready jobs by topic = %v, want 2 each (no job twice)", got)
+	}
+}
