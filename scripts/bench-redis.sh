@@ -14,6 +14,7 @@
 #   TOPICS=90 BALANCE=1 bash scripts/bench-redis.sh cluster   # see the cluster rows below
 #   MASTERS=1 bash scripts/bench-redis.sh cluster   # a Cluster of one master: delayq's Cluster path on one Redis process
 #   (every cluster run ends with its control: three standalone Redis servers, one instance and a third of the load each)
+#   CALLGRIND=1 N=3000 BALANCE=1 bash scripts/bench-redis.sh cluster   # the same rows in Redis instructions (needs valgrind; see redis_cost)
 #   DELAYQ_BIN=/tmp/old/delayq bash scripts/bench-redis.sh side   # a delayq built elsewhere (A/B)
 #
 # Rows: put / enqueue; reserve+delete / work (delayq's reserve row preloads
@@ -44,7 +45,7 @@ cpu_us() { awk -v t="$(getconf CLK_TCK)" '{printf "%d", ($14 + $15) * 1000000 / 
 sys_io() { awk '/^sysc[rw]:/ {s += $2} END {printf "%d ", s}' "/proc/$1/io"; awk '/^voluntary_ctxt_switches:/ {print $2}' "/proc/$1/status"; }
 
 # redis_cost PID: what a Redis has spent so far: its CPU time in µs, or
-# with CALLGRIND=1 (side rows only) thousands of instructions. The side
+# with CALLGRIND=1 (side and cluster rows) thousands of instructions. The side
 # ratios swing by a fifth between runs because CPU time on two shared
 # cores does (asynq's own CPU per task moved from 68 to 115 µs between
 # runs): instructions do not, though they leave out the kernel's side of
@@ -272,9 +273,12 @@ if [[ "$filter" == cluster ]]; then
   masters=(); cports=""; cpids=""
   for i in $(seq "$nm"); do
     p=$(cluster_port); mkdir -p "$work/c$i"
-    redis-server --bind 127.0.0.1 --port "$p" --dir "$work/c$i" --save '' --appendonly yes \
+    # Under callgrind a node answers the bus fifty times slower: a
+    # longer node timeout keeps the others from marking it failed.
+    "${redis_run[@]}" redis-server --bind 127.0.0.1 --port "$p" --dir "$work/c$i" --save '' --appendonly yes \
       --appendfsync everysec --daemonize no --logfile "$work/c$i/redis.log" \
-      --cluster-enabled yes --cluster-config-file "$work/c$i/nodes.conf" --cluster-node-timeout 5000 & pids+=($!)
+      --cluster-enabled yes --cluster-config-file "$work/c$i/nodes.conf" \
+      --cluster-node-timeout "$([[ "${CALLGRIND:-}" == 1 ]] && echo 60000 || echo 5000)" & pids+=($!)
     eval "c${i}_pid=$!; c${i}_port=$p"; masters+=("127.0.0.1:$p"); cports+=" $p"; cpids+=" $!"
     wait_port "$p"
   done
@@ -338,7 +342,7 @@ else:
     local setup=$1 ph=$2; local -a ports=($3) rpids=($4); shift 4
     local k i c0=() bp=() fail=0
     local io0=() io1=()
-    for k in "${!ports[@]}"; do redis-cli -p "${ports[k]}" CONFIG RESETSTAT >/dev/null; c0[k]=$(cpu_us "${rpids[k]}"); io0[k]=$(sys_io "${rpids[k]}"); done
+    for k in "${!ports[@]}"; do redis-cli -p "${ports[k]}" CONFIG RESETSTAT >/dev/null; c0[k]=$(redis_cost "${rpids[k]}"); io0[k]=$(sys_io "${rpids[k]}"); done
     for i in 1 2 3; do
       local target="${setup}${i}_http"
       dq "${!target}" "$@" -n "$per_n" -c "$per_c" --body 100 --topic "cb-$i$tag" --topics "$per_t" --timeout 5m >"$work/ph$i" 2>&1 & bp+=($!)
@@ -346,7 +350,7 @@ else:
     for i in "${!bp[@]}"; do wait "${bp[i]}" || fail=1; done
     ph_cpu=(); ph_calls=(); ph_stats=""
     for k in "${!ports[@]}"; do
-      ph_cpu[k]=$(( $(cpu_us "${rpids[k]}") - c0[k] ))
+      ph_cpu[k]=$(( $(redis_cost "${rpids[k]}") - c0[k] ))
       io1[k]="${io0[k]} $(sys_io "${rpids[k]}")"
       local st; st=$(stats "${ports[k]}")
       ph_calls[k]=$(awk -F'[:,=]' '{s+=$3} END {print s+0}' <<<"$st")
@@ -364,6 +368,10 @@ else:
   # phase's figure includes.
   idle() {
     local -a rpids=($4) c0=(); local k
+    if [[ "${CALLGRIND:-}" == 1 ]]; then
+      for k in "${!rpids[@]}"; do redis_idle "${rpids[k]}"; done
+      return
+    fi
     for k in "${!rpids[@]}"; do c0[k]=$(cpu_us "${rpids[k]}"); done
     sleep 2
     printf '  %-30s' "$2 idle, redis cpu us/s"
@@ -437,6 +445,7 @@ else:
   for i in 1 2 3; do p="t${i}_port"; instance "x$i" "redis://127.0.0.1:${!p}/0"; done
   tports="$t1_port $t2_port $t3_port"; tpids="$t1_pid $t2_pid $t3_pid"
   echo "three standalone: Redis $tports, one instance each, the same load"
+  [[ "${CALLGRIND:-}" != 1 ]] || idle x "three standalone" "$tports" "$tpids"
   phase x "three standalone put" "$tports" "$tpids" --mode put
   th_put=$(sum "${ph_cpu[@]}"); tput_cpu=("${ph_cpu[@]}")
   phase x "three standalone put+reserve+delete, own topic" "$tports" "$tpids" --mode reserve --own-topic
