@@ -51,8 +51,14 @@ import (
 // again (TestClusterMasterPutWithAStaleSlotMap).
 
 // masterPutsInFlight is how many groups of one master's puts an instance
-// writes at a time (clusterPutsInFlight says why more than one).
-const masterPutsInFlight = 2
+// writes at a time. A group is one script (two round trips at most), so
+// one at a time gathers the most: on three masters, 33 producers over 30
+// topics, 0.57 scripts per put against 0.76 with two in flight, 5% fewer
+// Redis instructions per put (190k against 200k), the put rate and the
+// Redis CPU time the same (A/B and `CALLGRIND=1 scripts/bench-redis.sh
+// cluster`, docs/benchmarks.md). A topic's line (clusterput.go) keeps two:
+// its groups take several round trips.
+const masterPutsInFlight = 1
 
 // lineOf is the line of a put of topic: a PutFresh call's master's on a
 // Cluster when the slot map names it, else putLineOf's.

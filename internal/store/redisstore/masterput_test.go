@@ -85,7 +85,7 @@ func TestClusterFreshPutIsOneRoundTrip(t *testing.T) {
 }
 
 // TestClusterFreshPutsShareOneScriptPerMaster: on a Cluster the PutFresh
-// calls that arrive while two groups of their master are in flight go to
+// calls that arrive while a group of their master is in flight go to
 // Redis together, whatever their topics on that master: one script for
 // the group, the seqs in order of arrival, each topic's ready count
 // published once. A put on another master does not wait for them.
@@ -115,7 +115,7 @@ func TestClusterFreshPutsShareOneScriptPerMaster(t *testing.T) {
 
 	release := pauseCluster(t, a)
 	p := &linedPuts{t: t, s: a}
-	held := []*delayq.Job{readyIn(nonce(), x), readyIn(nonce(), y)}
+	held := []*delayq.Job{readyIn(nonce(), x)}
 	for _, j := range held {
 		p.holdBy(true, j)
 	}
@@ -132,18 +132,18 @@ func TestClusterFreshPutsShareOneScriptPerMaster(t *testing.T) {
 			t.Fatalf("put %d = %v", i, err)
 		}
 	}
-	// The two held, the other master's, and one for the four lined up.
-	if n := clusterCalls(t, a, "evalsha") - scripts; n != 4 {
-		t.Errorf("%d scripts for 3 puts in flight and 4 of two topics lined up behind them, want 4", n)
+	// The held one, the other master's, and one for the four lined up.
+	if n := clusterCalls(t, a, "evalsha") - scripts; n != 3 {
+		t.Errorf("%d scripts for 2 puts in flight and 4 of two topics lined up behind them, want 3", n)
 	}
-	seqsInOrder(t, a, held[0], held[1], lined[0][0], lined[1][0], delayed, lined[3][0], lined[3][1])
+	seqsInOrder(t, a, held[0], lined[0][0], lined[1][0], delayed, lined[3][0], lined[3][1])
 	hears(t, events, x+" 3", y+" 1", z+" 1", "due "+strconv.FormatInt(due.UnixMilli(), 10))
 	got := map[string]int{}
 	for _, tp := range ok(a.Topics(ctx))(t) {
 		got[tp.Name] = tp.Ready + tp.Delayed
 	}
-	if got[x] != 5 || got[y] != 4 || got[z] != 2 {
-		t.Errorf("jobs by topic = %v, want %s 5, %s 4, %s 2", got, x, y, z)
+	if got[x] != 5 || got[y] != 3 || got[z] != 2 {
+		t.Errorf("jobs by topic = %v, want %s 5, %s 3, %s 2", got, x, y, z)
 	}
 }
 
