@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/delayq/delayq"
 	"github.com/delayq/delayq/internal/store"
 )
@@ -82,21 +80,13 @@ func (s *Store) masterLineOf(topic string) *store.Line[*putCall] {
 	if m == "" {
 		return nil
 	}
-	p := &s.puts
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if l, ok := p.byMaster[m]; ok {
+	return s.puts.lineIn(&s.puts.byMaster, m, func() *store.Line[*putCall] {
+		l := new(store.Line[*putCall])
+		*l = s.newPutLine()
+		l.Write = func(ctx context.Context, calls []*putCall) { s.writeMasterPuts(ctx, m, calls) }
+		l.InFlight = masterPutsInFlight
 		return l
-	}
-	if p.byMaster == nil || len(p.byMaster) >= maxPutLines {
-		p.byMaster = make(map[string]*store.Line[*putCall])
-	}
-	l := new(store.Line[*putCall])
-	*l = s.newPutLine()
-	l.Write = func(ctx context.Context, calls []*putCall) { s.writeMasterPuts(ctx, m, calls) }
-	l.InFlight = masterPutsInFlight
-	p.byMaster[m] = l
-	return l
+	})
 }
 
 // writeMasterPuts writes a group of PutFresh calls whose topics are on
@@ -190,43 +180,13 @@ func (s *Store) writeMasterPuts(ctx context.Context, master string, calls []*put
 // master. It returns the shards that are (the script writes theirs).
 func (s *Store) beforeMasterPut(ctx context.Context, master string, jobs []*delayq.Job) (local map[string]bool, err error) {
 	local = map[string]bool{}
-	var cmds rueidis.Commands
-	for i := 0; i < len(jobs); {
-		shard := s.k.seqShard(jobs[i].Seq)
-		if s.masterOfKey(shard) == master {
+	for _, j := range jobs {
+		if shard := s.k.seqShard(j.Seq); !local[shard] && s.masterOfKey(shard) == master {
 			local[shard] = true
-			for i < len(jobs) && s.k.seqShard(jobs[i].Seq) == shard {
-				i++
-			}
-			continue
-		}
-		fv := s.c.B().Hset().Key(shard).FieldValue()
-		for ; i < len(jobs) && s.k.seqShard(jobs[i].Seq) == shard; i++ {
-			fv = fv.FieldValue(strconv.FormatUint(jobs[i].Seq, 10), jobs[i].Topic)
-		}
-		cmds = append(cmds, fv.Build())
-	}
-	var register []string
-	for _, t := range topicsOf(jobs) {
-		if s.registered.due(t) {
-			register = append(register, t)
 		}
 	}
-	asked := time.Now()
-	if len(register) > 0 {
-		cmds = append(cmds, s.c.B().Sadd().Key(s.k.topics()).Member(register...).Build())
-	}
-	for topic, due := range earliestDelayed(jobs) {
-		cmds = append(cmds, s.markDue(topic, due))
-	}
-	if len(cmds) == 0 {
-		return local, nil
-	}
-	if err := s.doAll(ctx, "put: index", cmds); err != nil {
+	if err := s.indexPutBut(ctx, jobs, func(shard string) bool { return local[shard] }); err != nil {
 		return nil, err
-	}
-	for _, t := range register {
-		s.registered.done(t, asked)
 	}
 	return local, nil
 }

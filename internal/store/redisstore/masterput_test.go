@@ -39,6 +39,19 @@ func nextSeqMaster(s *Store) string {
 	return s.masterOfKey(s.k.seqShard(next))
 }
 
+// seqMasterTopics opens a store on the test Cluster whose seq block does
+// not age (steadySeqs) and names the master m of the block's shard, a
+// topic on m and one on another master.
+func seqMasterTopics(t *testing.T) (s *Store, m string, on, off []string) {
+	t.Helper()
+	s = openStore(t, redisAddrs(t, "DELAYQ_TEST_REDIS_CLUSTER"), quietLeases)
+	t.Cleanup(func() { s.Close() })
+	steadySeqs(t, s)
+	m = nextSeqMaster(s)
+	on, off = topicsOn(t, s, m, 1, 1)
+	return s, m, on, off
+}
+
 // TestClusterFreshPutIsOneRoundTrip: on a Cluster a PutFresh of ready
 // jobs of a registered topic is one script on the topic's master, which
 // writes the seq entries too when their shard is on that master; when it
@@ -47,13 +60,8 @@ func nextSeqMaster(s *Store) string {
 // script: two round trips to two masters. Either way the job is found by
 // its id and by its seq.
 func TestClusterFreshPutIsOneRoundTrip(t *testing.T) {
-	addrs := redisAddrs(t, "DELAYQ_TEST_REDIS_CLUSTER")
-	s := openStore(t, addrs, quietLeases)
-	defer s.Close()
+	s, _, on, off := seqMasterTopics(t)
 	ctx := t.Context()
-	steadySeqs(t, s)
-	m := nextSeqMaster(s)
-	on, off := topicsOn(t, s, m, 1, 1)
 	for _, c := range []struct {
 		topic  string
 		writes int64
@@ -153,13 +161,8 @@ func TestClusterFreshPutsShareOneScriptPerMaster(t *testing.T) {
 // by topic: every call is answered nil, every job is in once and found,
 // and the map is to be read again.
 func TestClusterMasterPutWithAStaleSlotMap(t *testing.T) {
-	addrs := redisAddrs(t, "DELAYQ_TEST_REDIS_CLUSTER")
-	s := openStore(t, addrs, quietLeases)
-	defer s.Close()
+	s, m, on, off := seqMasterTopics(t)
 	ctx := t.Context()
-	steadySeqs(t, s)
-	m := nextSeqMaster(s)
-	on, off := topicsOn(t, s, m, 1, 1)
 	for _, order := range [][]string{{on[0], off[0]}, {off[0], on[0]}} {
 		var calls []*putCall
 		var jobs []*delayq.Job

@@ -166,6 +166,13 @@ func earliestDelayed(jobs []*delayq.Job) map[string]int64 {
 // added within registerEvery) and each topic's bucket entry lowered to
 // its earliest delayed due.
 func (s *Store) indexPut(ctx context.Context, jobs []*delayq.Job) error {
+	return s.indexPutBut(ctx, jobs, nil)
+}
+
+// indexPutBut is indexPut without the seq entries of the shards for
+// which skip says so (a per-master put's script writes those:
+// masterput.go); it sends nothing when nothing is left.
+func (s *Store) indexPutBut(ctx context.Context, jobs []*delayq.Job, skip func(shard string) bool) error {
 	cmds := make(rueidis.Commands, 0, len(jobs)+4)
 	// One HSET per run of jobs in one seq shard: a put's seqs, and a
 	// group's, are consecutive.
@@ -175,7 +182,9 @@ func (s *Store) indexPut(ctx context.Context, jobs []*delayq.Job) error {
 		for ; i < len(jobs) && s.k.seqShard(jobs[i].Seq) == shard; i++ {
 			fv = fv.FieldValue(strconv.FormatUint(jobs[i].Seq, 10), jobs[i].Topic)
 		}
-		cmds = append(cmds, fv.Build())
+		if skip == nil || !skip(shard) {
+			cmds = append(cmds, fv.Build())
+		}
 	}
 	var register []string
 	for _, t := range topicsOf(jobs) {
@@ -189,6 +198,9 @@ func (s *Store) indexPut(ctx context.Context, jobs []*delayq.Job) error {
 	}
 	for topic, due := range earliestDelayed(jobs) {
 		cmds = append(cmds, s.markDue(topic, due))
+	}
+	if len(cmds) == 0 {
+		return nil
 	}
 	if err := s.doAll(ctx, "put: index", cmds); err != nil {
 		return err

@@ -88,20 +88,28 @@ func (s *Store) putLineOf(topic string) *store.Line[*putCall] {
 	if s.oneNode {
 		return s.putLine()
 	}
-	p := &s.puts
+	return s.puts.lineIn(&s.puts.byTopic, topic, func() *store.Line[*putCall] {
+		l := new(store.Line[*putCall])
+		*l = s.newPutLine()
+		l.InFlight = clusterPutsInFlight
+		return l
+	})
+}
+
+// lineIn returns the line of key in lines (one of p's maps), made by
+// newLine when there is none.
+func (p *putLine) lineIn(lines *map[string]*store.Line[*putCall], key string, newLine func() *store.Line[*putCall]) *store.Line[*putCall] {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if l, ok := p.byTopic[topic]; ok {
+	if l, ok := (*lines)[key]; ok {
 		return l
 	}
-	if p.byTopic == nil || len(p.byTopic) >= maxPutLines {
+	if *lines == nil || len(*lines) >= maxPutLines {
 		// Start over: a line dropped here still writes the calls in it.
-		p.byTopic = make(map[string]*store.Line[*putCall])
+		*lines = make(map[string]*store.Line[*putCall])
 	}
-	l := new(store.Line[*putCall])
-	*l = s.newPutLine()
-	l.InFlight = clusterPutsInFlight
-	p.byTopic[topic] = l
+	l := newLine()
+	(*lines)[key] = l
 	return l
 }
 
