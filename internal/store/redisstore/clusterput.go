@@ -41,13 +41,8 @@ import (
 // writeClusterPuts writes a group of put calls on a Cluster and sets
 // each call's answer.
 func (s *Store) writeClusterPuts(ctx context.Context, calls []*putCall) {
-	fail := func(calls []*putCall, err error) {
-		for _, c := range calls {
-			c.err = err
-		}
-	}
 	if err := s.check(); err != nil {
-		fail(calls, err)
+		failCalls(calls, err)
 		return
 	}
 	start := time.Now()
@@ -57,7 +52,7 @@ func (s *Store) writeClusterPuts(ctx context.Context, calls []*putCall) {
 	}
 	first, err := s.takeSeqs(ctx, n)
 	if err != nil {
-		fail(calls, err)
+		failCalls(calls, err)
 		return
 	}
 	seq := first

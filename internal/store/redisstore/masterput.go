@@ -92,13 +92,8 @@ func (s *Store) masterLineOf(topic string) *store.Line[*putCall] {
 // writeMasterPuts writes a group of PutFresh calls whose topics are on
 // master and sets each call's answer.
 func (s *Store) writeMasterPuts(ctx context.Context, master string, calls []*putCall) {
-	fail := func(err error) {
-		for _, c := range calls {
-			c.err = err
-		}
-	}
 	if err := s.check(); err != nil {
-		fail(err)
+		failCalls(calls, err)
 		return
 	}
 	start := time.Now()
@@ -108,7 +103,7 @@ func (s *Store) writeMasterPuts(ctx context.Context, master string, calls []*put
 	}
 	first, err := s.takeSeqs(ctx, len(jobs))
 	if err != nil {
-		fail(err)
+		failCalls(calls, err)
 		return
 	}
 	for i, j := range jobs {
@@ -117,7 +112,7 @@ func (s *Store) writeMasterPuts(ctx context.Context, master string, calls []*put
 	}
 	local, err := s.beforeMasterPut(ctx, master, jobs)
 	if err != nil {
-		fail(err)
+		failCalls(calls, err)
 		return
 	}
 	args := []string{s.k.prefix, s.opt.InstanceID}
@@ -138,7 +133,7 @@ func (s *Store) writeMasterPuts(ctx context.Context, master string, calls []*put
 	arr, err := s.execKeys(ctx, "put", masterPutScript, []string{s.k.topic(jobs[0].Topic).slice()[0]}, args)
 	if arr == nil && err != nil {
 		if !notLocal(err) {
-			fail(err) // no answer: the jobs may be in
+			failCalls(calls, err) // no answer: the jobs may be in
 			return
 		}
 		s.slotsMoved()

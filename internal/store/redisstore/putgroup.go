@@ -161,13 +161,8 @@ func (s *Store) writePuts(ctx context.Context, calls []*putCall) {
 		s.writeClusterPuts(ctx, calls)
 		return
 	}
-	fail := func(err error) {
-		for _, c := range calls {
-			c.err = err
-		}
-	}
 	if err := s.check(); err != nil {
-		fail(err)
+		failCalls(calls, err)
 		return
 	}
 	n := 0
@@ -176,7 +171,7 @@ func (s *Store) writePuts(ctx context.Context, calls []*putCall) {
 	}
 	first, err := s.takeSeqs(ctx, n)
 	if err != nil {
-		fail(err)
+		failCalls(calls, err)
 		return
 	}
 	args, asked := s.putArgs(calls, first)
@@ -192,7 +187,7 @@ func (s *Store) writePuts(ctx context.Context, calls []*putCall) {
 		return serr
 	})
 	if serr != nil {
-		fail(unavailable("put", serr))
+		failCalls(calls, unavailable("put", serr))
 		return
 	}
 	for topic := range asked {
@@ -227,6 +222,13 @@ func (s *Store) writePuts(ctx context.Context, calls []*putCall) {
 			c.err = unavailable("put", fmt.Errorf("the script answered %q for call %d of %d", st, k, len(calls)))
 		}
 		seq += uint64(len(c.jobs))
+	}
+}
+
+// failCalls answers every call of a group with err.
+func failCalls(calls []*putCall, err error) {
+	for _, c := range calls {
+		c.err = err
 	}
 }
 
