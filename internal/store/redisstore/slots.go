@@ -75,6 +75,9 @@ func (s *Store) readSlots() {
 	m.refreshing = false
 	m.at = time.Now()
 	if err != nil {
+		if s.ctx.Err() != nil {
+			return // closed while it read
+		}
 		if !m.failing && s.log != nil {
 			s.log.Warn("redisstore: cannot read the Cluster slot map (CLUSTER SLOTS); puts go topic by topic until it is read", "err", err)
 		}
