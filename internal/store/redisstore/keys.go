@@ -72,10 +72,14 @@ type topicKeys [13]string
 // topic returns the keys of topic t. The first is the prefix of the job
 // records; scripts append the seq (same hash tag, so the same slot).
 func (k keys) topic(t string) topicKeys {
-	b := k.prefix + ":{" + t + "}:"
+	b := k.topicBase(t)
 	return topicKeys{b + "j:", b + "ids", b + "ready", b + "age", b + "delayed", b + "reserved", b + "buried", b + "pause", b + "now",
 		b + "r:", b + "finished", b + "deleted", b + "failed"}
 }
+
+// topicBase is topic t's key prefix P:{t}:, which a topic script
+// receives as KEYS[1] (slice) and which routes it to t's slot.
+func (k keys) topicBase(t string) string { return k.prefix + ":{" + t + "}:" }
 
 // slice is what a topic script receives as KEYS: the topic's prefix
 // (KEYS[1]); a one-node script's global keys follow from KEYS[2].

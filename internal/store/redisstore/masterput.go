@@ -76,7 +76,7 @@ func (s *Store) masterLineOf(topic string) *store.Line[*putCall] {
 	if s.oneNode {
 		return nil
 	}
-	m := s.masterOfKey(s.k.topic(topic).slice()[0])
+	m := s.masterOfKey(s.k.topicBase(topic))
 	if m == "" {
 		return nil
 	}
@@ -130,7 +130,7 @@ func (s *Store) writeMasterPuts(ctx context.Context, master string, calls []*put
 			args = append(args, string(buf))
 		}
 	}
-	arr, err := s.execKeys(ctx, "put", masterPutScript, []string{s.k.topic(jobs[0].Topic).slice()[0]}, args)
+	arr, err := s.execKeys(ctx, "put", masterPutScript, []string{s.k.topicBase(jobs[0].Topic)}, args)
 	if arr == nil && err != nil {
 		if !notLocal(err) {
 			failCalls(calls, err) // no answer: the jobs may be in
@@ -176,8 +176,9 @@ func (s *Store) writeMasterPuts(ctx context.Context, master string, calls []*put
 func (s *Store) beforeMasterPut(ctx context.Context, master string, jobs []*delayq.Job) (local map[string]bool, err error) {
 	local = map[string]bool{}
 	for _, j := range jobs {
-		if shard := s.k.seqShard(j.Seq); !local[shard] && s.masterOfKey(shard) == master {
-			local[shard] = true
+		shard := s.k.seqShard(j.Seq)
+		if _, seen := local[shard]; !seen {
+			local[shard] = s.masterOfKey(shard) == master // once per shard, not per job
 		}
 	}
 	if err := s.indexPutBut(ctx, jobs, func(shard string) bool { return local[shard] }); err != nil {
@@ -208,7 +209,7 @@ func notLocal(err error) bool {
 //	Returns:   the topics whose ready jobs went in while another
 //	           instance waits on them (their counts are to be published)
 var masterPutScript = newScript(waitedLua + `
-local prefix, a = ARGV[1], 3
+local prefix, a, cur = ARGV[1], 3, nil
 local hsets, topics = {}, {}
 while a <= #ARGV do
   local topic, n, first = ARGV[a], tonumber(ARGV[a + 1]), a + 2
@@ -218,8 +219,11 @@ while a <= #ARGV do
     t = {mset = {}, zadds = {}, ready = false}
     topics[topic], topics[#topics + 1] = t, topic
   end
-  local b = prefix .. ':{' .. topic .. '}:'
-  ` + putTopicLua + `
+  if topic ~= cur then
+    local b = prefix .. ':{' .. topic .. '}:'
+    ` + putTopicLua + `
+    cur = topic
+  end
   for i = 0, n - 1 do
     local j = first + i * 6
     local seq, shard, state = ARGV[j], ARGV[j + 1], ARGV[j + 2]

@@ -17,7 +17,7 @@ func topicsOn(t *testing.T, s *Store, m string, on, off int) (onM, offM []string
 			t.Fatalf("no topics for master %s", m)
 		}
 		topic := "p" + strconv.Itoa(i)
-		owner := s.masterOfKey(s.k.topic(topic).slice()[0])
+		owner := s.masterOfKey(s.k.topicBase(topic))
 		if owner == "" {
 			t.Fatal("the slot map names no master")
 		}

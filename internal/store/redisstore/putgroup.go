@@ -175,7 +175,7 @@ func (s *Store) writePuts(ctx context.Context, calls []*putCall) {
 		return
 	}
 	args, asked := s.putArgs(calls, first)
-	keys := []string{s.k.topic(calls[0].jobs[0].Topic).slice()[0], s.k.topics()}
+	keys := []string{s.k.topicBase(calls[0].jobs[0].Topic), s.k.topics()}
 	var start time.Time
 	if s.Observing() {
 		start = time.Now()
