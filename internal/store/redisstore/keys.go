@@ -41,12 +41,17 @@ import (
 //	P:id:{<id>}      STRING claim of a producer's job id: "topic|claimed-at-ms|nonce", "|seq" appended
 //	                        when a one-node script wrote it (the job is then found through it);
 //	                        an id the server made has none: it carries its seq (freshid.go)
-//	P:seqs:{<n>}     HASH   seq -> topic, for seqs n*4096 .. n*4096+4095 (a retained job's
+//	P:seqs:{s<g>}:<n> HASH  seq -> topic on a Cluster, for seqs from the deployment's seqtags on
+//	                        (seqs.go): the seqs of n*4096 .. n*4096+4095 whose run of 8 is in
+//	                        group g = seq/8 mod 64, so 64 entries at most (a retained job's
 //	                        field stays until its ended index's trim drops it)
+//	P:seqs:{<n>}     HASH   seq -> topic, for seqs n*4096 .. n*4096+4095: every seq on one node,
+//	                        and on a Cluster those below seqtags (written by format 2 and before)
 //	P:seqs:{<n>}:r:<seq> STRING topic of a retained job that a Cluster instance of an earlier build
 //	                        ended (its HASH field moved here); PEXPIRE = the retention; still read
 //	P:seq            STRING end of the last block of seqs handed out (seqScript: never below Redis TIME in µs; seqs.go)
-//	P:meta           HASH   buckets, format: the deployment's settings, written by its first instance (meta.go)
+//	P:meta           HASH   buckets, format, seqtags (Cluster only): the deployment's settings, written
+//	                        by its first instance (meta.go)
 //	P:topics         SET    every topic ever used
 //	P:{b<n>}:due     ZSET   topics of timer bucket n with pending work, by earliest due/deadline
 //	P:{b<n>}:lease   STRING instance id holding bucket n (SET NX PX)
@@ -57,6 +62,10 @@ import (
 //	P:{doc}:<kind>:names SET  every name of that kind (same slot, so one script sees both)
 type keys struct {
 	prefix string
+	// tagged is set on a Cluster: the seqs from tagsFrom on have their
+	// entries in the shard of their seq group (seqShard).
+	tagged   bool
+	tagsFrom uint64
 }
 
 // topicKeys are the keys of one topic. A topic script receives one key,
@@ -99,18 +108,47 @@ func (tk topicKeys) pauseKey() string { return tk[7] }
 
 func (k keys) claim(id string) string { return k.prefix + ":id:{" + id + "}" }
 
-// seqShardSize is how many seqs share one seq -> topic hash.
+// seqShardSize is how many seqs share one seq -> topic hash (on a
+// Cluster, from seqtags on, one hash per seq group of them).
 const seqShardSize = 4096
 
+// seqRun is how many consecutive seqs are in one seq group, and
+// seqGroups how many groups there are: seq/seqRun mod seqGroups. A group
+// is a hash tag of its own ({s<g>}), so on a Cluster an instance can
+// give a put a seq whose entry is on the put's topic's master
+// (takeSeqsOn); a run of 8 lets a group of puts of one master share
+// one entry hash, and 64 groups leave every master of up to dozens some.
+const (
+	seqRun    = 8
+	seqGroups = 64
+)
+
+// seqGroup is the seq group of seq.
+func seqGroup(seq uint64) int { return int(seq / seqRun % seqGroups) }
+
+// seqGroupTag is the hash tag of seq group g, whose slot decides its
+// master.
+func seqGroupTag(g int) string { return "s" + strconv.Itoa(g) }
+
+// seqShard is the seq -> topic hash that holds seq's entry.
 func (k keys) seqShard(seq uint64) string {
+	if k.tagged && seq >= k.tagsFrom {
+		return k.prefix + ":seqs:{" + seqGroupTag(seqGroup(seq)) + "}:" + strconv.FormatUint(seq/seqShardSize, 10)
+	}
+	return k.untaggedShard(seq)
+}
+
+// untaggedShard is the seq -> topic hash of seq in format 2 and before,
+// and on one node.
+func (k keys) untaggedShard(seq uint64) string {
 	return k.prefix + ":seqs:{" + strconv.FormatUint(seq/seqShardSize, 10) + "}"
 }
 
 // retainedSeq is the key naming the topic of a retained job by its seq
-// (same slot as the seq's shard), as a Cluster instance of an earlier
-// build wrote it; this build only reads it (seqTopic).
+// (same slot as the seq's untagged shard), as a Cluster instance of an
+// earlier build wrote it; this build only reads it (seqTopic).
 func (k keys) retainedSeq(seq uint64) string {
-	return k.seqShard(seq) + ":r:" + strconv.FormatUint(seq, 10)
+	return k.untaggedShard(seq) + ":r:" + strconv.FormatUint(seq, 10)
 }
 
 func (k keys) seqCounter() string { return k.prefix + ":seq" }

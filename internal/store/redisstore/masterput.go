@@ -23,22 +23,22 @@ import (
 // topic's master (by the slot map, slots.go), and a group of such calls,
 // of any topics that master holds, goes as ONE masterPutScript: the
 // records and indexes of every topic, the test of who waits, and the seq
-// entries when their shard is on that master too. The seqs come from
-// the instance's block as every put's do, so put order stays seq order
-// within an instance across topics (the contract's reserve order); a
-// block's seqs share a shard, so a third of the blocks on three masters
-// are on the master of a given group.
+// entries. The seqs come from the instance's block as every put's do, so
+// put order stays seq order within an instance across topics (the
+// contract's reserve order), but from key layout 3 on they are the next
+// ones whose seq group's shard is on that master (takeSeqsOn, keys.go:
+// seqShard), so the script writes their entries too.
 //
 // What the script cannot write goes in one pipeline before it, as a
-// lone put sends it (indexPut): the seq entries whose shard is on
-// another master, the topics not registered lately, and the bucket
-// entries lowered to the delayed jobs' dues (each topic's bucket may be
-// on another master); markAgain follows the script as after a lone put.
-// A put of ready jobs whose topic is registered and whose seq shard is
-// on its master is one round trip to one master, as on one node
-// (TestClusterFreshPutIsOneRoundTrip). Producers' ids (Put) need their
-// claims, one per id slot, so they keep their topic's line
-// (clusterput.go).
+// lone put sends it (indexPut): the topics not registered lately, the
+// bucket entries lowered to the delayed jobs' dues (each topic's bucket
+// may be on another master), and the seq entries whose shard is on
+// another master (when no seq group is on this one, or the slot map is
+// not read yet); markAgain follows the script as after a lone put. A put
+// of ready jobs whose topic is registered is one round trip to one
+// master, as on one node (TestClusterFreshPutIsOneRoundTrip). Producers'
+// ids (Put) need their claims, one per id slot, so they keep their
+// topic's line (clusterput.go).
 //
 // When a master refuses a key (the slot map was stale: a resharding
 // moved a slot), the script stops there: the seq entries go first, then
@@ -101,13 +101,13 @@ func (s *Store) writeMasterPuts(ctx context.Context, master string, calls []*put
 	for _, c := range calls {
 		jobs = append(jobs, c.jobs...)
 	}
-	first, err := s.takeSeqs(ctx, len(jobs))
+	seqs, err := s.takeSeqsOn(ctx, len(jobs), master)
 	if err != nil {
 		failCalls(calls, err)
 		return
 	}
 	for i, j := range jobs {
-		j.Seq = first + uint64(i)
+		j.Seq = seqs[i]
 		j.ID = freshID(j.ID, j.Seq) // carries its seq: no claim (freshid.go)
 	}
 	local, err := s.beforeMasterPut(ctx, master, jobs)

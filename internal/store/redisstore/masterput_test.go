@@ -30,42 +30,66 @@ func topicsOn(t *testing.T, s *Store, m string, on, off int) (onM, offM []string
 	return onM, offM
 }
 
-// nextSeqMaster is the master of the seq shard that s's next put gets its
-// seq from (steadySeqs keeps the block).
-func nextSeqMaster(s *Store) string {
-	s.seqs.mu.Lock()
-	next := s.seqs.next
-	s.seqs.mu.Unlock()
-	return s.masterOfKey(s.k.seqShard(next))
+// firstMaster is the master of topic "p0" by s's slot map.
+func firstMaster(t *testing.T, s *Store) string {
+	t.Helper()
+	m := s.masterOfKey(s.k.topicBase("p0"))
+	if m == "" {
+		t.Fatal("the slot map names no master")
+	}
+	return m
 }
 
 // seqMasterTopics opens a store on the test Cluster whose seq block does
-// not age (steadySeqs) and names the master m of the block's shard, a
-// topic on m and one on another master.
+// not age (steadySeqs) and names a master m, a topic on m and one on
+// another master.
 func seqMasterTopics(t *testing.T) (s *Store, m string, on, off []string) {
 	t.Helper()
 	s = openStore(t, redisAddrs(t, "DELAYQ_TEST_REDIS_CLUSTER"), quietLeases)
 	t.Cleanup(func() { s.Close() })
 	steadySeqs(t, s)
-	m = nextSeqMaster(s)
+	m = firstMaster(t, s)
 	on, off = topicsOn(t, s, m, 1, 1)
 	return s, m, on, off
 }
 
 // TestClusterFreshPutIsOneRoundTrip: on a Cluster a PutFresh of ready
 // jobs of a registered topic is one script on the topic's master, which
-// writes the seq entries too when their shard is on that master; when it
-// is not, the seq entries go first, in one more round trip. Before, every
-// put was the index pipeline (the seq entries) and then the insert
+// writes the seq entries too: the instance gives the put seqs whose seq
+// group's shard is on that master (takeSeqsOn), whichever master it is.
+// Only when the seqs' shards are elsewhere (here: the map of the seq
+// groups is wrong) do the seq entries go first, in one more round trip. Before,
+// every put was the index pipeline (the seq entries) and then the insert
 // script: two round trips to two masters. Either way the job is found by
-// its id and by its seq.
+// its id and by its seq, by another instance too (which has no memory
+// of the seq).
 func TestClusterFreshPutIsOneRoundTrip(t *testing.T) {
 	s, _, on, off := seqMasterTopics(t)
+	other := openStore(t, redisAddrs(t, "DELAYQ_TEST_REDIS_CLUSTER"), Options{Prefix: s.opt.Prefix, InstanceID: "other"})
+	defer other.Close()
+	_, more := topicsOn(t, s, s.masterOfKey(s.k.topicBase(off[0])), 0, 1) // a topic on the third master
 	ctx := t.Context()
+	var last uint64
 	for _, c := range []struct {
-		topic  string
-		writes int64
-	}{{on[0], 1}, {off[0], 2}} {
+		topic       string
+		writes      int64
+		staleGroups bool
+	}{{on[0], 1, false}, {off[0], 1, false}, {more[0], 1, false}, {on[0], 2, true}} {
+		if c.staleGroups {
+			// The map of the seq groups names, for each, a master that is
+			// not its own, the topic's for those on another one: the seqs
+			// taken for the topic's master are all in shards elsewhere.
+			m := s.masterOfKey(s.k.topicBase(c.topic))
+			s.slots.mu.Lock()
+			lie := new([seqGroups]string)
+			for g, owner := range s.slots.groups {
+				if lie[g] = "elsewhere"; owner != m {
+					lie[g] = m
+				}
+			}
+			s.slots.groups, s.slots.at = lie, time.Now() // not read again during the test
+			s.slots.mu.Unlock()
+		}
 		// The first put registers the topic (and loads the script on its
 		// master); the second is the one measured.
 		for i := range 2 {
@@ -76,19 +100,33 @@ func TestClusterFreshPutIsOneRoundTrip(t *testing.T) {
 			}
 			n := commits.Load()
 			s.ObserveCommits(nil)
+			if j.Seq <= last {
+				t.Errorf("seq %d after %d: put order is not seq order", j.Seq, last)
+			}
+			last = j.Seq
 			if i == 0 {
 				continue
 			}
 			if n != c.writes {
-				t.Errorf("a put of %s (seq shard on its master: %v): %d write round trips, want %d", c.topic, c.topic == on[0], n, c.writes)
+				t.Errorf("a put of %s (map of the seq groups stale: %v): %d write round trips, want %d", c.topic, c.staleGroups, n, c.writes)
+			}
+			master, shard := s.masterOfKey(s.k.topicBase(c.topic)), s.k.seqShard(j.Seq)
+			if (s.masterOfKey(shard) == master) == c.staleGroups {
+				t.Errorf("seq %d of a put of %s: its shard %s on the topic's master %s: %v, want %v", j.Seq, c.topic, shard, master, !c.staleGroups, c.staleGroups)
+			}
+			if got := ok(s.c.Do(ctx, s.c.B().Hget().Key(shard).Field(strconv.FormatUint(j.Seq, 10)).Build()).ToString())(t); got != c.topic {
+				t.Errorf("entry of seq %d in %s = %q, want %q", j.Seq, shard, got, c.topic)
 			}
 			for _, ref := range []delayq.Ref{{ID: j.ID}, {Seq: j.Seq}} {
-				got, err := s.Get(ctx, ref)
+				got, err := other.Get(ctx, ref)
 				if err != nil || got.ID != j.ID || got.Topic != c.topic {
-					t.Errorf("Get(%+v) = %v, %v; want the job put", ref, got, err)
+					t.Errorf("Get(%+v) by another instance = %v, %v; want the job put", ref, got, err)
 				}
 			}
 		}
+	}
+	if !s.k.tagged || s.k.tagsFrom == 0 || s.k.tagsFrom > last {
+		t.Errorf("keys: tagged %v from %d; want the seqs put (up to %d) in tagged shards", s.k.tagged, s.k.tagsFrom, last)
 	}
 }
 
@@ -103,7 +141,7 @@ func TestClusterFreshPutsShareOneScriptPerMaster(t *testing.T) {
 	a, b := stores[0], stores[1]
 	ctx := t.Context()
 	steadySeqs(t, a)
-	m := nextSeqMaster(a)
+	m := firstMaster(t, a)
 	on, off := topicsOn(t, a, m, 2, 1)
 	x, y, z := on[0], on[1], off[0]
 	events := listening(t, a, b)

@@ -175,7 +175,8 @@ func (s *Store) indexPut(ctx context.Context, jobs []*delayq.Job) error {
 func (s *Store) indexPutBut(ctx context.Context, jobs []*delayq.Job, skip func(shard string) bool) error {
 	cmds := make(rueidis.Commands, 0, len(jobs)+4)
 	// One HSET per run of jobs in one seq shard: a put's seqs, and a
-	// group's, are consecutive.
+	// group's, are ascending, and on a Cluster a run of 8 seqs shares a
+	// shard.
 	for i := 0; i < len(jobs); {
 		shard := s.k.seqShard(jobs[i].Seq)
 		fv := s.c.B().Hset().Key(shard).FieldValue()

@@ -24,6 +24,11 @@ import (
 // the clock under it moves a million a second: an instance takes at most
 // 1/seqBlockAge blocks a second at low rates, so the counter keeps to the
 // clock (seqScript's rule) up to hundreds of thousands of puts a second.
+//
+// On a Cluster a group of puts of one master takes its seqs with
+// takeSeqsOn: still in order from the same block, but only those whose
+// seq group's entry hash is on that master (keys.go: seqShard), so the
+// put's script there writes the entries too (masterput.go).
 
 // seqBlock is how many seqs an instance takes at a time.
 const seqBlock = 1024
@@ -45,15 +50,67 @@ func (s *Store) takeSeqs(ctx context.Context, n int) (uint64, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.left < n || time.Since(b.at) >= seqBlockAge {
-		size := max(n, seqBlock)
-		last, err := seqScript.Exec(ctx, s.c, []string{s.k.seqCounter()}, []string{strconv.Itoa(size)}).AsInt64()
-		if err != nil {
-			return 0, unavailable("put: seq", err)
+		if err := s.newSeqBlock(ctx, n); err != nil {
+			return 0, err
 		}
-		b.next, b.left, b.at = uint64(last)-uint64(size)+1, size, time.Now()
 	}
 	first := b.next
 	b.next += uint64(n)
 	b.left -= n
 	return first, nil
+}
+
+// takeSeqsOn hands out n seqs in ascending order, each in a seq group
+// whose shard is on master by the slot map where the next runs of the
+// block have one (keys.go: seqShard), so the put's script on master
+// writes their entries too (masterput.go). The seqs of the runs it
+// passes over are never handed out: about two runs per group of puts on
+// three masters (a seq group's tag is on a given master one time in
+// three), so the counter moves a few times faster than the puts, still
+// far below the million a second of the clock it keeps to. It passes
+// over seqGroups runs at most: past that no group is on master (or the
+// map is not read yet), and the seq entries go to another master first,
+// as before format 3.
+func (s *Store) takeSeqsOn(ctx context.Context, n int, master string) ([]uint64, error) {
+	groups := s.seqGroupMasters()
+	b := &s.seqs
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if time.Since(b.at) >= seqBlockAge {
+		b.left = 0
+	}
+	seqs := make([]uint64, 0, n)
+	passed := 0 // runs passed over for the seq being chosen
+	for len(seqs) < n {
+		if b.left == 0 {
+			if err := s.newSeqBlock(ctx, n-len(seqs)); err != nil {
+				return nil, err
+			}
+		}
+		seq := b.next
+		if groups != nil && s.k.tagged && seq >= s.k.tagsFrom && passed < seqGroups && groups[seqGroup(seq)] != master {
+			pass := min(seqRun-seq%seqRun, uint64(b.left))
+			b.next += pass
+			b.left -= int(pass)
+			passed++
+			continue
+		}
+		seqs = append(seqs, seq)
+		b.next++
+		b.left--
+		passed = 0
+	}
+	return seqs, nil
+}
+
+// newSeqBlock takes a new block of at least n seqs; b.mu is held.
+func (s *Store) newSeqBlock(ctx context.Context, n int) error {
+	b := &s.seqs
+	size := max(n, seqBlock)
+	last, err := seqScript.Exec(ctx, s.c, []string{s.k.seqCounter()}, []string{strconv.Itoa(size)}).AsInt64()
+	if err != nil {
+		return unavailable("put: seq", err)
+	}
+	b.next, b.left, b.at = uint64(last)-uint64(size)+1, size, time.Now()
+	return nil
 }

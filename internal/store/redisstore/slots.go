@@ -31,10 +31,11 @@ const slotMapEvery = 10 * time.Second
 // slotMap is the last slot map read, and when.
 type slotMap struct {
 	mu         sync.Mutex
-	owner      []string  // guarded by mu: per slot, the master's "host:port", "" when none or not read yet
-	at         time.Time // guarded by mu: when it was read (zero: never)
-	refreshing bool      // guarded by mu: a read is under way
-	failing    bool      // guarded by mu: the last read failed (logged once per streak)
+	owner      []string           // guarded by mu: per slot, the master's "host:port", "" when none or not read yet
+	groups     *[seqGroups]string // guarded by mu: per seq group, the master of its tag (never written to: replaced)
+	at         time.Time          // guarded by mu: when it was read (zero: never)
+	refreshing bool               // guarded by mu: a read is under way
+	failing    bool               // guarded by mu: the last read failed (logged once per streak)
 }
 
 // masterOfKey names the master that serves key by the slot map, "" when
@@ -84,7 +85,19 @@ func (s *Store) readSlots() {
 		m.failing = true
 		return
 	}
-	m.owner, m.failing = owner, false
+	groups := new([seqGroups]string)
+	for g := range groups {
+		groups[g] = owner[keySlot(seqGroupTag(g))]
+	}
+	m.owner, m.groups, m.failing = owner, groups, false
+}
+
+// seqGroupMasters is, per seq group, the master of its tag by the slot
+// map; nil when the map is not read yet.
+func (s *Store) seqGroupMasters() *[seqGroups]string {
+	s.slots.mu.Lock()
+	defer s.slots.mu.Unlock()
+	return s.slots.groups
 }
 
 // clusterSlots asks CLUSTER SLOTS which master serves each slot. Each
