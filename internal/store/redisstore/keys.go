@@ -42,9 +42,9 @@ import (
 //	                        when a one-node script wrote it (the job is then found through it);
 //	                        an id the server made has none: it carries its seq (freshid.go)
 //	P:seqs:{s<g>}:<n> HASH  seq -> topic on a Cluster, for seqs from the deployment's seqtags on
-//	                        (seqs.go): the seqs of n*4096 .. n*4096+4095 whose run of 8 is in
-//	                        group g = seq/8 mod 64, so 64 entries at most (a retained job's
-//	                        field stays until its ended index's trim drops it)
+//	                        (seqs.go): the seqs of n*2^18 .. (n+1)*2^18-1 whose run of 8 is in
+//	                        group g = seq/8 mod 64 (a retained job's field stays until its ended
+//	                        index's trim drops it)
 //	P:seqs:{<n>}     HASH   seq -> topic, for seqs n*4096 .. n*4096+4095: every seq on one node,
 //	                        and on a Cluster those below seqtags (written by format 2 and before)
 //	P:seqs:{<n>}:r:<seq> STRING topic of a retained job that a Cluster instance of an earlier build
@@ -108,9 +108,18 @@ func (tk topicKeys) pauseKey() string { return tk[7] }
 
 func (k keys) claim(id string) string { return k.prefix + ":id:{" + id + "}" }
 
-// seqShardSize is how many seqs share one seq -> topic hash (on a
-// Cluster, from seqtags on, one hash per seq group of them).
+// seqShardSize is how many seqs share one seq -> topic hash (on one
+// node, and below seqtags on a Cluster).
 const seqShardSize = 4096
+
+// seqGroupShardSize is how many seqs share the hashes of the seq groups
+// (one hash per group): the seq counter follows the clock in µs, so
+// that is 262 ms of puts. A range as small as seqShardSize would hold a
+// group's hash to a job or two at a few thousand puts a second (the
+// instances' blocks of 1,024 seqs, each a few dozen puts, spread over
+// 64 groups): 27,000 more keys for 60,000 jobs and 8% more Redis
+// memory per job on three masters (scripts/bench-redis-ab.sh memory).
+const seqGroupShardSize = 1 << 18
 
 // seqRun is how many consecutive seqs are in one seq group, and
 // seqGroups how many groups there are: seq/seqRun mod seqGroups. A group
@@ -133,7 +142,7 @@ func seqGroupTag(g int) string { return "s" + strconv.Itoa(g) }
 // seqShard is the seq -> topic hash that holds seq's entry.
 func (k keys) seqShard(seq uint64) string {
 	if k.tagged && seq >= k.tagsFrom {
-		return k.prefix + ":seqs:{" + seqGroupTag(seqGroup(seq)) + "}:" + strconv.FormatUint(seq/seqShardSize, 10)
+		return k.prefix + ":seqs:{" + seqGroupTag(seqGroup(seq)) + "}:" + strconv.FormatUint(seq/seqGroupShardSize, 10)
 	}
 	return k.untaggedShard(seq)
 }

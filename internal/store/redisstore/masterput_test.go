@@ -130,6 +130,39 @@ func TestClusterFreshPutIsOneRoundTrip(t *testing.T) {
 	}
 }
 
+// TestClusterTakeSeqsOn: the seqs a group of puts on a master takes are
+// ascending from call to call, each in a seq group whose hash is on that
+// master; when no group is on the master, it takes the next seqs of the
+// block and passes over none.
+func TestClusterTakeSeqsOn(t *testing.T) {
+	s, m, _, _ := seqMasterTopics(t)
+	groups := s.seqGroupMasters()
+	if groups == nil {
+		t.Fatal("no map of the seq groups")
+	}
+	var last uint64
+	for range 10 {
+		for _, q := range ok(s.takeSeqsOn(t.Context(), 3, m))(t) {
+			if q <= last {
+				t.Fatalf("seq %d after %d", q, last)
+			}
+			if groups[seqGroup(q)] != m || s.masterOfKey(s.k.seqShard(q)) != m {
+				t.Errorf("seq %d: group %d on %s, its hash %s on %s; want both on %s", q, seqGroup(q), groups[seqGroup(q)], s.k.seqShard(q), s.masterOfKey(s.k.seqShard(q)), m)
+			}
+			last = q
+		}
+	}
+	s.slots.mu.Lock()
+	s.slots.groups, s.slots.at = new([seqGroups]string), time.Now() // no group anywhere; not read again during the test
+	s.slots.mu.Unlock()
+	seqs := ok(s.takeSeqsOn(t.Context(), 5, m))(t)
+	for i, q := range seqs {
+		if q != seqs[0]+uint64(i) || q <= last {
+			t.Fatalf("seqs with no group on the master = %v after %d, want the next five in a row", seqs, last)
+		}
+	}
+}
+
 // TestClusterFreshPutsShareOneScriptPerMaster: on a Cluster the PutFresh
 // calls that arrive while a group of their master is in flight go to
 // Redis together, whatever their topics on that master: one script for

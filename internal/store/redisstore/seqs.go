@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -67,12 +68,14 @@ func (s *Store) takeSeqs(ctx context.Context, n int) (uint64, error) {
 // passes over are never handed out: about two runs per group of puts on
 // three masters (a seq group's tag is on a given master one time in
 // three), so the counter moves a few times faster than the puts, still
-// far below the million a second of the clock it keeps to. It passes
-// over seqGroups runs at most: past that no group is on master (or the
-// map is not read yet), and the seq entries go to another master first,
-// as before format 3.
+// far below the million a second of the clock it keeps to. When no
+// group is on master (or the map is not read yet) it passes over none,
+// and the seq entries go to another master first, as before format 3.
 func (s *Store) takeSeqsOn(ctx context.Context, n int, master string) ([]uint64, error) {
 	groups := s.seqGroupMasters()
+	if groups != nil && !slices.Contains(groups[:], master) {
+		groups = nil
+	}
 	b := &s.seqs
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -88,6 +91,8 @@ func (s *Store) takeSeqsOn(ctx context.Context, n int, master string) ([]uint64,
 			}
 		}
 		seq := b.next
+		// passed only bounds the search: seqGroups runs in a row hold
+		// every group, master's too.
 		if groups != nil && s.k.tagged && seq >= s.k.tagsFrom && passed < seqGroups && groups[seqGroup(seq)] != master {
 			pass := min(seqRun-seq%seqRun, uint64(b.left))
 			b.next += pass
