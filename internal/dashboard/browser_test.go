@@ -167,9 +167,9 @@ func TestBrowser(t *testing.T) {
 	// in two hours.
 	// d1's page has the same form: wait for d2's page before filling it,
 	// or the value goes into d1's form just before d2's replaces it.
-	run(t, ctx, chromedp.Navigate(srv.URL+"/ui/#/job/d2"),
-		chromedp.Poll[chromedp.Void](`document.querySelector('#job dd[data-field="id"]')?.textContent === 'd2'`),
-		chromedp.WaitVisible(chromedp.ID("reschedule-delay")),
+	run(t, ctx, chromedp.Navigate(srv.URL+"/ui/#/job/d2"))
+	pollPage(t, ctx, `document.querySelector('#job dd[data-field="id"]')?.textContent === 'd2'`)
+	run(t, ctx, chromedp.WaitVisible(chromedp.ID("reschedule-delay")),
 		chromedp.SetValue(chromedp.ID("reschedule-delay"), "2h"), chromedp.Click(chromedp.CSS("#reschedule button[type=submit]")),
 		chromedp.WaitVisible(chromedp.ID("notice")))
 	if n := text(t, ctx, "#notice"); n != "Job d2 rescheduled to run in 2h." {
@@ -252,6 +252,31 @@ func run(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.
 	if err := chromedp.Do(step, actions...); err != nil {
 		page, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash + "\n" + document.body.innerText`))
 		t.Fatalf("browser: %v; the page shows:\n%s", err, page)
+	}
+}
+
+// pollPage waits until the JavaScript expression is true on the page.
+// A poll begun just after a navigation can be given the execution
+// context of the page before it, which the browser has destroyed
+// ("Cannot find context with specified id", "Execution context was
+// destroyed"): chromedp learns of the new one by an event that may come
+// after the load it waited for. Such a poll is begun again, in the new
+// context, until the expression holds or the step's bound ends.
+func pollPage(t *testing.T, ctx context.Context, expr string) {
+	t.Helper()
+	step, cancel := context.WithTimeout(ctx, 20*time.Second) // a bound, as in run
+	defer cancel()
+	for {
+		err := chromedp.Do(step, chromedp.Poll[chromedp.Void](expr))
+		if err == nil {
+			return
+		}
+		if step.Err() == nil && (strings.Contains(err.Error(), "Cannot find context with specified id") ||
+			strings.Contains(err.Error(), "Execution context was destroyed")) {
+			continue
+		}
+		page, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash + "\n" + document.body.innerText`))
+		t.Fatalf("browser: waiting for %s: %v; the page shows:\n%s", expr, err, page)
 	}
 }
 

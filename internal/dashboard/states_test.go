@@ -168,9 +168,9 @@ func views(t *testing.T, ctx context.Context, base, id string) map[string]view {
 	out["delayq get"] = c
 
 	// From a blank page: the same URL again would not load anew.
-	run(t, ctx, chromedp.Navigate("about:blank"), chromedp.Navigate(base+"/ui/#/job/"+id),
-		chromedp.Poll[chromedp.Void](`document.querySelector('#job dd[data-field="id"]')?.textContent === `+jsString(id)+
-			` && document.querySelector('#job dd[data-field="counts"]')?.textContent.includes(`+jsString(fmt.Sprintf("%d kicks", a.Kicks))+`)`))
+	run(t, ctx, chromedp.Navigate("about:blank"), chromedp.Navigate(base+"/ui/#/job/"+id))
+	pollPage(t, ctx, `document.querySelector('#job dd[data-field="id"]')?.textContent === `+jsString(id)+
+		` && document.querySelector('#job dd[data-field="counts"]')?.textContent.includes(`+jsString(fmt.Sprintf("%d kicks", a.Kicks))+`)`)
 	d := view{State: text(t, ctx, `#job dd[data-field="state"]`)}
 	d.Timeouts, d.Releases, d.Buries, d.Kicks = counts(t, text(t, ctx, `#job dd[data-field="counts"]`))
 	for _, row := range evalRows(t, ctx, "#attempts", 5) {
