@@ -117,9 +117,10 @@ round() { # round NAME BIN
 	if [[ "$mode" == memory ]]; then
 		echo "$name: $((($(used_memory) - m0) / n)) bytes of Redis memory per delayed job, $(keys) keys, put rate $rate/s"
 	else
-		local scripts hsets
-		scripts=$(for p in "${ports[@]}"; do redis-cli -p "$p" INFO commandstats; done | awk -F'[:=,]' '/^cmdstat_evalsha:/ {s += $3} END {print s + 0}')
-		hsets=$(for p in "${ports[@]}"; do redis-cli -p "$p" INFO commandstats; done | awk -F'[:=,]' '/^cmdstat_hset:/ {s += $3} END {print s + 0}')
+		local stats scripts hsets
+		stats=$(for p in "${ports[@]}"; do redis-cli -p "$p" INFO commandstats; done)
+		scripts=$(awk -F'[:=,]' '/^cmdstat_evalsha:/ {s += $3} END {print s + 0}' <<<"$stats")
+		hsets=$(awk -F'[:=,]' '/^cmdstat_hset:/ {s += $3} END {print s + 0}' <<<"$stats")
 		echo "$name: Redis CPU $((($(sum cpu_us) - c0) / n)) us per job, read+write system calls $(per_job $(($(sum syscalls) - s0))), rate $rate/s, scripts $(per_job "$scripts"), HSET $(per_job "$hsets") per job"
 	fi
 	kill "${inst[@]}"

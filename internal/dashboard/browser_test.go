@@ -250,9 +250,14 @@ func run(t *testing.T, ctx context.Context, actions ...chromedp.Action[chromedp.
 	step, cancel := context.WithTimeout(ctx, 20*time.Second) // a bound, not a wait: a loaded CI machine renders slowly
 	defer cancel()
 	if err := chromedp.Do(step, actions...); err != nil {
-		page, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash + "\n" + document.body.innerText`))
-		t.Fatalf("browser: %v; the page shows:\n%s", err, page)
+		t.Fatalf("browser: %v; the page shows:\n%s", err, pageText(ctx))
 	}
+}
+
+// pageText is what the page shows, for a failure's message.
+func pageText(ctx context.Context) string {
+	page, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash + "\n" + document.body.innerText`))
+	return page
 }
 
 // pollPage waits until the JavaScript expression is true on the page.
@@ -275,8 +280,7 @@ func pollPage(t *testing.T, ctx context.Context, expr string) {
 			strings.Contains(err.Error(), "Execution context was destroyed")) {
 			continue
 		}
-		page, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash + "\n" + document.body.innerText`))
-		t.Fatalf("browser: waiting for %s: %v; the page shows:\n%s", expr, err, page)
+		t.Fatalf("browser: waiting for %s: %v; the page shows:\n%s", expr, err, pageText(ctx))
 	}
 }
 

@@ -139,9 +139,13 @@ func seqGroup(seq uint64) int { return int(seq / seqRun % seqGroups) }
 // master.
 func seqGroupTag(g int) string { return "s" + strconv.Itoa(g) }
 
+// inGroups tells whether seq's entry is in the hash of its seq group
+// (a Cluster's seqs from seqtags on) rather than its untagged shard.
+func (k keys) inGroups(seq uint64) bool { return k.tagged && seq >= k.tagsFrom }
+
 // seqShard is the seq -> topic hash that holds seq's entry.
 func (k keys) seqShard(seq uint64) string {
-	if k.tagged && seq >= k.tagsFrom {
+	if k.inGroups(seq) {
 		return k.prefix + ":seqs:{" + seqGroupTag(seqGroup(seq)) + "}:" + strconv.FormatUint(seq/seqGroupShardSize, 10)
 	}
 	return k.untaggedShard(seq)

@@ -80,15 +80,13 @@ func TestClusterFreshPutIsOneRoundTrip(t *testing.T) {
 			// not its own, the topic's for those on another one: the seqs
 			// taken for the topic's master are all in shards elsewhere.
 			m := s.masterOfKey(s.k.topicBase(c.topic))
-			s.slots.mu.Lock()
 			lie := new([seqGroups]string)
-			for g, owner := range s.slots.groups {
+			for g, owner := range s.seqGroupMasters() {
 				if lie[g] = "elsewhere"; owner != m {
 					lie[g] = m
 				}
 			}
-			s.slots.groups, s.slots.at = lie, time.Now() // not read again during the test
-			s.slots.mu.Unlock()
+			setSeqGroups(s, lie)
 		}
 		// The first put registers the topic (and loads the script on its
 		// master); the second is the one measured.
@@ -130,6 +128,15 @@ func TestClusterFreshPutIsOneRoundTrip(t *testing.T) {
 	}
 }
 
+// setSeqGroups gives s's slot map groups as the masters of the seq
+// groups, and marks the map fresh so that it is not read again during
+// the test.
+func setSeqGroups(s *Store, groups *[seqGroups]string) {
+	s.slots.mu.Lock()
+	s.slots.groups, s.slots.at = groups, time.Now()
+	s.slots.mu.Unlock()
+}
+
 // TestClusterTakeSeqsOn: the seqs a group of puts on a master takes are
 // ascending from call to call, each in a seq group whose hash is on that
 // master; when no group is on the master, it takes the next seqs of the
@@ -152,9 +159,7 @@ func TestClusterTakeSeqsOn(t *testing.T) {
 			last = q
 		}
 	}
-	s.slots.mu.Lock()
-	s.slots.groups, s.slots.at = new([seqGroups]string), time.Now() // no group anywhere; not read again during the test
-	s.slots.mu.Unlock()
+	setSeqGroups(s, new([seqGroups]string)) // no group anywhere
 	seqs := ok(s.takeSeqsOn(t.Context(), 5, m))(t)
 	for i, q := range seqs {
 		if q != seqs[0]+uint64(i) || q <= last {

@@ -93,7 +93,7 @@ func (s *Store) takeSeqsOn(ctx context.Context, n int, master string) ([]uint64,
 		seq := b.next
 		// passed only bounds the search: seqGroups runs in a row hold
 		// every group, master's too.
-		if groups != nil && s.k.tagged && seq >= s.k.tagsFrom && passed < seqGroups && groups[seqGroup(seq)] != master {
+		if groups != nil && s.k.inGroups(seq) && passed < seqGroups && groups[seqGroup(seq)] != master {
 			pass := min(seqRun-seq%seqRun, uint64(b.left))
 			b.next += pass
 			b.left -= int(pass)
